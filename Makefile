@@ -1,0 +1,24 @@
+# Two commands on a fresh machine with python3 and pip: `make run` and `make test`.
+# Each bootstraps the virtualenv in .venv from pyproject.toml (pinned) the first time.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: run test clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+# The main job: embedded Temporal dev server + UI on :8233, the worker, examples applied and
+# submitted, progress shown until every example workload is admitted; Ctrl-C stops it.
+run: $(BIN)/.installed
+	$(BIN)/admitflow dev -f examples/
+
+# Unit, workflow (time-skipping server) and integration (dev server) tests.
+test: $(BIN)/.installed
+	$(BIN)/pytest -q
+
+clean:
+	rm -rf $(VENV) .admitflow .pytest_cache
