@@ -1,0 +1,149 @@
+"""AdmissionCheck (kueue.x-k8s.io/v1beta2): a gate a workload must pass after quota is reserved.
+
+Source: apis/kueue/v1beta2/admissioncheck_types.go. `spec.retryStrategy` is admitflow's own
+extension (KEP-3258 "Future outlook"): how long to wait after a `Retry` verdict that carries no
+`requeueAfterSeconds`, and when to give up.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from . import field_error as fe
+from .base import KueueModel
+from .field_error import FieldError
+from .meta import Condition, ObjectMeta
+from .names import DNS1123_LABEL_PATTERN, DNS1123_SUBDOMAIN_PATTERN
+
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+
+CheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
+"""State of one AdmissionCheck for one workload."""
+
+PROVISIONING_REQUEST_CONTROLLER_NAME = "kueue.x-k8s.io/provisioning-request"
+
+
+class AdmissionCheckParametersReference(KueueModel):
+    """Reference to an object holding the check's parameters (e.g. a ProvisioningRequestConfig)."""
+
+    api_group: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=DNS1123_SUBDOMAIN_PATTERN,
+        description="API group of the referenced object (e.g. kueue.x-k8s.io); 1 to 253 characters. Required.",
+    )
+    kind: str = Field(
+        min_length=1,
+        max_length=63,
+        pattern=r"^(?i)[a-z]([-a-z0-9]*[a-z0-9])?$",
+        description="Kind of the referenced object (e.g. ProvisioningRequestConfig); 1 to 63 characters. Required.",
+    )
+    name: str = Field(
+        min_length=1,
+        max_length=63,
+        pattern=DNS1123_LABEL_PATTERN,
+        description="Name of the referenced object; a DNS label of 1 to 63 characters. Required.",
+    )
+
+
+class AdmissionCheckRetryStrategy(KueueModel):
+    """admitflow extension: the delay before retrying after a `Retry` verdict without a delay of its own.
+
+    With `Backoff` the n-th retry waits `min(baseDelaySeconds * factor^(n-1), maxDelaySeconds)`,
+    stretched by up to `jitter`; with `Static` every retry waits `baseDelaySeconds`. After
+    `backoffLimitCount` retries the check becomes `Rejected`.
+    """
+
+    strategy: Literal["Static", "Backoff"] = Field(
+        default="Backoff", description="Backoff (default): grow the delay by `factor`; Static: always `baseDelaySeconds`."
+    )
+    base_delay_seconds: int = Field(default=60, ge=0, description="Delay of the first retry, in seconds; >= 0, default 60.")
+    factor: float = Field(default=2.0, ge=1, description="Growth of the delay per retry with Backoff; >= 1, default 2.0.")
+    jitter: float = Field(
+        default=0.0001, ge=0, le=1, description="Random extra delay, as a fraction of the delay; 0 to 1, default 0.0001."
+    )
+    max_delay_seconds: int = Field(
+        default=1800, ge=0, description="Upper bound of the delay, in seconds; >= baseDelaySeconds, default 1800."
+    )
+    backoff_limit_count: int | None = Field(
+        default=None, ge=0, description="Retries allowed before the check becomes Rejected; unset means unlimited."
+    )
+
+    def validation_errors(self, path: str = "") -> list[FieldError]:
+        if self.max_delay_seconds < self.base_delay_seconds:
+            return [
+                fe.invalid(
+                    fe.join_path(path, "maxDelaySeconds"),
+                    self.max_delay_seconds,
+                    f"must be greater than or equal to baseDelaySeconds ({self.base_delay_seconds})",
+                )
+            ]
+        return []
+
+
+class AdmissionCheckSpec(KueueModel):
+    """The desired state of an AdmissionCheck."""
+
+    controller_name: str = Field(
+        min_length=1,
+        max_length=253,
+        description=(
+            "Controller that evaluates the check (for admitflow: the Temporal task queue of its "
+            "controller); `kueue.x-k8s.io/provisioning-request` is built in. 1 to 253 characters, "
+            "immutable. Required."
+        ),
+    )
+    parameters: AdmissionCheckParametersReference | None = Field(
+        default=None, description="Object with the check's parameters, if its controller needs one."
+    )
+    retry_strategy: AdmissionCheckRetryStrategy | None = Field(
+        default=None,
+        description="admitflow extension: delay and limit for Retry verdicts without requeueAfterSeconds.",
+    )
+
+    def validation_errors(self, path: str = "spec") -> list[FieldError]:
+        if self.retry_strategy is None:
+            return []
+        return self.retry_strategy.validation_errors(fe.join_path(path, "retryStrategy"))
+
+
+class AdmissionCheckStatus(KueueModel):
+    """The observed state of an AdmissionCheck."""
+
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Conditions; Kueue reads only `Active` (set by the check's controller); at most 16.",
+    )
+
+
+class AdmissionCheck(KueueModel):
+    """An AdmissionCheck. Cluster-scoped."""
+
+    api_version: Literal["kueue.x-k8s.io/v1beta2"] = Field(default=API_VERSION, description="API version.")
+    kind: Literal["AdmissionCheck"] = Field(default="AdmissionCheck", description="Kind.")
+    metadata: ObjectMeta = Field(description="Object metadata; ClusterQueues refer to `name`.")
+    spec: AdmissionCheckSpec = Field(description="Desired state.")
+    status: AdmissionCheckStatus = Field(
+        default_factory=AdmissionCheckStatus, description="Observed state; ignored on input."
+    )
+
+    @property
+    def key(self) -> str:
+        return self.metadata.name
+
+    @property
+    def active(self) -> bool:
+        """True when the controller has set `Active=True`."""
+        return any(c.type == "Active" and c.status == "True" for c in self.status.conditions)
+
+    def validation_errors(self, path: str = "") -> list[FieldError]:
+        return self.spec.validation_errors(fe.join_path(path, "spec"))
+
+    def update_errors(self, old: AdmissionCheck, path: str = "") -> list[FieldError]:
+        """Rules for replacing `old` with this object: `spec.controllerName` is immutable."""
+        if self.spec.controller_name != old.spec.controller_name:
+            return [fe.cel(fe.join_path(path, "spec.controllerName"), "string", "field is immutable")]
+        return []

@@ -1,0 +1,205 @@
+"""Kueue's Configuration (config.kueue.x-k8s.io/v1beta2), reduced to what admitflow uses.
+
+admitflow reads `waitForPodsReady` (with Kueue's defaults and validation) and the
+`DisableWaitForPodsReady` feature gate. Every other top-level field Kueue defines is accepted and
+dropped with a warning; fields Kueue does not define are refused, as Kueue's strict config decoder
+refuses them. The object is a singleton: its key is always `config`.
+
+Sources: apis/config/v1beta2/configuration_types.go, apis/config/v1beta2/defaults.go,
+pkg/config/validation.go (validateWaitForPodsReady).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .base import KueueModel
+from .duration import GoDuration, format_duration_nanos, parse_duration_nanos
+from .field_error import k8s_error
+from .meta import ObjectMeta
+
+API_VERSION = "config.kueue.x-k8s.io/v1beta2"
+KIND = "Configuration"
+SINGLETON_KEY = "config"
+
+DEFAULT_WAIT_FOR_PODS_READY_TIMEOUT = "30m"
+DISABLE_WAIT_FOR_PODS_READY_GATE = "DisableWaitForPodsReady"
+NEGATIVE_MESSAGE = "must be greater than or equal to 0"
+
+# Top-level fields of Kueue's Configuration (ControllerManager is inlined into it).
+KUEUE_FIELDS_V1BETA2 = (
+    "namespace",
+    "webhook",
+    "leaderElection",
+    "metrics",
+    "health",
+    "pprofBindAddress",
+    "controller",
+    "tls",
+    "manageJobsWithoutQueueName",
+    "managedJobsNamespaceSelector",
+    "internalCertManagement",
+    "waitForPodsReady",
+    "clientConnection",
+    "integrations",
+    "multiKueue",
+    "fairSharing",
+    "admissionFairSharing",
+    "resources",
+    "featureGates",
+    "objectRetentionPolicies",
+    "visibilityServer",
+)
+KUEUE_FIELDS_V1BETA1 = tuple(f for f in KUEUE_FIELDS_V1BETA2 if f not in ("tls", "visibilityServer")) + (
+    "queueVisibility",
+)
+USED_FIELDS = ("apiVersion", "kind", "metadata", "waitForPodsReady", "featureGates")
+UNUSED_WAIT_FOR_PODS_READY_FIELDS = ("maxTimeoutOnWorkload", "unscheduledTimeout")
+
+
+def _non_negative_int(value: int | None) -> int | None:
+    if value is not None and value < 0:
+        raise k8s_error(f"Invalid value: {value}: {NEGATIVE_MESSAGE}")
+    return value
+
+
+def _non_negative_duration(value: str | None) -> str | None:
+    if value is not None:
+        nanos = parse_duration_nanos(value)
+        if nanos < 0:
+            raise k8s_error(f"Invalid value: {format_duration_nanos(nanos)}: {NEGATIVE_MESSAGE}")
+    return value
+
+
+class RequeuingStrategy(KueueModel):
+    """How a workload evicted for PodsReady timeout goes back to its queue."""
+
+    timestamp: Literal["Creation", "Eviction"] = Field(
+        default="Eviction",
+        description="Queue order after requeue: Eviction (default, the eviction time) or Creation (creationTimestamp).",
+    )
+    backoff_limit_count: int | None = Field(
+        default=None,
+        json_schema_extra={"minimum": 0},
+        description="Requeues before the workload is deactivated; unset means no limit; >= 0.",
+    )
+    backoff_base_seconds: int = Field(
+        default=60,
+        json_schema_extra={"minimum": 0},
+        description="Backoff base: requeue n waits about base*2^(n-1) seconds; >= 0, default 60.",
+    )
+    backoff_max_seconds: int = Field(
+        default=3600, json_schema_extra={"minimum": 0}, description="Upper bound of one backoff; >= 0, default 3600."
+    )
+
+    @field_validator("backoff_limit_count", "backoff_base_seconds", "backoff_max_seconds")
+    @classmethod
+    def _non_negative(cls, value: int | None) -> int | None:
+        return _non_negative_int(value)
+
+
+class WaitForPodsReady(KueueModel):
+    """All-or-nothing start: an admitted workload whose pods are not ready in time is evicted and requeued."""
+
+    timeout: GoDuration = Field(
+        default=DEFAULT_WAIT_FOR_PODS_READY_TIMEOUT,
+        description="Time from admission until PodsReady=True, as a Go duration; `0s` means the default 30m; >= 0.",
+    )
+    block_admission: bool = Field(
+        default=False,
+        description="When true, a ClusterQueue admits nothing else while an admitted workload is not ready. Default false.",
+    )
+    requeuing_strategy: RequeuingStrategy = Field(
+        default_factory=RequeuingStrategy, description="Requeue order and backoff after a timeout."
+    )
+    recovery_timeout: GoDuration | None = Field(
+        default=None,
+        description="Time a running workload may spend with PodsReady=False; defaults to `timeout`, `0s` disables; >= 0.",
+    )
+    max_timeout_on_workload: GoDuration | None = Field(
+        default=None, description="Upper bound of per-workload timeouts. Accepted, not used by admitflow."
+    )
+    unscheduled_timeout: GoDuration | None = Field(
+        default=None, description="Time pods may stay unscheduled. Accepted, not used by admitflow."
+    )
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout(cls, value: str) -> str:
+        _non_negative_duration(value)
+        # Kueue's defaulting treats a zero timeout as unset.
+        return DEFAULT_WAIT_FOR_PODS_READY_TIMEOUT if parse_duration_nanos(value) == 0 else value
+
+    @field_validator("recovery_timeout")
+    @classmethod
+    def _recovery_timeout(cls, value: str | None) -> str | None:
+        return _non_negative_duration(value)
+
+    @model_validator(mode="after")
+    def _recovery_defaults_to_timeout(self) -> WaitForPodsReady:
+        if self.recovery_timeout is None:
+            self.recovery_timeout = self.timeout
+        return self
+
+    @property
+    def timeout_seconds(self) -> float:
+        return parse_duration_nanos(self.timeout) / 1e9
+
+    @property
+    def recovery_timeout_seconds(self) -> float | None:
+        """Seconds, or None when recovery timeouts are disabled (`0s`)."""
+        nanos = parse_duration_nanos(self.recovery_timeout or self.timeout)
+        return None if nanos == 0 else nanos / 1e9
+
+
+class Configuration(KueueModel):
+    """The parts of Kueue's Configuration admitflow uses. A singleton (key `config`)."""
+
+    api_version: Literal["config.kueue.x-k8s.io/v1beta2"] = Field(default=API_VERSION, description="API version.")
+    kind: Literal["Configuration"] = Field(default=KIND, description="Kind.")
+    metadata: ObjectMeta | None = Field(
+        default=None, description="Optional; Kueue's Configuration has none. The object is always keyed `config`."
+    )
+    wait_for_pods_ready: WaitForPodsReady = Field(
+        default_factory=WaitForPodsReady,
+        description="WaitForPodsReady settings; always defaulted (on by default since Kueue's v1beta2).",
+    )
+    feature_gates: dict[str, bool] | None = Field(
+        default=None,
+        description="Feature gates; admitflow reads DisableWaitForPodsReady (true turns WaitForPodsReady off).",
+    )
+
+    @property
+    def key(self) -> str:
+        return SINGLETON_KEY
+
+    @property
+    def wait_for_pods_ready_enabled(self) -> bool:
+        return not (self.feature_gates or {}).get(DISABLE_WAIT_FOR_PODS_READY_GATE, False)
+
+
+def drop_unused_fields(data: dict[str, Any], known: tuple[str, ...]) -> tuple[dict[str, Any], list[str]]:
+    """Remove the Kueue fields admitflow does not use, with one warning each.
+
+    Fields Kueue does not know are left in place, so validation refuses them.
+    """
+    warnings = []
+    out = {}
+    for key, value in data.items():
+        if key in USED_FIELDS or key not in known:
+            out[key] = value
+        else:
+            warnings.append(f"Configuration: field {key} is not used by admitflow")
+    wfpr = out.get("waitForPodsReady")
+    if isinstance(wfpr, dict):
+        for key in UNUSED_WAIT_FOR_PODS_READY_FIELDS:
+            if key in wfpr:
+                warnings.append(f"Configuration: field waitForPodsReady.{key} is not used by admitflow")
+    gates = out.get("featureGates")
+    if isinstance(gates, dict):
+        for gate in gates:
+            if gate != DISABLE_WAIT_FOR_PODS_READY_GATE:
+                warnings.append(f"Configuration: field featureGates.{gate} is not used by admitflow")
+    return out, warnings
