@@ -1,0 +1,274 @@
+"""The catalog: cluster-scoped configuration, applied like `kubectl apply` and resolved for queues.
+
+`CatalogState` holds every ResourceFlavor, ClusterQueue, LocalQueue, AdmissionCheck,
+ProvisioningRequestConfig and the Configuration. `apply` and `delete` answer per object like kubectl
+(`created`, `configured`, `unchanged`, `deleted`); `views` resolves, for each ClusterQueue, what it
+references, which is all a ClusterQueue workflow ever learns about the rest of the configuration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from admitflow.admission.cluster_queue import AdmissionCheckInfo, ClusterQueueView, LocalQueueInfo
+from admitflow.admission.conditions import is_true, second
+from admitflow.api import (
+    AdmissionCheck,
+    ClusterQueue,
+    Configuration,
+    LocalQueue,
+    ProvisioningRequestConfig,
+    ResourceFlavor,
+)
+from admitflow.wire import WireModel
+
+CatalogObject = Annotated[
+    ResourceFlavor | ClusterQueue | LocalQueue | AdmissionCheck | ProvisioningRequestConfig | Configuration,
+    Field(discriminator="kind"),
+]
+
+CATALOG_KINDS = (
+    "ResourceFlavor",
+    "ClusterQueue",
+    "LocalQueue",
+    "AdmissionCheck",
+    "ProvisioningRequestConfig",
+    "Configuration",
+)
+
+# kubectl's plural resource names, used in messages the way kubectl words them.
+PLURALS = {
+    "ResourceFlavor": "resourceflavors",
+    "ClusterQueue": "clusterqueues",
+    "LocalQueue": "localqueues",
+    "AdmissionCheck": "admissionchecks",
+    "ProvisioningRequestConfig": "provisioningrequestconfigs",
+    "Configuration": "configurations",
+    "Workload": "workloads",
+}
+
+Action = Literal["created", "configured", "unchanged", "deleted"]
+
+
+class CatalogError(ValueError):
+    """A refused apply or delete; `index` is the position of the offending object in the request."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+class Outcome(WireModel):
+    kind: str
+    key: str
+    action: Action
+
+
+class ObjectRef(WireModel):
+    kind: str
+    key: str = Field(description="name, or namespace/name for LocalQueues")
+
+
+class QueueResolution(WireModel):
+    """Where a workload's LocalQueue leads. `reason` is empty when the workload can be queued."""
+
+    cluster_queue: str | None = None
+    reason: str = ""
+    message: str = ""
+
+
+class CatalogState(WireModel):
+    revision: int = 0
+    objects: dict[str, dict[str, CatalogObject]] = Field(default_factory=dict, description="kind -> key -> object")
+    published: dict[str, str] = Field(
+        default_factory=dict, description="ClusterQueue -> digest of the last view sent to it"
+    )
+    watchers: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="namespace/LocalQueue -> workload workflow ID -> the resolution message it is waiting on",
+    )
+
+    def get(self, kind: str, key: str):
+        return self.objects.get(kind, {}).get(key)
+
+    def all(self, kind: str) -> list:
+        return list(self.objects.get(kind, {}).values())
+
+
+def _content(obj) -> dict:
+    """What `apply` compares: spec plus user-owned metadata, never status or server-set fields."""
+    wire = obj.to_wire()
+    meta = wire.get("metadata", {})
+    return {
+        "spec": wire.get("spec"),
+        "rest": {k: v for k, v in wire.items() if k not in ("metadata", "spec", "status", "apiVersion")},
+        "labels": meta.get("labels"),
+        "annotations": meta.get("annotations"),
+    }
+
+
+def _immutable(kind: str) -> list[tuple[str, Callable]]:
+    """Fields Kueue's webhooks refuse to change on update."""
+    if kind == "AdmissionCheck":
+        return [("spec.controllerName", lambda o: o.spec.controller_name)]
+    if kind == "LocalQueue":
+        return [("spec.clusterQueue", lambda o: o.spec.cluster_queue)]
+    return []
+
+
+def validate_apply(state: CatalogState, objects: Sequence[CatalogObject]) -> None:
+    """Refuse the whole request if any object may not be applied over what is stored."""
+    for i, obj in enumerate(objects):
+        old = state.get(obj.kind, obj.key)
+        if old is None:
+            continue
+        for path, read in _immutable(obj.kind):
+            if read(old) != read(obj):
+                raise CatalogError(
+                    i, f'{obj.kind} "{obj.key}" is invalid: {path}: Invalid value: "{read(obj)}": field is immutable'
+                )
+
+
+def apply(
+    state: CatalogState, objects: Sequence[CatalogObject], new_uid: Callable[[], str], now: datetime
+) -> list[Outcome]:
+    validate_apply(state, objects)
+    outcomes: list[Outcome] = []
+    changed = False
+    for obj in objects:
+        old = state.get(obj.kind, obj.key)
+        new = obj.model_copy(deep=True)
+        if old is None:
+            new.metadata.uid = new_uid()
+            new.metadata.creation_timestamp = second(now)
+            new.metadata.generation = 1
+            action: Action = "created"
+        else:
+            if _content(old) == _content(new):
+                outcomes.append(Outcome(kind=obj.kind, key=obj.key, action="unchanged"))
+                continue
+            new.metadata.uid = old.metadata.uid
+            new.metadata.creation_timestamp = old.metadata.creation_timestamp
+            spec_changed = _content(old)["spec"] != _content(new)["spec"]
+            new.metadata.generation = (old.metadata.generation or 1) + (1 if spec_changed else 0)
+            action = "configured"
+        status_field = type(new).model_fields.get("status")
+        if status_field is not None:
+            # Status belongs to the controllers, as with `kubectl apply` on a status subresource.
+            new.status = old.status if old is not None else status_field.default_factory()
+        state.objects.setdefault(obj.kind, {})[obj.key] = new
+        outcomes.append(Outcome(kind=obj.kind, key=obj.key, action=action))
+        changed = True
+    if changed:
+        state.revision += 1
+    return outcomes
+
+
+def validate_delete(state: CatalogState, refs: Sequence[ObjectRef]) -> None:
+    for i, ref in enumerate(refs):
+        if ref.kind not in CATALOG_KINDS:
+            raise CatalogError(i, f'the server doesn\'t have a resource type "{ref.kind}"')
+        if state.get(ref.kind, ref.key) is None:
+            raise CatalogError(i, f'{PLURALS[ref.kind]} "{ref.key}" not found')
+
+
+def delete(state: CatalogState, refs: Sequence[ObjectRef]) -> list[Outcome]:
+    validate_delete(state, refs)
+    for ref in refs:
+        del state.objects[ref.kind][ref.key]
+    if refs:
+        state.revision += 1
+    return [Outcome(kind=r.kind, key=r.key, action="deleted") for r in refs]
+
+
+# --- resolution ---------------------------------------------------------------------------------
+
+
+def admission_check_info(ac: AdmissionCheck) -> AdmissionCheckInfo:
+    conditions = (ac.status.conditions if ac.status else None) or []
+    return AdmissionCheckInfo(controller_name=ac.spec.controller_name, active=is_true(conditions, "Active"))
+
+
+def view_of(state: CatalogState, name: str) -> ClusterQueueView:
+    cq: ClusterQueue | None = state.get("ClusterQueue", name)
+    if cq is None:
+        return ClusterQueueView(name=name, revision=state.revision)
+    spec = cq.spec
+    flavor_names = {fq.name for rg in spec.resource_groups or () for fq in rg.flavors}
+    strategy = spec.admission_checks_strategy
+    check_names = {r.name for r in (strategy.admission_checks if strategy else None) or ()}
+    flavors = {n: state.get("ResourceFlavor", n).spec for n in sorted(flavor_names) if state.get("ResourceFlavor", n)}
+    checks = {
+        n: admission_check_info(state.get("AdmissionCheck", n))
+        for n in sorted(check_names)
+        if state.get("AdmissionCheck", n)
+    }
+    local_queues = {
+        lq.key: LocalQueueInfo(stop_policy=lq.spec.stop_policy or "None")
+        for lq in state.all("LocalQueue")
+        if lq.spec.cluster_queue == name
+    }
+    return ClusterQueueView(
+        name=name, revision=state.revision, spec=spec, flavors=flavors, admission_checks=checks,
+        local_queues=dict(sorted(local_queues.items())),
+    )
+
+
+def _digest(view: ClusterQueueView) -> str:
+    body = view.to_wire()
+    body.pop("revision", None)
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def changed_views(state: CatalogState) -> list[ClusterQueueView]:
+    """Views that differ from what each ClusterQueue was last sent, marking them sent. Deleted
+    ClusterQueues get one last view without a spec, so they stop admitting."""
+    names = set(state.objects.get("ClusterQueue", {})) | set(state.published)
+    out = []
+    for name in sorted(names):
+        view = view_of(state, name)
+        digest = _digest(view)
+        if state.published.get(name) != digest:
+            state.published[name] = digest
+            out.append(view)
+    return out
+
+
+def resolve_local_queue(state: CatalogState, namespace: str, name: str) -> QueueResolution:
+    lq: LocalQueue | None = state.get("LocalQueue", f"{namespace}/{name}")
+    if lq is None:
+        return QueueResolution(reason="Misconfigured", message=f"LocalQueue {name} is terminating or missing")
+    cq = lq.spec.cluster_queue
+    if state.get("ClusterQueue", cq) is None:
+        return QueueResolution(
+            cluster_queue=cq, reason="Misconfigured", message=f"ClusterQueue {cq} is terminating or missing"
+        )
+    return QueueResolution(cluster_queue=cq)
+
+
+def add_watcher(state: CatalogState, lq_key: str, workflow_id: str, seen: str) -> None:
+    """`seen` is the message the workload got when it looked its queue up."""
+    state.watchers.setdefault(lq_key, {})[workflow_id] = seen
+
+
+def woken_watchers(state: CatalogState) -> list[str]:
+    """Workloads whose LocalQueue now resolves differently from what they saw (it exists now, or its
+    ClusterQueue does); they look it up again, and register again if it is still not usable."""
+    woken: list[str] = []
+    for lq_key in list(state.watchers):
+        ns, name = lq_key.split("/", 1)
+        now = resolve_local_queue(state, ns, name).message
+        waiting = state.watchers[lq_key]
+        for workflow_id, seen in list(waiting.items()):
+            if seen != now:
+                woken.append(workflow_id)
+                del waiting[workflow_id]
+        if not waiting:
+            del state.watchers[lq_key]
+    return woken

@@ -1,0 +1,398 @@
+"""A ClusterQueue: its resolved view of the catalog, its state, and the rules that change them.
+
+The catalog resolves what a ClusterQueue references (flavors, admission checks, the LocalQueues
+pointing at it) into a `ClusterQueueView`; the ClusterQueue workflow keeps a `ClusterQueueState` and
+changes it only through the functions here.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import Field
+
+from admitflow.wire import WireModel
+
+from admitflow.admission import conditions as cond
+from admitflow.admission.flavor_assignment import (
+    Assignment,
+    FlavorInfo,
+    FlavorQuota,
+    ResourceGroupQuota,
+    Usage,
+)
+from admitflow.admission.requests import PodSetRequest
+from admitflow.admission.selectors import Requirement, Taint, Toleration, namespace_labels, selector_matches
+from admitflow.api import (
+    ClusterQueueSpec,
+    ClusterQueueStatus,
+    Condition,
+    LocalQueueStatus,
+    ResourceFlavorSpec,
+    format_resource,
+    resource_value,
+)
+
+ACTIVE = "Active"
+
+# How many released (key, uid, ticket) triples a queue remembers, so that a late duplicate enqueue of
+# a workload that already left is not taken for a new one. Duplicates arrive within seconds; this
+# bounds the memory carried across continue-as-new.
+RELEASED_MEMORY = 1000
+
+
+class AdmissionCheckInfo(WireModel):
+    controller_name: str
+    active: bool = False
+
+
+class LocalQueueInfo(WireModel):
+    stop_policy: str = "None"
+
+
+class ClusterQueueView(WireModel):
+    """What a ClusterQueue needs from the catalog. `spec` is None once the ClusterQueue is deleted."""
+
+    name: str
+    revision: int = Field(description="Catalog revision that produced this view; older views are ignored.")
+    spec: ClusterQueueSpec | None = None
+    flavors: dict[str, ResourceFlavorSpec] = Field(default_factory=dict)
+    admission_checks: dict[str, AdmissionCheckInfo] = Field(default_factory=dict)
+    local_queues: dict[str, LocalQueueInfo] = Field(
+        default_factory=dict, description="LocalQueues pointing at this ClusterQueue, by namespace/name."
+    )
+
+
+class QueueEntry(WireModel):
+    """A pending workload, as compact as the scheduler allows."""
+
+    key: str = Field(description="namespace/name")
+    uid: str
+    ticket: int = Field(description="The workload's enqueue counter; a message for another ticket is stale.")
+    local_queue: str
+    priority: int = 0
+    timestamp: datetime = Field(description="Queue order timestamp: creation, or eviction time.")
+    pod_sets: list[PodSetRequest]
+    inadmissible: bool = Field(
+        default=False, description="Set aside until quota is freed or the queue changes (BestEffortFIFO)."
+    )
+    notice: tuple[str, str] | None = Field(default=None, description="Last pending reason and message sent.")
+
+    @property
+    def namespace(self) -> str:
+        return self.key.split("/", 1)[0]
+
+    @property
+    def local_queue_key(self) -> str:
+        return f"{self.namespace}/{self.local_queue}"
+
+    def order(self) -> tuple[int, datetime, str]:
+        # Kueue's heap: higher priority first, then earlier timestamp, then uid.
+        return (-self.priority, self.timestamp, self.uid)
+
+
+class Reservation(WireModel):
+    key: str
+    uid: str
+    ticket: int
+    local_queue: str
+    priority: int = 0
+    assignment: Assignment
+    reserved_at: datetime
+    admitted: bool = False
+
+    @property
+    def local_queue_key(self) -> str:
+        return f"{self.key.split('/', 1)[0]}/{self.local_queue}"
+
+
+class Notice(WireModel):
+    """What the ClusterQueue tells one workload; delivered in batches by an activity."""
+
+    key: str
+    uid: str
+    ticket: int
+    kind: Literal["reserved", "pending", "dequeued"]
+    reason: str = ""
+    message: str = ""
+    assignment: Assignment | None = None
+    admission_checks: list[str] = Field(default_factory=list)
+
+
+class ClusterQueueState(WireModel):
+    name: str
+    view: ClusterQueueView | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    pending: list[QueueEntry] = Field(default_factory=list, description="Sorted in queue order.")
+    reservations: dict[str, Reservation] = Field(default_factory=dict)
+    released: list[tuple[str, str, int]] = Field(default_factory=list)
+
+
+# --- the view ----------------------------------------------------------------------------------
+
+
+def quota_groups(spec: ClusterQueueSpec) -> list[ResourceGroupQuota]:
+    return [
+        ResourceGroupQuota(
+            covered=tuple(rg.covered_resources),
+            flavors=tuple(
+                FlavorQuota(
+                    name=fq.name,
+                    nominal={r.name: resource_value(r.name, str(r.nominal_quota)) for r in fq.resources},
+                )
+                for fq in rg.flavors
+            ),
+        )
+        for rg in spec.resource_groups or ()
+    ]
+
+
+def flavor_infos(view: ClusterQueueView) -> dict[str, FlavorInfo]:
+    out: dict[str, FlavorInfo] = {}
+    for name, rf in view.flavors.items():
+        data = rf.to_wire()
+        out[name] = FlavorInfo(
+            node_labels=dict(data.get("nodeLabels") or {}),
+            node_taints=tuple(Taint(**{k: t[k] for k in ("key", "value", "effect") if k in t}) for t in data.get("nodeTaints") or ()),
+            tolerations=tuple(
+                Toleration(**{k: t[k] for k in ("key", "operator", "value", "effect") if t.get(k) is not None})
+                for t in data.get("tolerations") or ()
+            ),
+        )
+    return out
+
+
+def flavor_names(spec: ClusterQueueSpec) -> list[str]:
+    seen: list[str] = []
+    for rg in spec.resource_groups or ():
+        for fq in rg.flavors:
+            if fq.name not in seen:
+                seen.append(fq.name)
+    return seen
+
+
+def check_rules(spec: ClusterQueueSpec) -> dict[str, set[str]]:
+    """Check name -> flavors it applies to; an empty onFlavors means every flavor of the queue."""
+    rules: dict[str, set[str]] = {}
+    strategy = spec.admission_checks_strategy
+    for rule in (strategy.admission_checks if strategy else None) or ():
+        rules[rule.name] = set(rule.on_flavors or ()) or set(flavor_names(spec))
+    return rules
+
+
+def checks_for(spec: ClusterQueueSpec, used_flavors: Iterable[str] | None) -> list[str]:
+    """Which checks a workload gets (Kueue's AdmissionChecksForWorkload), sorted by name.
+
+    Before quota is reserved (`used_flavors` None) only checks that apply to every flavor count;
+    after, a check applies when its flavors meet the flavors the workload was assigned."""
+    rules = check_rules(spec)
+    if used_flavors is None:
+        every = set(flavor_names(spec))
+        return sorted(n for n, fl in rules.items() if fl >= every)
+    used = set(used_flavors)
+    return sorted(n for n, fl in rules.items() if fl & used)
+
+
+def active_condition(view: ClusterQueueView) -> tuple[bool, str, str]:
+    """Kueue's ClusterQueue `Active` condition (reference §1.8): status, reason, message."""
+    spec = view.spec
+    if spec is None:
+        return False, "Terminating", "Can't admit new workloads; clusterQueue is terminating"
+    reasons: list[str] = []
+    messages: list[str] = []
+    if spec.stop_policy not in (None, "None"):
+        reasons.append("Stopped")
+        messages.append("is stopped")
+    missing_flavors = [f for f in flavor_names(spec) if f not in view.flavors]
+    if missing_flavors:
+        reasons.append("FlavorNotFound")
+        messages.append(f"references missing ResourceFlavor(s): {','.join(missing_flavors)}")
+    rules = check_rules(spec)
+    missing_checks = sorted(n for n in rules if n not in view.admission_checks)
+    if missing_checks:
+        reasons.append("AdmissionCheckNotFound")
+        messages.append(f"references missing AdmissionCheck(s): {','.join(missing_checks)}")
+    inactive = sorted(n for n in rules if n in view.admission_checks and not view.admission_checks[n].active)
+    if inactive:
+        reasons.append("AdmissionCheckInactive")
+        messages.append(f"references inactive AdmissionCheck(s): {','.join(inactive)}")
+    if not reasons:
+        return True, "Ready", "Can admit new workloads"
+    return False, reasons[0], f"Can't admit new workloads: {', '.join(messages)}."
+
+
+def namespace_allowed(spec: ClusterQueueSpec, namespace: str) -> bool:
+    sel = spec.namespace_selector
+    if sel is None:
+        return True
+    return selector_matches(
+        sel.match_labels,
+        [Requirement(key=e.key, operator=e.operator, values=tuple(e.values or ())) for e in sel.match_expressions or ()],
+        namespace_labels(namespace),
+    )
+
+
+# --- state transitions --------------------------------------------------------------------------
+
+
+def set_view(state: ClusterQueueState, view: ClusterQueueView, now: datetime) -> list[Notice]:
+    """Take a newer view. Everything set aside is looked at again; workloads whose LocalQueue is
+    gone leave the queue and are told so, so they can wait for it to come back."""
+    if state.view is not None and view.revision <= state.view.revision:
+        return []
+    state.view = view
+    active, reason, message = active_condition(view)
+    state.conditions = cond.set_condition(state.conditions, ACTIVE, active, reason, message, now)
+    notices: list[Notice] = []
+    keep: list[QueueEntry] = []
+    for e in state.pending:
+        e.inadmissible = False
+        if view.spec is not None and e.local_queue_key not in view.local_queues:
+            notices.append(
+                Notice(
+                    key=e.key, uid=e.uid, ticket=e.ticket, kind="dequeued", reason="Misconfigured",
+                    message=f"LocalQueue {e.local_queue} is terminating or missing",
+                )
+            )
+            continue
+        keep.append(e)
+    state.pending = keep
+    return notices
+
+
+def enqueue(state: ClusterQueueState, entry: QueueEntry) -> None:
+    """Add a workload; safe to repeat. A newer ticket or another run of the same workload replaces
+    what the queue held for that key, quota included, since only one run of a workflow ID can live."""
+    if (entry.key, entry.uid, entry.ticket) in {tuple(r) for r in state.released}:
+        return
+    held = state.reservations.get(entry.key)
+    if held is not None:
+        if held.uid == entry.uid and held.ticket >= entry.ticket:
+            return
+        del state.reservations[entry.key]
+        requeue_inadmissible(state)
+    for i, e in enumerate(state.pending):
+        if e.key == entry.key:
+            if e.uid == entry.uid and e.ticket >= entry.ticket:
+                return
+            del state.pending[i]
+            break
+    keys = [e.order() for e in state.pending]
+    state.pending.insert(bisect.bisect_right(keys, entry.order()), entry)
+
+
+def release(state: ClusterQueueState, key: str, uid: str, ticket: int) -> bool:
+    """The workload left (finished, deleted, evicted): drop its entry or give its quota back.
+    Returns whether quota was freed."""
+    _remember_released(state, key, uid, ticket)
+    held = state.reservations.get(key)
+    if held is not None and held.uid == uid and held.ticket == ticket:
+        del state.reservations[key]
+        requeue_inadmissible(state)
+        return True
+    state.pending = [e for e in state.pending if not (e.key == key and e.uid == uid and e.ticket == ticket)]
+    return False
+
+
+def mark_admitted(state: ClusterQueueState, key: str, uid: str, ticket: int, admitted: bool) -> None:
+    held = state.reservations.get(key)
+    if held is not None and held.uid == uid and held.ticket == ticket:
+        held.admitted = admitted
+
+
+def requeue_inadmissible(state: ClusterQueueState) -> None:
+    for e in state.pending:
+        e.inadmissible = False
+
+
+def _remember_released(state: ClusterQueueState, key: str, uid: str, ticket: int) -> None:
+    state.released.append((key, uid, ticket))
+    del state.released[:-RELEASED_MEMORY]
+
+
+def usage(reservations: Iterable[Reservation], admitted_only: bool = False) -> Usage:
+    out: Usage = {}
+    for r in reservations:
+        if admitted_only and not r.admitted:
+            continue
+        for fr, v in r.assignment.usage().items():
+            out[fr] = out.get(fr, 0) + v
+    return out
+
+
+# --- status -------------------------------------------------------------------------------------
+
+
+def _flavors_usage(spec: ClusterQueueSpec | None, used: Usage) -> list[dict]:
+    if spec is None:
+        return []
+    out = []
+    for rg in spec.resource_groups or ():
+        for fq in rg.flavors:
+            out.append(
+                {
+                    "name": fq.name,
+                    "resources": [
+                        {
+                            "name": r.name,
+                            "total": format_resource(r.name, used.get((fq.name, r.name), 0)),
+                            "borrowed": format_resource(r.name, 0),
+                        }
+                        for r in fq.resources
+                    ],
+                }
+            )
+    return out
+
+
+def cluster_queue_status(state: ClusterQueueState) -> ClusterQueueStatus:
+    spec = state.view.spec if state.view else None
+    reserved = list(state.reservations.values())
+    return ClusterQueueStatus.model_validate(
+        {
+            "conditions": [c.to_wire() for c in state.conditions],
+            "flavorsReservation": _flavors_usage(spec, usage(reserved)),
+            "flavorsUsage": _flavors_usage(spec, usage(reserved, admitted_only=True)),
+            "pendingWorkloads": len(state.pending),
+            "reservingWorkloads": len(reserved),
+            "admittedWorkloads": sum(1 for r in reserved if r.admitted),
+        }
+    )
+
+
+def local_queue_status(state: ClusterQueueState, lq_key: str) -> LocalQueueStatus:
+    spec = state.view.spec if state.view else None
+    reserved = [r for r in state.reservations.values() if r.local_queue_key == lq_key]
+    lq = state.view.local_queues.get(lq_key) if state.view else None
+    if lq is None:
+        active = (False, "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
+    elif lq.stop_policy not in (None, "None"):
+        active = (False, "Stopped", "LocalQueue is stopped")
+    elif spec is None or not cond.is_true(state.conditions, ACTIVE):
+        active = (False, "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue")
+    else:
+        active = (True, "Ready", "Can submit new workloads to localQueue")
+    conditions = cond.set_condition([], ACTIVE, *active, now=_latest_transition(state))
+
+    def by_flavor(used: Usage) -> list[dict]:
+        rows = _flavors_usage(spec, used)
+        return [{"name": r["name"], "resources": [{"name": x["name"], "total": x["total"]} for x in r["resources"]]} for r in rows]
+
+    return LocalQueueStatus.model_validate(
+        {
+            "conditions": [c.to_wire() for c in conditions],
+            "pendingWorkloads": sum(1 for e in state.pending if e.local_queue_key == lq_key),
+            "reservingWorkloads": len(reserved),
+            "admittedWorkloads": sum(1 for r in reserved if r.admitted),
+            "flavorsReservation": by_flavor(usage(reserved)),
+            "flavorsUsage": by_flavor(usage(reserved, admitted_only=True)),
+        }
+    )
+
+
+def _latest_transition(state: ClusterQueueState) -> datetime:
+    c = cond.find(state.conditions, ACTIVE)
+    return c.last_transition_time if c and c.last_transition_time else datetime(1970, 1, 1, tzinfo=UTC)

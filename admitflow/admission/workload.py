@@ -1,0 +1,236 @@
+"""A workload's lifecycle: Kueue's conditions, reasons, messages and events, as pure transitions.
+
+`WorkloadState` is everything the workload workflow keeps; each function takes it with an event and
+changes it the way Kueue's scheduler and workload controller would change the Workload object. The
+workflow only carries out what a transition says must happen (enqueue, release, notify).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from admitflow.wire import WireModel
+
+from admitflow.admission import conditions as cond
+from admitflow.admission.cluster_queue import Notice
+from admitflow.admission.conditions import MAX_EVENT_MESSAGE, second, truncate
+from admitflow.admission.flavor_assignment import Assignment
+from admitflow.admission.requests import PodSetRequest, format_requests, pod_set_request
+from admitflow.api import Admission, AdmissionCheckState, Workload, WorkloadStatus
+
+QUOTA_RESERVED = "QuotaReserved"
+ADMITTED = "Admitted"
+FINISHED = "Finished"
+EVICTED = "Evicted"
+PREEMPTED = "Preempted"
+
+Phase = Literal["Pending", "QuotaReserved", "Admitted", "Backoff", "Inactive", "Finished"]
+
+# Events are kept for `describe`; the full story is the workflow history, so a bounded tail is enough.
+MAX_EVENTS = 100
+
+
+class Event(WireModel):
+    """A Kubernetes-style event on the workload (events.k8s.io: type, reason, note)."""
+
+    type: Literal["Normal", "Warning"] = "Normal"
+    reason: str
+    message: str
+    time: datetime
+
+
+class WorkloadReport(Workload):
+    """The `workload` query: the Workload in Kueue's shape, plus its recent events."""
+
+    events: list[Event] = Field(default_factory=list)
+    deleted: bool | None = Field(default=None, description="Set on the last report of a deleted workload.")
+
+
+class WorkloadState(WireModel):
+    workload: Workload
+    events: list[Event] = Field(default_factory=list)
+    cluster_queue: str | None = Field(default=None, description="Resolved from the LocalQueue.")
+    ticket: int = Field(default=0, description="Counts enqueues; the ClusterQueue answers per ticket.")
+    queued: bool = Field(default=False, description="The current ticket sits in the ClusterQueue.")
+    queued_at: datetime | None = None
+    deleted: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.workload.metadata.namespace}/{self.workload.metadata.name}"
+
+    @property
+    def status(self) -> WorkloadStatus:
+        return self.workload.status
+
+    def pod_set_requests(self) -> list[PodSetRequest]:
+        return [pod_set_request(ps.to_wire()) for ps in self.workload.spec.pod_sets]
+
+    def report(self) -> WorkloadReport:
+        return WorkloadReport.model_validate(
+            {
+                **self.workload.to_wire(),
+                "events": [e.to_wire() for e in self.events],
+                "deleted": True if self.deleted else None,
+            }
+        )
+
+
+def new_state(workload: Workload, uid: str, now: datetime) -> WorkloadState:
+    """A workload as submitted: Kueue's initial pending conditions, uid and creation time set here,
+    where Kubernetes' API server would set them."""
+    wl = workload.model_copy(deep=True)
+    wl.metadata.uid = wl.metadata.uid or uid
+    wl.metadata.creation_timestamp = wl.metadata.creation_timestamp or second(now)
+    wl.status = WorkloadStatus()
+    state = WorkloadState(workload=wl)
+    set_pending(state, "PendingEvaluation", "Workload is pending evaluation in the scheduling queue", now)
+    return state
+
+
+def record(state: WorkloadState, reason: str, message: str, now: datetime, type_: str = "Normal") -> None:
+    state.events.append(Event(type=type_, reason=reason, message=truncate(message, MAX_EVENT_MESSAGE), time=second(now)))
+    del state.events[:-MAX_EVENTS]
+
+
+def has_quota(state: WorkloadState) -> bool:
+    return cond.is_true(state.status.conditions, QUOTA_RESERVED)
+
+
+def is_admitted(state: WorkloadState) -> bool:
+    return cond.is_true(state.status.conditions, ADMITTED)
+
+
+def is_finished(state: WorkloadState) -> bool:
+    return cond.is_true(state.status.conditions, FINISHED)
+
+
+def phase(state: WorkloadState) -> Phase:
+    if is_finished(state):
+        return "Finished"
+    if state.workload.spec.active is False:
+        return "Inactive"
+    if is_admitted(state):
+        return "Admitted"
+    if has_quota(state):
+        return "QuotaReserved"
+    rs = state.status.requeue_state
+    if rs is not None and rs.requeue_at is not None:
+        return "Backoff"
+    return "Pending"
+
+
+def set_pending(state: WorkloadState, reason: str, message: str, now: datetime) -> None:
+    """`QuotaReserved=False` with why; `Admitted` stays present, as Kueue keeps it."""
+    st = state.status
+    st.conditions = cond.set_condition(st.conditions, QUOTA_RESERVED, False, reason, message, now)
+    st.conditions = cond.set_condition(st.conditions, ADMITTED, False, "NoReservation", "The workload has no reservation", now)
+
+
+def to_admission(cluster_queue: str, assignment: Assignment) -> Admission:
+    return Admission.model_validate(
+        {
+            "clusterQueue": cluster_queue,
+            "podSetAssignments": [
+                {
+                    "name": ps.name,
+                    "flavors": dict(sorted(ps.flavors.items())),
+                    "resourceUsage": format_requests(ps.resource_usage),
+                    "count": ps.count,
+                }
+                for ps in assignment.pod_sets
+            ],
+        }
+    )
+
+
+def accepts(state: WorkloadState, notice: Notice) -> bool:
+    """A ClusterQueue notice counts only for this run and the ticket it is about."""
+    return (
+        notice.uid == state.workload.metadata.uid
+        and notice.ticket == state.ticket
+        and state.queued
+        and not is_finished(state)
+    )
+
+
+def reserve_quota(state: WorkloadState, notice: Notice, now: datetime) -> None:
+    """The scheduler's `SetQuotaReservation`, and admission in the same write when nothing is left
+    to wait for (Kueue's `SyncAdmittedCondition`)."""
+    assert notice.assignment is not None and state.cluster_queue is not None
+    st = state.status
+    cq = state.cluster_queue
+    st.admission = to_admission(cq, notice.assignment)
+    st.conditions = cond.set_condition(st.conditions, QUOTA_RESERVED, True, "QuotaReserved", f"Quota reserved in ClusterQueue {cq}", now)
+    for type_ in (EVICTED, PREEMPTED):
+        old = cond.find(st.conditions, type_)
+        if old is not None and old.status == "True":
+            st.conditions = cond.set_condition(st.conditions, type_, False, "QuotaReserved", f"Previously: {old.message}", now)
+    st.admission_checks = sync_admission_checks(st.admission_checks, notice.admission_checks, now)
+    queued_at = state.queued_at or state.workload.metadata.creation_timestamp or now
+    record(state, "QuotaReserved", f"Quota reserved in ClusterQueue {cq}, wait time since queued was {_seconds(now - queued_at)}s", now)
+    state.queued = False
+    sync_admitted(state, now)
+
+
+def sync_admission_checks(
+    current: list[AdmissionCheckState] | None, wanted: list[str], now: datetime
+) -> list[AdmissionCheckState] | None:
+    """Kueue's syncAdmissionCheckConditions: add missing checks as Pending, drop the ones no longer
+    applicable, sort by name, leave existing entries untouched."""
+    if not wanted:
+        return None
+    by_name = {c.name: c for c in current or ()}
+    out = [
+        by_name.get(n) or AdmissionCheckState.model_validate({"name": n, "state": "Pending", "lastTransitionTime": second(now), "message": ""})
+        for n in wanted
+    ]
+    return sorted(out, key=lambda c: c.name)
+
+
+def sync_admitted(state: WorkloadState, now: datetime) -> None:
+    st = state.status
+    if not has_quota(state):
+        return
+    checks = st.admission_checks or []
+    if all(c.state == "Ready" for c in checks):
+        if is_admitted(state):
+            return
+        st.conditions = cond.set_condition(st.conditions, ADMITTED, True, "Admitted", "The workload is admitted", now)
+        reserved = cond.find(st.conditions, QUOTA_RESERVED)
+        since = reserved.last_transition_time if reserved and reserved.last_transition_time else second(now)
+        record(state, "Admitted", f"Admitted by ClusterQueue {state.cluster_queue}, wait time since reservation was {_seconds(now - since)}s", now)
+    else:
+        st.conditions = cond.set_condition(
+            st.conditions, ADMITTED, False, "UnsatisfiedAdmissionChecks", "The workload has not all checks ready", now
+        )
+
+
+def finish(state: WorkloadState, succeeded: bool, message: str, now: datetime) -> bool:
+    """Mark the workload finished; returns whether it held quota, which the caller gives back.
+    Like Kueue, the last admission stays in the status for the record."""
+    if is_finished(state):
+        return False
+    held = has_quota(state)
+    st = state.status
+    reason = "Succeeded" if succeeded else "Failed"
+    st.conditions = cond.set_condition(st.conditions, FINISHED, True, reason, message or reason, now)
+    record(state, "Finished", message or reason, now, "Normal" if succeeded else "Warning")
+    state.queued = False
+    return held
+
+
+def condition_summary(state: WorkloadState) -> str:
+    """One line for the UI's current details: the message of the condition that decides the phase."""
+    for type_ in (FINISHED, ADMITTED, QUOTA_RESERVED):
+        c = cond.find(state.status.conditions, type_)
+        if c is not None and (c.status == "True" or type_ == QUOTA_RESERVED):
+            return c.message or ""
+    return ""
+
+
+def _seconds(delta) -> int:
+    return max(0, int(delta.total_seconds()))

@@ -1,0 +1,22 @@
+"""The wire format every message and state object uses: JSON with camelCase names (the contract)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+
+class WireModel(BaseModel):
+    """Base for messages and workflow state. Unknown fields are ignored rather than refused, so a
+    payload written by a newer or older worker still decodes during replay and continue-as-new."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="ignore",
+    )
+
+    def to_wire(self) -> dict:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -1,0 +1,120 @@
+"""The catalog: kubectl-like apply and delete, immutable fields, views for ClusterQueues, watchers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from admitflow.admission import catalog
+from admitflow.admission.catalog import CatalogError, CatalogState, ObjectRef
+from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, manifest
+
+T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+
+
+def uids():
+    n = iter(range(1, 1000))
+    return lambda: f"uid-{next(n)}"
+
+
+def applied(*docs) -> CatalogState:
+    st = CatalogState()
+    catalog.apply(st, [manifest(d) for d in docs], uids(), T0)
+    return st
+
+
+def actions(outcomes) -> list[tuple[str, str, str]]:
+    return [(o.kind, o.key, o.action) for o in outcomes]
+
+
+def test_apply_answers_like_kubectl():
+    st = CatalogState()
+    new = uids()
+    first = catalog.apply(st, [manifest(flavor_manifest()), manifest(cluster_queue_manifest())], new, T0)
+    assert actions(first) == [("ResourceFlavor", "default", "created"), ("ClusterQueue", "cq", "created")]
+    again = catalog.apply(st, [manifest(flavor_manifest()), manifest(cluster_queue_manifest(quotas={"default": {"cpu": "8"}}))], new, T0)
+    assert actions(again) == [("ResourceFlavor", "default", "unchanged"), ("ClusterQueue", "cq", "configured")]
+    stored = st.get("ClusterQueue", "cq")
+    assert stored.metadata.uid == "uid-2" and stored.metadata.generation == 2
+    assert st.revision == 2
+
+
+def test_unchanged_apply_does_not_move_the_revision():
+    st = applied(flavor_manifest())
+    catalog.apply(st, [manifest(flavor_manifest())], uids(), T0)
+    assert st.revision == 1
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "message"),
+    [
+        pytest.param(
+            local_queue_manifest(cluster_queue="cq"),
+            local_queue_manifest(cluster_queue="other"),
+            'LocalQueue "default/lq" is invalid: spec.clusterQueue: Invalid value: "other": field is immutable',
+            id="a-local-queue-cannot-move-to-another-cluster-queue",
+        ),
+        pytest.param(
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "ac"}, "spec": {"controllerName": "a"}},
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "ac"}, "spec": {"controllerName": "b"}},
+            'AdmissionCheck "ac" is invalid: spec.controllerName: Invalid value: "b": field is immutable',
+            id="an-admission-check-keeps-its-controller",
+        ),
+    ],
+)
+def test_immutable_fields(before, after, message):
+    st = applied(before)
+    with pytest.raises(CatalogError) as err:
+        catalog.apply(st, [manifest(flavor_manifest("x")), manifest(after)], uids(), T0)
+    assert str(err.value) == message
+    assert err.value.index == 1
+    assert st.get("ResourceFlavor", "x") is None, "a refused request applies nothing"
+
+
+def test_delete_and_not_found():
+    st = applied(flavor_manifest())
+    assert actions(catalog.delete(st, [ObjectRef(kind="ResourceFlavor", key="default")])) == [
+        ("ResourceFlavor", "default", "deleted")
+    ]
+    with pytest.raises(CatalogError, match='resourceflavors "default" not found'):
+        catalog.delete(st, [ObjectRef(kind="ResourceFlavor", key="default")])
+
+
+def test_views_are_published_only_when_they_change():
+    st = applied(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest())
+    (v,) = catalog.changed_views(st)
+    assert v.name == "cq" and set(v.flavors) == {"default"} and set(v.local_queues) == {"default/lq"}
+    assert catalog.changed_views(st) == []
+    catalog.apply(st, [manifest(flavor_manifest("unrelated"))], uids(), T0)
+    assert catalog.changed_views(st) == [], "a flavor the queue does not use changes nothing for it"
+    catalog.delete(st, [ObjectRef(kind="ClusterQueue", key="cq")])
+    (gone,) = catalog.changed_views(st)
+    assert gone.spec is None
+
+
+@pytest.mark.parametrize(
+    ("docs", "want"),
+    [
+        pytest.param([], ("", "Misconfigured", "LocalQueue lq is terminating or missing"), id="no-local-queue"),
+        pytest.param([local_queue_manifest()], ("cq", "Misconfigured", "ClusterQueue cq is terminating or missing"), id="no-cluster-queue"),
+        pytest.param([local_queue_manifest(), cluster_queue_manifest()], ("cq", "", ""), id="a-local-queue-leads-to-its-cluster-queue"),
+    ],
+)
+def test_resolve_local_queue(docs, want):
+    r = catalog.resolve_local_queue(applied(*docs) if docs else CatalogState(), "default", "lq")
+    assert (r.cluster_queue or "", r.reason, r.message) == want
+
+
+def test_watchers_are_woken_whenever_their_queue_resolves_differently():
+    st = CatalogState()
+    catalog.add_watcher(st, "default/lq", "workload/default/a", "LocalQueue lq is terminating or missing")
+    assert catalog.woken_watchers(st) == []
+    catalog.apply(st, [manifest(local_queue_manifest())], uids(), T0)
+    assert catalog.woken_watchers(st) == ["workload/default/a"], "the message changes to the missing ClusterQueue"
+    catalog.add_watcher(st, "default/lq", "workload/default/a", "ClusterQueue cq is terminating or missing")
+    catalog.add_watcher(st, "default/lq", "workload/default/a", "ClusterQueue cq is terminating or missing")
+    assert catalog.woken_watchers(st) == []
+    catalog.apply(st, [manifest(cluster_queue_manifest())], uids(), T0)
+    assert catalog.woken_watchers(st) == ["workload/default/a"]
+    assert st.watchers == {}

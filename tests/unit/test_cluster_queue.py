@@ -1,0 +1,243 @@
+"""A ClusterQueue's rules: its Active condition, which checks a workload gets, queueing and one
+scheduling pass (priority order, StrictFIFO vs BestEffortFIFO, stopped and inactive queues)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from admitflow.admission import cluster_queue as cq
+from admitflow.admission import scheduler
+from admitflow.admission.cluster_queue import (
+    AdmissionCheckInfo,
+    ClusterQueueState,
+    ClusterQueueView,
+    LocalQueueInfo,
+    QueueEntry,
+)
+from admitflow.admission.requests import PodSetRequest
+from tests.builders import cluster_queue_manifest, flavor_manifest, manifest
+
+NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+
+
+def view(revision: int = 1, flavors=("default",), check_infos=None, lqs=None, **cq_kw) -> ClusterQueueView:
+    spec = manifest(cluster_queue_manifest(**cq_kw)).spec
+    return ClusterQueueView(
+        name="cq",
+        revision=revision,
+        spec=spec,
+        flavors={f: manifest(flavor_manifest(f)).spec for f in flavors},
+        admission_checks=check_infos or {},
+        local_queues=lqs if lqs is not None else {"default/lq": LocalQueueInfo()},
+    )
+
+
+def entry(name: str, cpu: int = 2000, priority: int = 0, age: int = 0, ticket: int = 1, lq: str = "lq") -> QueueEntry:
+    return QueueEntry(
+        key=f"default/{name}",
+        uid=f"uid-{name}",
+        ticket=ticket,
+        local_queue=lq,
+        priority=priority,
+        timestamp=NOW - timedelta(seconds=age),
+        pod_sets=[PodSetRequest(name="main", count=1, per_pod={"cpu": cpu})],
+    )
+
+
+def state_with(v: ClusterQueueView, *entries: QueueEntry) -> ClusterQueueState:
+    st = ClusterQueueState(name="cq")
+    cq.set_view(st, v, NOW)
+    for e in entries:
+        cq.enqueue(st, e)
+    return st
+
+
+def run_pass(st: ClusterQueueState) -> scheduler.PassResult:
+    return scheduler.schedule([st], NOW)["cq"]
+
+
+# --- Active condition -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("v", "want"),
+    [
+        pytest.param(view(), (True, "Ready", "Can admit new workloads"), id="a-complete-queue-is-active"),
+        pytest.param(
+            view(flavors=()),
+            (False, "FlavorNotFound", "Can't admit new workloads: references missing ResourceFlavor(s): default."),
+            id="a-missing-flavor-makes-it-inactive",
+        ),
+        pytest.param(
+            view(check_infos={"b": AdmissionCheckInfo(controller_name="x", active=False)}, checks=[{"name": "a"}, {"name": "b"}]),
+            (
+                False,
+                "AdmissionCheckNotFound",
+                "Can't admit new workloads: references missing AdmissionCheck(s): a, references inactive AdmissionCheck(s): b.",
+            ),
+            id="missing-and-inactive-checks-are-both-named-and-the-first-reason-wins",
+        ),
+        pytest.param(
+            view(stopPolicy="Hold", flavors=()),
+            (False, "Stopped", "Can't admit new workloads: is stopped, references missing ResourceFlavor(s): default."),
+            id="stopped-comes-first",
+        ),
+        pytest.param(
+            ClusterQueueView(name="cq", revision=2),
+            (False, "Terminating", "Can't admit new workloads; clusterQueue is terminating"),
+            id="a-deleted-queue-is-terminating",
+        ),
+    ],
+)
+def test_active_condition(v, want):
+    assert cq.active_condition(v) == want
+
+
+@pytest.mark.parametrize(
+    ("rules", "used", "want"),
+    [
+        pytest.param([{"name": "a"}], None, ["a"], id="a-check-on-every-flavor-applies-before-reservation"),
+        pytest.param([{"name": "a", "onFlavors": ["spot"]}], None, [], id="a-per-flavor-check-waits-for-the-assignment"),
+        pytest.param([{"name": "a", "onFlavors": ["spot"]}], {"spot"}, ["a"], id="a-per-flavor-check-applies-when-its-flavor-is-used"),
+        pytest.param([{"name": "a", "onFlavors": ["spot"]}], {"default"}, [], id="a-per-flavor-check-skips-other-flavors"),
+        pytest.param([{"name": "z"}, {"name": "a"}], {"default"}, ["a", "z"], id="checks-are-sorted-by-name"),
+    ],
+)
+def test_checks_for(rules, used, want):
+    spec = manifest(cluster_queue_manifest(quotas={"default": {"cpu": "4"}, "spot": {"cpu": "4"}}, checks=rules)).spec
+    assert cq.checks_for(spec, used) == want
+
+
+# --- queueing -------------------------------------------------------------------------------------
+
+
+def test_the_two_highest_priorities_get_the_quota():
+    st = state_with(view(), entry("low", priority=1, age=30), entry("high", priority=3), entry("mid", priority=2, age=10))
+    result = run_pass(st)
+    assert [r.key for r in result.reserved] == ["default/high", "default/mid"]
+    assert [e.key for e in st.pending] == ["default/low"]
+    (notice,) = [n for n in result.notices if n.kind == "pending"]
+    assert (notice.key, notice.reason, notice.message) == (
+        "default/low",
+        "WaitingForQuota",
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 2 more needed",
+    )
+
+
+def test_equal_priority_goes_by_timestamp_then_uid():
+    st = state_with(view(), entry("b", age=5), entry("a", age=5), entry("old", age=60))
+    assert [e.key for e in st.pending] == ["default/old", "default/a", "default/b"]
+
+
+def test_strict_fifo_head_blocks_everything_behind_it():
+    st = state_with(view(strategy="StrictFIFO"), entry("big", cpu=6000, age=10), entry("small", cpu=1000))
+    result = run_pass(st)
+    assert result.reserved == []
+    assert [e.key for e in st.pending] == ["default/big", "default/small"]
+
+
+def test_best_effort_fifo_skips_what_does_not_fit_and_sets_it_aside():
+    st = state_with(view(), entry("big", cpu=6000, age=10), entry("small", cpu=1000))
+    result = run_pass(st)
+    assert [r.key for r in result.reserved] == ["default/small"]
+    assert st.pending[0].inadmissible
+    assert [n.reason for n in result.notices if n.kind == "pending"] == ["ExceedsMaxQuota"]
+
+
+def test_a_reason_is_told_once_until_it_changes():
+    st = state_with(view(), entry("a", cpu=4000), entry("b", cpu=4000, age=-1))
+    first = run_pass(st)
+    assert [n.kind for n in first.notices] == ["reserved", "pending"]
+    cq.requeue_inadmissible(st)
+    assert run_pass(st).notices == []
+
+
+def test_releasing_quota_brings_back_what_was_set_aside():
+    st = state_with(view(), entry("a", cpu=4000), entry("b", cpu=4000, age=-1))
+    run_pass(st)
+    assert cq.release(st, "default/a", "uid-a", 1) is True
+    result = run_pass(st)
+    assert [r.key for r in result.reserved] == ["default/b"]
+
+
+@pytest.mark.parametrize(
+    ("v", "lq", "want"),
+    [
+        pytest.param(view(stopPolicy="Hold"), "lq", ("Suspended", "ClusterQueue cq is stopped"), id="a-stopped-queue-admits-nothing"),
+        pytest.param(view(flavors=()), "lq", ("Suspended", "ClusterQueue cq is inactive"), id="an-inactive-queue-admits-nothing"),
+        pytest.param(
+            view(lqs={"default/lq": LocalQueueInfo(stop_policy="Hold")}), "lq", ("Suspended", "LocalQueue lq is stopped"),
+            id="a-stopped-local-queue-holds-its-workloads",
+        ),
+        pytest.param(
+            view(namespaceSelector={"matchLabels": {"kubernetes.io/metadata.name": "team-a"}}), "lq",
+            ("Misconfigured", "Workload namespace doesn't match ClusterQueue selector"),
+            id="a-namespace-outside-the-selector-is-refused",
+        ),
+    ],
+)
+def test_blocked_queues(v, lq, want):
+    st = state_with(v, entry("a", lq=lq))
+    result = run_pass(st)
+    assert result.reserved == []
+    assert [(n.reason, n.message) for n in result.notices] == [want]
+
+
+def test_a_deleted_local_queue_sends_its_workloads_back():
+    st = state_with(view(), entry("a", cpu=5000))
+    notices = cq.set_view(st, view(revision=2, lqs={}), NOW)
+    assert [(n.kind, n.message) for n in notices] == [("dequeued", "LocalQueue lq is terminating or missing")]
+    assert st.pending == []
+
+
+def test_an_older_view_is_ignored():
+    st = state_with(view(revision=5))
+    assert cq.set_view(st, view(revision=4, flavors=()), NOW) == []
+    assert cq.active_condition(st.view)[0] is True
+
+
+# --- idempotency ----------------------------------------------------------------------------------
+
+
+def test_enqueue_twice_is_harmless():
+    st = state_with(view(), entry("a"))
+    cq.enqueue(st, entry("a"))
+    assert len(st.pending) == 1
+
+
+def test_a_late_duplicate_of_a_released_enqueue_is_ignored():
+    st = state_with(view(), entry("a", cpu=9000))
+    cq.release(st, "default/a", "uid-a", 1)
+    cq.enqueue(st, entry("a", cpu=9000))
+    assert st.pending == []
+
+
+def test_a_newer_ticket_replaces_the_reservation():
+    st = state_with(view(), entry("a"))
+    run_pass(st)
+    cq.enqueue(st, entry("a", ticket=2))
+    assert "default/a" not in st.reservations
+    assert [e.ticket for e in st.pending] == [2]
+
+
+def test_release_of_another_ticket_changes_nothing():
+    st = state_with(view(), entry("a"))
+    run_pass(st)
+    assert cq.release(st, "default/a", "uid-a", 7) is False
+    assert "default/a" in st.reservations
+
+
+# --- status ---------------------------------------------------------------------------------------
+
+
+def test_status_counts_reservations_and_usage():
+    st = state_with(view(), entry("a"), entry("b", cpu=3000))
+    run_pass(st)
+    status = cq.cluster_queue_status(st).to_wire()
+    assert status["pendingWorkloads"] == 1
+    assert status["reservingWorkloads"] == 1
+    assert status["admittedWorkloads"] == 1
+    assert status["flavorsReservation"] == [{"name": "default", "resources": [{"name": "cpu", "total": "2", "borrowed": "0"}]}]
+    assert status["flavorsUsage"] == status["flavorsReservation"]

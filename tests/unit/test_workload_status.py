@@ -1,0 +1,136 @@
+"""A workload's conditions, events and phase through reservation, admission and finish."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from admitflow.admission import conditions as cond
+from admitflow.admission import workload as wl
+from admitflow.admission.cluster_queue import Notice
+from admitflow.admission.flavor_assignment import Assignment, PodSetAssignment
+from tests.builders import manifest, workload_manifest
+
+T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+
+
+def submitted(name: str = "job") -> wl.WorkloadState:
+    st = wl.new_state(manifest(workload_manifest(name, cpu="2")), "uid-1", T0)
+    st.cluster_queue = "cq"
+    st.ticket = 1
+    st.queued = True
+    st.queued_at = T0
+    return st
+
+
+def reserved_notice(checks: list[str] | None = None, ticket: int = 1, uid: str = "uid-1") -> Notice:
+    return Notice(
+        key="default/job", uid=uid, ticket=ticket, kind="reserved", admission_checks=checks or [],
+        assignment=Assignment(
+            mode="Fit",
+            pod_sets=[PodSetAssignment(name="main", flavors={"cpu": "default"}, resource_usage={"cpu": 2000}, count=1)],
+        ),
+    )
+
+
+def conditions(st: wl.WorkloadState) -> dict[str, tuple[str, str, str]]:
+    return {c.type: (c.status, c.reason, c.message) for c in st.status.conditions}
+
+
+def test_a_new_workload_is_pending_evaluation_without_reservation():
+    st = submitted()
+    assert conditions(st) == {
+        "QuotaReserved": ("False", "PendingEvaluation", "Workload is pending evaluation in the scheduling queue"),
+        "Admitted": ("False", "NoReservation", "The workload has no reservation"),
+    }
+    assert st.workload.metadata.uid == "uid-1"
+    assert st.workload.metadata.creation_timestamp == T0
+    assert wl.phase(st) == "Pending"
+
+
+def test_without_checks_reservation_admits_in_the_same_step():
+    st = submitted()
+    wl.reserve_quota(st, reserved_notice(), T0 + timedelta(seconds=7))
+    assert conditions(st) == {
+        "QuotaReserved": ("True", "QuotaReserved", "Quota reserved in ClusterQueue cq"),
+        "Admitted": ("True", "Admitted", "The workload is admitted"),
+    }
+    admission = st.status.admission.to_wire()
+    assert admission == {
+        "clusterQueue": "cq",
+        "podSetAssignments": [{"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "2"}, "count": 1}],
+    }
+    assert [(e.reason, e.message) for e in st.events] == [
+        ("QuotaReserved", "Quota reserved in ClusterQueue cq, wait time since queued was 7s"),
+        ("Admitted", "Admitted by ClusterQueue cq, wait time since reservation was 0s"),
+    ]
+    assert wl.phase(st) == "Admitted"
+    assert not st.queued
+
+
+def test_with_checks_reservation_waits_for_them():
+    st = submitted()
+    wl.reserve_quota(st, reserved_notice(checks=["b", "a"]), T0)
+    assert conditions(st)["Admitted"] == ("False", "UnsatisfiedAdmissionChecks", "The workload has not all checks ready")
+    assert [(c.name, c.state) for c in st.status.admission_checks] == [("a", "Pending"), ("b", "Pending")]
+    assert wl.phase(st) == "QuotaReserved"
+
+
+def test_reservation_closes_an_earlier_eviction():
+    st = submitted()
+    st.status.conditions = cond.set_condition(st.status.conditions, "Evicted", True, "Preempted", "Preempted by x", T0)
+    wl.reserve_quota(st, reserved_notice(), T0 + timedelta(minutes=1))
+    assert conditions(st)["Evicted"] == ("False", "QuotaReserved", "Previously: Preempted by x")
+
+
+@pytest.mark.parametrize(
+    ("notice", "accepted"),
+    [
+        pytest.param(reserved_notice(), True, id="a-notice-for-the-current-ticket-counts"),
+        pytest.param(reserved_notice(ticket=0), False, id="a-notice-for-an-older-ticket-is-stale"),
+        pytest.param(reserved_notice(uid="uid-other"), False, id="a-notice-for-another-run-of-the-same-name-is-ignored"),
+    ],
+)
+def test_accepts(notice, accepted):
+    assert wl.accepts(submitted(), notice) is accepted
+
+
+def test_finish_keeps_the_admission_and_says_whether_quota_was_held():
+    st = submitted()
+    wl.reserve_quota(st, reserved_notice(), T0)
+    assert wl.finish(st, True, "done", T0 + timedelta(hours=1)) is True
+    assert conditions(st)["Finished"] == ("True", "Succeeded", "done")
+    assert conditions(st)["Admitted"][0] == "True"
+    assert wl.phase(st) == "Finished"
+    assert wl.finish(st, False, "again", T0) is False
+
+
+def test_a_failed_finish_without_message_says_failed():
+    st = submitted()
+    assert wl.finish(st, False, "", T0) is False
+    assert conditions(st)["Finished"] == ("True", "Failed", "Failed")
+
+
+def test_condition_transition_time_moves_only_when_status_flips():
+    cs = cond.set_condition([], "X", False, "A", "a", T0)
+    cs = cond.set_condition(cs, "X", False, "B", "b", T0 + timedelta(minutes=1))
+    assert cs[0].last_transition_time == T0 and cs[0].reason == "B"
+    cs = cond.set_condition(cs, "X", True, "C", "c", T0 + timedelta(minutes=2))
+    assert cs[0].last_transition_time == T0 + timedelta(minutes=2)
+
+
+def test_messages_are_cut_at_32_kib_with_kueues_marker():
+    cs = cond.set_condition([], "X", False, "A", "é" * 40000, T0)
+    assert len(cs[0].message.encode()) <= 32 * 1024
+    assert cs[0].message.endswith(" ...")
+
+
+def test_the_report_carries_events_and_the_deleted_mark():
+    st = submitted()
+    wl.record(st, "Something", "happened", T0)
+    st.deleted = True
+    report = st.report().to_wire()
+    assert report["kind"] == "Workload" and report["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+    assert report["events"] == [{"type": "Normal", "reason": "Something", "message": "happened", "time": "2026-11-22T10:00:00Z"}]
+    assert report["deleted"] is True
