@@ -1,0 +1,61 @@
+"""Signal delivery for workflows that must not pay for each signal they send (see workflows/outbox)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from admitflow.messages import ClusterQueueInput, Delivery, DeliveryBatch, DeliveryReport
+
+# Signals to different workflows go out together; a workflow's own signals keep their order.
+CONCURRENCY = 16
+
+
+class DeliveryActivities:
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    @activity.defn(name="deliver_signals")
+    async def deliver_signals(self, batch: DeliveryBatch) -> DeliveryReport:
+        by_target: dict[str, list[Delivery]] = defaultdict(list)
+        for d in batch.deliveries:
+            by_target[d.workflow_id].append(d)
+        gate = asyncio.Semaphore(CONCURRENCY)
+        missing: list[str] = []
+
+        async def send_all(workflow_id: str, deliveries: list[Delivery]) -> None:
+            async with gate:
+                for d in deliveries:
+                    if not await self._send(d):
+                        missing.append(workflow_id)
+                        return
+
+        await asyncio.gather(*(send_all(w, ds) for w, ds in by_target.items()))
+        return DeliveryReport(missing=sorted(missing))
+
+    async def _send(self, d: Delivery) -> bool:
+        """Send one signal; False when no workflow with that ID is running (it finished or was
+        deleted). Every other error is raised so the activity retries the batch: receivers ignore
+        what they already have, so a resent signal is harmless."""
+        if d.start_cluster_queue is not None:
+            await self.client.start_workflow(
+                "ClusterQueueWorkflow",
+                ClusterQueueInput(name=d.start_cluster_queue),
+                id=d.workflow_id,
+                task_queue=activity.info().task_queue,
+                start_signal=d.signal,
+                start_signal_args=[d.payload],
+                static_summary=f"ClusterQueue {d.start_cluster_queue}",
+            )
+            return True
+        try:
+            await self.client.get_workflow_handle(d.workflow_id).signal(d.signal, d.payload)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return True

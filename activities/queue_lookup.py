@@ -1,0 +1,75 @@
+"""Where a workload's LocalQueue leads, and putting the workload in that ClusterQueue."""
+
+from __future__ import annotations
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from admitflow import ids
+from admitflow.admission.catalog import QueueResolution, resolve_local_queue
+from admitflow.admission.cluster_queue import ClusterQueueView
+from admitflow.admission.catalog import CatalogState
+from admitflow.messages import (
+    CatalogInput,
+    ClusterQueueInput,
+    ClusterQueueRef,
+    EnqueueRequest,
+    LocalQueueRef,
+    WatchRequest,
+)
+
+
+class QueueLookupActivities:
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    async def _catalog_query(self, name: str, arg, result_type):
+        """Query the catalog; None when no catalog exists yet (nothing was ever applied)."""
+        try:
+            return await self.client.get_workflow_handle(ids.CATALOG_ID).query(name, arg, result_type=result_type)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+
+    @activity.defn(name="enqueue_workload")
+    async def enqueue_workload(self, request: EnqueueRequest) -> QueueResolution:
+        """Resolve the LocalQueue; if it leads to a ClusterQueue, enqueue there (starting that
+        workflow if the catalog's view has not reached it yet). Otherwise ask the catalog to wake
+        the workload when the queue appears. Safe to repeat: the ClusterQueue ignores a ticket it has."""
+        lq = LocalQueueRef(namespace=request.namespace, name=request.local_queue)
+        resolution = await self._catalog_query("resolve_local_queue", lq, QueueResolution)
+        if resolution is None:
+            resolution = resolve_local_queue(CatalogState(), request.namespace, request.local_queue)
+        if resolution.reason:
+            await self.client.start_workflow(
+                "CatalogWorkflow",
+                CatalogInput(),
+                id=ids.CATALOG_ID,
+                task_queue=activity.info().task_queue,
+                start_signal="watch_queue",
+                start_signal_args=[
+                    WatchRequest(
+                        local_queue=f"{request.namespace}/{request.local_queue}",
+                        workflow_id=request.workflow_id,
+                        seen=resolution.message,
+                    )
+                ],
+            )
+            return resolution
+        await self.client.start_workflow(
+            "ClusterQueueWorkflow",
+            ClusterQueueInput(name=resolution.cluster_queue),
+            id=ids.cluster_queue_id(resolution.cluster_queue),
+            task_queue=activity.info().task_queue,
+            start_signal="enqueue",
+            start_signal_args=[request.entry],
+            static_summary=f"ClusterQueue {resolution.cluster_queue}",
+        )
+        return resolution
+
+    @activity.defn(name="fetch_cluster_queue_view")
+    async def fetch_cluster_queue_view(self, ref: ClusterQueueRef) -> ClusterQueueView:
+        view = await self._catalog_query("view", ref, ClusterQueueView)
+        return view if view is not None else ClusterQueueView(name=ref.name, revision=0)

@@ -1,0 +1,237 @@
+"""The `admitflow` command.
+
+Bad input exits 2 with one line naming what was wrong (file, document and field for manifests) and
+changes nothing; a Temporal server that cannot be reached exits 1 with one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from admitflow import ids
+from admitflow.api import ManifestError, load_manifests
+from admitflow.client import KIND_NAMES, NAMESPACED, AdmitflowClient, AdmitflowError, kind_of
+from admitflow.devserver import DEFAULT_DB, DevServer, DevServerError
+from admitflow.printing import describe, render
+
+EXIT_BAD_INPUT = 2
+EXIT_UNREACHABLE = 1
+
+
+class CLIError(Exception):
+    def __init__(self, message: str, code: int = EXIT_BAD_INPUT) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _parser() -> argparse.ArgumentParser:
+    conn = argparse.ArgumentParser(add_help=False)
+    g = conn.add_argument_group("connection (Temporal's client configuration; flags win over TEMPORAL_* variables)")
+    g.add_argument("--address", help="Temporal frontend host:port (default: TEMPORAL_ADDRESS or localhost:7233)")
+    g.add_argument("--namespace", help="Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
+    g.add_argument("--profile", help="profile in Temporal's TOML client config file (TEMPORAL_PROFILE)")
+    g.add_argument("--task-queue", help=f"engine task queue (default: ADMITFLOW_TASK_QUEUE or {ids.DEFAULT_TASK_QUEUE})")
+
+    p = argparse.ArgumentParser(
+        prog="admitflow",
+        description="Kueue's two-stage workload admission as durable Temporal workflows.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    dev = sub.add_parser(
+        "dev", parents=[conn], help="embedded Temporal dev server with its Web UI, plus the worker",
+        description="Start the Temporal dev server (UI included) and an admitflow worker; optionally apply "
+        "manifests and follow their workloads until admitted. Runs until Ctrl-C.",
+    )
+    dev.add_argument("--port", type=int, default=7233, help="gRPC port of the dev server (default 7233)")
+    dev.add_argument("--ui-port", type=int, default=8233, help="Web UI port (default 8233)")
+    dev.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"SQLite database file (default {DEFAULT_DB})")
+    dev.add_argument("-f", "--filename", action="append", default=[], help="manifests to apply once started")
+
+    w = sub.add_parser("worker", parents=[conn], help="run the engine worker against a Temporal server")
+    w.add_argument("--log-level", default="INFO")
+
+    a = sub.add_parser("apply", parents=[conn], help="apply Kueue manifests (file, directory, or - for stdin)")
+    a.add_argument("-f", "--filename", action="append", required=True)
+
+    kinds = ", ".join(sorted(n for names in KIND_NAMES.values() for n in names[:2]))
+    g_ = sub.add_parser("get", parents=[conn], help="show objects", description=f"KIND is one of: {kinds}")
+    g_.add_argument("kind")
+    g_.add_argument("name", nargs="?", help="name, or namespace/name for localqueues and workloads")
+    g_.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+
+    d = sub.add_parser("describe", parents=[conn], help="show one object in detail, with events")
+    d.add_argument("kind")
+    d.add_argument("name")
+
+    f = sub.add_parser("finish", parents=[conn], help="report a workload finished; its quota is released")
+    f.add_argument("workload", help="namespace/name (or name in namespace default)")
+    f.add_argument("--failed", action="store_true", help="finished with failure (reason Failed)")
+    f.add_argument("--message", default="", help="message of the Finished condition")
+
+    rm = sub.add_parser("delete", parents=[conn], help="delete an object; a workload gives back its quota")
+    rm.add_argument("kind")
+    rm.add_argument("name")
+    return p
+
+
+def _key(kind: str, name: str) -> str:
+    if kind in NAMESPACED:
+        ns, n = ids.split_key(name)
+        return f"{ns}/{n}"
+    return name
+
+
+async def _client(args: argparse.Namespace):
+    from worker.connection import Connection
+
+    conn = Connection(address=args.address, namespace=args.namespace, profile=args.profile)
+    try:
+        client = await conn.connect()
+    except Exception as err:  # the SDK raises a plain RuntimeError on connection failure
+        reason = "connection refused" if "Connection refused" in str(err) else str(err).splitlines()[0]
+        raise CLIError(f"cannot reach Temporal at {conn.target}: {reason}", EXIT_UNREACHABLE) from None
+    return AdmitflowClient(client, ids.task_queue(args.task_queue))
+
+
+def _load(paths: Sequence[str]):
+    try:
+        return load_manifests(paths, stdin=sys.stdin)
+    except ManifestError as err:
+        raise CLIError(str(err)) from None
+    except OSError as err:
+        raise CLIError(f"error: the path \"{err.filename}\" does not exist" if isinstance(err, FileNotFoundError) else str(err)) from None
+
+
+def _print_outcomes(outcomes) -> None:
+    for o in outcomes:
+        print(f"{o.kind.lower()}.kueue.x-k8s.io/{o.key} {o.action}")
+
+
+async def cmd_apply(args: argparse.Namespace) -> None:
+    manifests = _load(args.filename)
+    for m in manifests:
+        for warning in m.warnings:
+            print(f"Warning: {warning}", file=sys.stderr)
+    client = await _client(args)
+    _print_outcomes(await client.apply(manifests))
+
+
+async def cmd_get(args: argparse.Namespace) -> None:
+    kind = kind_of(args.kind)
+    client = await _client(args)
+    key = _key(kind, args.name) if args.name else None
+    objects = await client.get(kind, key)
+    print(render(kind, objects, args.output, single=key is not None))
+
+
+async def cmd_describe(args: argparse.Namespace) -> None:
+    kind = kind_of(args.kind)
+    client = await _client(args)
+    (obj,) = await client.get(kind, _key(kind, args.name))
+    print(describe(obj, obj.pop("events", [])))
+
+
+async def cmd_finish(args: argparse.Namespace) -> None:
+    client = await _client(args)
+    key = _key("Workload", args.workload)
+    await client.finish(key, succeeded=not args.failed, message=args.message)
+    print(f"workload.kueue.x-k8s.io/{key} finished")
+
+
+async def cmd_delete(args: argparse.Namespace) -> None:
+    kind = kind_of(args.kind)
+    client = await _client(args)
+    _print_outcomes([await client.delete(kind, _key(kind, args.name))])
+
+
+async def cmd_worker(args: argparse.Namespace) -> None:
+    from worker.logging import configure
+    from worker.main import build_worker, run_until_signalled
+
+    configure(args.log_level)
+    client = await _client(args)
+    await run_until_signalled(build_worker(client.client, client.task_queue))
+
+
+async def cmd_dev(args: argparse.Namespace) -> None:
+    from worker.logging import configure
+    from worker.main import build_worker
+
+    from admitflow.progress import follow_until_admitted
+
+    manifests = _load(args.filename) if args.filename else []
+    configure("WARNING")
+    server = DevServer(port=args.port, ui_port=args.ui_port, db=args.db)
+    print(f"Starting the Temporal dev server on {server.address} (database {args.db}) ...", flush=True)
+    try:
+        await server.start()
+    except DevServerError as err:
+        raise CLIError(str(err), EXIT_UNREACHABLE) from None
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        args.address = server.address
+        client = await _client(args)
+        async with build_worker(client.client, client.task_queue):
+            print(f"Temporal Web UI: {server.ui_url}   worker on task queue '{client.task_queue}'", flush=True)
+            if manifests:
+                outcomes = await client.apply(manifests)
+                _print_outcomes(outcomes)
+                keys = [o.key for o in outcomes if o.kind == "Workload"]
+                follow = asyncio.ensure_future(follow_until_admitted(client, keys))
+                waiter = asyncio.ensure_future(stop.wait())
+                await asyncio.wait({follow, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                follow.cancel()
+            if not stop.is_set():
+                print(f"Everything is running. Open {server.ui_url} to read each workload's history. Ctrl-C stops.", flush=True)
+                await stop.wait()
+            print("Stopping ...", flush=True)
+    finally:
+        server.stop()
+
+
+COMMANDS = {
+    "apply": cmd_apply,
+    "get": cmd_get,
+    "describe": cmd_describe,
+    "finish": cmd_finish,
+    "delete": cmd_delete,
+    "worker": cmd_worker,
+    "dev": cmd_dev,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        asyncio.run(COMMANDS[args.command](args))
+    except (CLIError, AdmitflowError) as err:
+        code = getattr(err, "code", EXIT_BAD_INPUT)
+        print(f"error: {err}", file=sys.stderr)
+        return code
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def entrypoint() -> None:
+    """The console script. The Temporal SDK's native runtime can abort the interpreter while it
+    finalizes a short-lived process (sdk-python#300, `PyGILState_Release`); all work is done and
+    flushed by now, so leave without finalizing."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    entrypoint()

@@ -1,0 +1,278 @@
+"""Typed facade over a Temporal client: apply, submit, get, list, finish, delete.
+
+Everything here is a plain Temporal call a user could make from any SDK or the `temporal` CLI; the
+facade adds kubectl's manners (per-object outcomes, one-line errors naming file and document) and
+assembles Kueue-shaped objects from the catalog and the queue workflows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import TypedSearchAttributes, SearchAttributePair, WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from admitflow import ids
+from admitflow import search_attributes as sa
+from admitflow.admission.catalog import CATALOG_KINDS, PLURALS, ObjectRef, Outcome
+from admitflow.admission.workload import WorkloadReport
+from admitflow.api import LoadedManifest, Workload
+from admitflow.messages import (
+    ApplyRequest,
+    ApplyResult,
+    CatalogInput,
+    ClusterQueueReport,
+    DeleteRequest,
+    DeleteWorkload,
+    FinishRequest,
+    ObjectList,
+    ObjectQuery,
+    WorkloadInput,
+)
+
+# What `get`, `describe` and `delete` accept, kubectl-style: kind, plural, short names.
+KIND_NAMES = {
+    "ResourceFlavor": ("resourceflavor", "resourceflavors", "rf", "flavor", "flavors"),
+    "ClusterQueue": ("clusterqueue", "clusterqueues", "cq"),
+    "LocalQueue": ("localqueue", "localqueues", "lq", "queue", "queues"),
+    "AdmissionCheck": ("admissioncheck", "admissionchecks", "ac"),
+    "ProvisioningRequestConfig": ("provisioningrequestconfig", "provisioningrequestconfigs", "prc"),
+    "Configuration": ("configuration", "configurations", "config"),
+    "Workload": ("workload", "workloads", "wl"),
+}
+NAMESPACED = {"LocalQueue", "Workload"}
+
+
+class AdmitflowError(Exception):
+    """A refusal to show the user as one line (the CLI exits 2 with it)."""
+
+
+def kind_of(name: str) -> str:
+    lowered = name.lower()
+    for kind, names in KIND_NAMES.items():
+        if lowered == kind.lower() or lowered in names:
+            return kind
+    raise AdmitflowError(f'the server doesn\'t have a resource type "{name}"')
+
+
+@dataclass
+class AdmitflowClient:
+    client: Client
+    task_queue: str = ids.DEFAULT_TASK_QUEUE
+
+    # --- apply ----------------------------------------------------------------------------------
+
+    async def apply(self, manifests: Sequence[LoadedManifest]) -> list[Outcome]:
+        """Apply catalog objects in one all-or-nothing update, then submit workloads.
+
+        Workloads are checked first (a changed spec of a submitted workload is refused), so a bad
+        invocation applies nothing."""
+        catalog_items = [m for m in manifests if m.obj.kind in CATALOG_KINDS]
+        workload_items = [m for m in manifests if m.obj.kind == "Workload"]
+        existing = await asyncio.gather(*(self._existing_workload(m) for m in workload_items))
+        outcomes: list[Outcome] = []
+        if catalog_items:
+            outcomes.extend(await self._apply_catalog(catalog_items))
+        for m, report in zip(workload_items, existing, strict=True):
+            outcomes.append(await self._submit(m.obj, report))
+        return outcomes
+
+    async def _apply_catalog(self, items: Sequence[LoadedManifest]) -> list[Outcome]:
+        start = WithStartWorkflowOperation(
+            "CatalogWorkflow",
+            CatalogInput(),
+            id=ids.CATALOG_ID,
+            task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            static_summary="admitflow catalog: ResourceFlavors, ClusterQueues, LocalQueues, AdmissionChecks",
+        )
+        try:
+            result = await self.client.execute_update_with_start_workflow(
+                "apply",
+                ApplyRequest(objects=[m.obj for m in items]),
+                start_workflow_operation=start,
+                result_type=ApplyResult,
+            )
+        except WorkflowUpdateFailedError as err:
+            raise _located(err, items) from None
+        return result.outcomes
+
+    async def _existing_workload(self, m: LoadedManifest) -> WorkloadReport | None:
+        """The running workload of that name, if any. A finished or deleted one does not count:
+        its name may be used again, and its history stays in Temporal."""
+        wl: Workload = m.obj
+        report = await self.workload(wl.key, missing_ok=True)
+        if report is not None and _finished(report):
+            return None
+        if report is not None and report.spec.to_wire() != wl.spec.to_wire():
+            raise AdmitflowError(
+                f"{m.source}: document {m.index} (Workload {wl.metadata.name}): spec: Forbidden: the spec of a "
+                "submitted workload is immutable; delete it and apply again"
+            )
+        return report
+
+    async def _submit(self, workload: Workload, existing: WorkloadReport | None) -> Outcome:
+        if existing is not None:
+            return Outcome(kind="Workload", key=workload.key, action="unchanged")
+        spec = workload.spec
+        try:
+            await self.client.start_workflow(
+                "WorkloadWorkflow",
+                WorkloadInput(workload=workload),
+                id=ids.workload_id(workload.key),
+                task_queue=self.task_queue,
+                static_summary=f"{workload.key} in LocalQueue {spec.queue_name}, priority {spec.priority or 0}",
+                search_attributes=TypedSearchAttributes(
+                    [
+                        SearchAttributePair(sa.LOCAL_QUEUE, spec.queue_name or ""),
+                        SearchAttributePair(sa.PHASE, "Pending"),
+                        SearchAttributePair(sa.PRIORITY, spec.priority or 0),
+                    ]
+                ),
+            )
+        except WorkflowAlreadyStartedError:
+            # Submitted concurrently by someone else between our check and our start.
+            return Outcome(kind="Workload", key=workload.key, action="unchanged")
+        return Outcome(kind="Workload", key=workload.key, action="created")
+
+    # --- delete ---------------------------------------------------------------------------------
+
+    async def delete(self, kind: str, key: str) -> Outcome:
+        if kind == "Workload":
+            report = await self.workload(key)
+            if _finished(report):
+                raise AdmitflowError(
+                    f'workloads "{key}" is finished: it holds nothing, its history stays in Temporal, '
+                    "and applying it again starts a new run"
+                )
+            await self._signal_workload(key, "delete", DeleteWorkload())
+            return Outcome(kind=kind, key=key, action="deleted")
+        try:
+            result = await self.client.get_workflow_handle(ids.CATALOG_ID).execute_update(
+                "delete", DeleteRequest(objects=[ObjectRef(kind=kind, key=key)]), result_type=ApplyResult
+            )
+        except WorkflowUpdateFailedError as err:
+            raise AdmitflowError(_cause(err)) from None
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise AdmitflowError(f'{PLURALS[kind]} "{key}" not found') from None
+            raise
+        return result.outcomes[0]
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    async def catalog_objects(self, kind: str, key: str | None = None) -> list[Any]:
+        try:
+            found = await self.client.get_workflow_handle(ids.CATALOG_ID).query(
+                "get", ObjectQuery(kind=kind, key=key), result_type=ObjectList
+            )
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return []
+            raise
+        return list(found.items)
+
+    async def cluster_queue_report(self, name: str) -> ClusterQueueReport | None:
+        try:
+            return await self.client.get_workflow_handle(ids.cluster_queue_id(name)).query(
+                "status", result_type=ClusterQueueReport
+            )
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+
+    async def get(self, kind: str, key: str | None = None) -> list[dict[str, Any]]:
+        """Objects in their Kueue wire shape (v1beta2), status included where Kueue has one."""
+        if kind == "Workload":
+            if key is not None:
+                return [(await self.workload(key)).to_wire()]
+            reports = await self.workloads()
+            return [r.to_wire() for r in reports]
+        objects = await self.catalog_objects(kind, key)
+        if key is not None and not objects:
+            raise AdmitflowError(f'{PLURALS[kind]} "{key}" not found')
+        out = []
+        for obj in objects:
+            wire = obj.to_wire()
+            if kind == "ClusterQueue":
+                report = await self.cluster_queue_report(obj.metadata.name)
+                if report is not None:
+                    wire["status"] = report.status.to_wire()
+            elif kind == "LocalQueue":
+                report = await self.cluster_queue_report(obj.spec.cluster_queue)
+                lq = report.local_queues.get(obj.key) if report else None
+                if lq is not None:
+                    wire["status"] = lq.to_wire()
+            out.append(wire)
+        return out
+
+    async def workload(self, key: str, missing_ok: bool = False) -> WorkloadReport | None:
+        handle = self.client.get_workflow_handle(ids.workload_id(key), result_type=WorkloadReport)
+        try:
+            desc = await handle.describe()
+            if desc.status == WorkflowExecutionStatus.RUNNING:
+                return await handle.query("workload", result_type=WorkloadReport)
+            if desc.status == WorkflowExecutionStatus.COMPLETED:
+                report = await handle.result()
+                if not report.deleted:
+                    return report
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+        if missing_ok:
+            return None
+        raise AdmitflowError(f'workloads "{key}" not found')
+
+    async def workloads(self) -> list[WorkloadReport]:
+        """Every workload that is running or finished (not deleted), from Temporal's visibility."""
+        keys: set[str] = set()
+        async for wf in self.client.list_workflows("WorkflowType = 'WorkloadWorkflow'"):
+            key = ids.workload_key(wf.id)
+            if key and wf.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED):
+                keys.add(key)
+        reports = await asyncio.gather(*(self.workload(k, missing_ok=True) for k in sorted(keys)))
+        return [r for r in reports if r is not None]
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    async def finish(self, key: str, succeeded: bool = True, message: str = "") -> None:
+        await self._signal_workload(key, "finish", FinishRequest(succeeded=succeeded, message=message))
+
+    async def _signal_workload(self, key: str, signal: str, payload: Any) -> None:
+        try:
+            await self.client.get_workflow_handle(ids.workload_id(key)).signal(signal, payload)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise AdmitflowError(f'workloads "{key}" not found or already finished') from None
+            raise
+
+
+def _finished(report: WorkloadReport) -> bool:
+    return any(c.type == "Finished" and c.status == "True" for c in report.status.conditions)
+
+
+def _cause(err: WorkflowUpdateFailedError) -> str:
+    cause = err.cause
+    return cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+
+
+def _located(err: WorkflowUpdateFailedError, items: Sequence[LoadedManifest]) -> AdmitflowError:
+    """Put the file and document in front of the catalog's refusal."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError) and cause.details:
+        index = (cause.details[0] or {}).get("index")
+        if isinstance(index, int) and 0 <= index < len(items):
+            m = items[index]
+            return AdmitflowError(f"{m.source}: document {m.index} ({m.obj.kind} {m.obj.metadata.name}): {cause.message}")
+    return AdmitflowError(_cause(err))

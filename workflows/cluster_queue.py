@@ -1,0 +1,151 @@
+"""ClusterQueueWorkflow (`clusterqueue/<name>`): the one place where workloads compete for quota.
+
+Handlers only put messages in the inbox; `run` takes everything buffered in one workflow task,
+runs one scheduling pass and hands the resulting notices to the outbox.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from admitflow import ids
+    from admitflow.admission import cluster_queue as cq
+    from admitflow.admission import scheduler
+    from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView, Notice, QueueEntry
+    from admitflow.messages import (
+        ClusterQueueInput,
+        ClusterQueueRef,
+        ClusterQueueReport,
+        Delivery,
+        DeliveryReport,
+        PendingWorkload,
+        ReleaseRequest,
+    )
+
+    from workflows.outbox import Outbox
+
+FETCH_VIEW = "fetch_cluster_queue_view"
+
+# Signal names a notice is delivered under, chosen to read well in a workload's history.
+NOTICE_SIGNALS = {"reserved": "quota_reserved", "pending": "pending_status", "dequeued": "dequeued"}
+
+
+@workflow.defn(name="ClusterQueueWorkflow")
+class ClusterQueueWorkflow:
+    @workflow.init
+    def __init__(self, input: ClusterQueueInput) -> None:
+        self.state = input.state or ClusterQueueState(name=input.name)
+        self.inbox: list[ClusterQueueView | QueueEntry | ReleaseRequest] = []
+        self.outbox = Outbox()
+        self.needs_pass = True
+
+    # --- messages -----------------------------------------------------------------------------
+
+    @workflow.signal(name="set_view")
+    def set_view(self, view: ClusterQueueView) -> None:
+        self.inbox.append(view)
+
+    @workflow.signal(name="enqueue")
+    def enqueue(self, entry: QueueEntry) -> None:
+        self.inbox.append(entry)
+
+    @workflow.signal(name="release")
+    def release(self, request: ReleaseRequest) -> None:
+        self.inbox.append(request)
+
+    @workflow.query(name="status")
+    def status(self) -> ClusterQueueReport:
+        per_lq: dict[str, int] = {}
+        pending = []
+        for position, e in scheduler.positions(self.state):
+            lq_position = per_lq.get(e.local_queue_key, 0)
+            per_lq[e.local_queue_key] = lq_position + 1
+            ns, name = e.key.split("/", 1)
+            pending.append(
+                PendingWorkload(
+                    name=name, namespace=ns, local_queue_name=e.local_queue, priority=e.priority,
+                    position_in_cluster_queue=position, position_in_local_queue=lq_position,
+                    queued_since=e.timestamp.isoformat(),
+                )
+            )
+        lqs = sorted(set(self.state.view.local_queues) if self.state.view else set())
+        return ClusterQueueReport(
+            name=self.state.name,
+            status=cq.cluster_queue_status(self.state),
+            pending=pending,
+            local_queues={k: cq.local_queue_status(self.state, k) for k in lqs},
+        )
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: ClusterQueueInput) -> None:
+        if self.state.view is None:
+            # Started by a workload's enqueue before the catalog's first view arrived.
+            view = await workflow.execute_activity(
+                FETCH_VIEW,
+                ClusterQueueRef(name=self.state.name),
+                result_type=ClusterQueueView,
+                start_to_close_timeout=timedelta(seconds=30),
+                summary=f"fetch view of ClusterQueue {self.state.name}",
+            )
+            self.inbox.insert(0, view)
+        while True:
+            await workflow.wait_condition(
+                lambda: bool(self.inbox) or self.outbox.needs_attention or workflow.info().is_continue_as_new_suggested()
+            )
+            self._drain_inbox()
+            report = self.outbox.step()
+            if report is not None:
+                self._forget_missing(report)
+            if self.needs_pass:
+                self.needs_pass = False
+                result = scheduler.schedule([self.state], workflow.now())[self.state.name]
+                self._notify(result.notices)
+                self.outbox.step()
+            workflow.set_current_details(self._details())
+            if workflow.info().is_continue_as_new_suggested() and self._quiet():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                if self._quiet():
+                    workflow.continue_as_new(ClusterQueueInput(name=self.state.name, state=self.state))
+
+    def _quiet(self) -> bool:
+        return not self.inbox and self.outbox.idle and not self.needs_pass
+
+    def _drain_inbox(self) -> None:
+        now = workflow.now()
+        messages, self.inbox = self.inbox, []
+        for m in messages:
+            if isinstance(m, ClusterQueueView):
+                self._notify(cq.set_view(self.state, m, now))
+            elif isinstance(m, QueueEntry):
+                cq.enqueue(self.state, m)
+            else:
+                cq.release(self.state, m.key, m.uid, m.ticket)
+            self.needs_pass = True
+
+    def _forget_missing(self, report: DeliveryReport) -> None:
+        """A workload that no longer runs cannot give its quota back itself."""
+        for workflow_id in report.missing:
+            key = ids.workload_key(workflow_id)
+            held = self.state.reservations.get(key) if key else None
+            if held is not None:
+                cq.release(self.state, held.key, held.uid, held.ticket)
+                self.needs_pass = True
+            self.state.pending = [e for e in self.state.pending if e.key != key]
+
+    def _notify(self, notices: list[Notice]) -> None:
+        for n in notices:
+            self.outbox.add(
+                Delivery(workflow_id=ids.workload_id(n.key), signal=NOTICE_SIGNALS[n.kind], payload=n.to_wire())
+            )
+
+    def _details(self) -> str:
+        st = cq.cluster_queue_status(self.state)
+        return (
+            f"pending {st.pending_workloads}, reserving {st.reserving_workloads}, "
+            f"admitted {st.admitted_workloads}"
+        )

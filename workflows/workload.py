@@ -1,0 +1,202 @@
+"""WorkloadWorkflow (`workload/<namespace>/<name>`): the single writer of one workload's status.
+
+Everything that happens to the workload arrives as a message and is applied in order by the pure
+transitions of `admitflow.admission.workload`; the workflow carries out what they call for.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from admitflow import ids
+    from admitflow import search_attributes as sa
+    from admitflow.admission import workload as wl
+    from admitflow.admission.catalog import QueueResolution
+    from admitflow.admission.cluster_queue import Notice, QueueEntry
+    from admitflow.admission.workload import WorkloadReport, WorkloadState
+    from admitflow.messages import (
+        DeleteWorkload,
+        EnqueueRequest,
+        FinishRequest,
+        QueueAvailable,
+        ReleaseRequest,
+        WorkloadInput,
+    )
+
+ENQUEUE = "enqueue_workload"
+
+Message = tuple[str, Notice | QueueAvailable | FinishRequest | DeleteWorkload]
+
+
+@workflow.defn(name="WorkloadWorkflow")
+class WorkloadWorkflow:
+    @workflow.init
+    def __init__(self, input: WorkloadInput) -> None:
+        self.state = input.state or wl.new_state(input.workload, str(workflow.uuid4()), workflow.now())
+        self.inbox: list[Message] = []
+        self.waiting_for_queue = False
+        self.phase: str | None = None
+
+    # --- messages -----------------------------------------------------------------------------
+
+    @workflow.signal(name="quota_reserved")
+    def quota_reserved(self, notice: Notice) -> None:
+        self.inbox.append(("reserved", notice))
+
+    @workflow.signal(name="pending_status")
+    def pending_status(self, notice: Notice) -> None:
+        self.inbox.append(("pending", notice))
+
+    @workflow.signal(name="dequeued")
+    def dequeued(self, notice: Notice) -> None:
+        self.inbox.append(("dequeued", notice))
+
+    @workflow.signal(name="queue_available")
+    def queue_available(self, message: QueueAvailable) -> None:
+        self.inbox.append(("queue_available", message))
+
+    @workflow.signal(name="finish")
+    def finish(self, request: FinishRequest) -> None:
+        self.inbox.append(("finish", request))
+
+    @workflow.signal(name="delete")
+    def delete(self, request: DeleteWorkload) -> None:
+        self.inbox.append(("delete", request))
+
+    @workflow.query(name="workload")
+    def workload(self) -> WorkloadReport:
+        return self.state.report()
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: WorkloadInput) -> WorkloadReport:
+        self._publish()
+        while not (wl.is_finished(self.state) or self.state.deleted):
+            if self._needs_enqueue():
+                await self._enqueue()
+                self._publish()
+                continue
+            await workflow.wait_condition(
+                lambda: bool(self.inbox) or workflow.info().is_continue_as_new_suggested()
+            )
+            if not self.inbox:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                if not self.inbox:
+                    workflow.continue_as_new(WorkloadInput(workload=input.workload, state=self.state))
+            await self._drain_inbox()
+            self._publish()
+        return self.state.report()
+
+    def _needs_enqueue(self) -> bool:
+        st = self.state
+        return (
+            st.workload.spec.active is not False
+            and not wl.has_quota(st)
+            and not st.queued
+            and not self.waiting_for_queue
+        )
+
+    async def _enqueue(self) -> None:
+        st = self.state
+        spec = st.workload.spec
+        st.ticket += 1
+        entry = QueueEntry(
+            key=st.key,
+            uid=st.workload.metadata.uid,
+            ticket=st.ticket,
+            local_queue=spec.queue_name or "",
+            priority=spec.priority or 0,
+            timestamp=st.workload.metadata.creation_timestamp,
+            pod_sets=st.pod_set_requests(),
+        )
+        # A local activity: no extra round trip through the server before the workload is queued.
+        resolution: QueueResolution = await workflow.execute_local_activity(
+            ENQUEUE,
+            EnqueueRequest(
+                namespace=st.workload.metadata.namespace,
+                local_queue=spec.queue_name or "",
+                workflow_id=workflow.info().workflow_id,
+                entry=entry,
+            ),
+            result_type=QueueResolution,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
+            summary=f"enqueue in LocalQueue {spec.queue_name}",
+        )
+        now = workflow.now()
+        if resolution.reason:
+            # The catalog now knows to wake this workload when the queue exists.
+            self.waiting_for_queue = True
+            if resolution.cluster_queue:
+                st.cluster_queue = resolution.cluster_queue
+            wl.set_pending(st, resolution.reason, resolution.message, now)
+            return
+        st.cluster_queue = resolution.cluster_queue
+        st.queued = True
+        st.queued_at = st.queued_at or now
+
+    async def _drain_inbox(self) -> None:
+        now = workflow.now()
+        messages, self.inbox = self.inbox, []
+        for kind, m in messages:
+            st = self.state
+            if kind == "reserved" and wl.accepts(st, m):
+                wl.reserve_quota(st, m, now)
+            elif kind == "pending" and wl.accepts(st, m):
+                wl.set_pending(st, m.reason, m.message, now)
+            elif kind == "dequeued" and wl.accepts(st, m):
+                st.queued = False
+                wl.set_pending(st, m.reason, m.message, now)
+            elif kind == "queue_available":
+                self.waiting_for_queue = False
+            elif kind == "finish":
+                await self._leave(lambda: wl.finish(st, m.succeeded, m.message, now))
+            elif kind == "delete":
+                await self._leave(lambda: True)
+                st.deleted = True
+
+    async def _leave(self, transition) -> None:
+        """Finish or delete: give back quota or our place in the queue."""
+        st = self.state
+        holds_or_waits = wl.has_quota(st) or st.queued
+        transition()
+        st.queued = False
+        if holds_or_waits and st.cluster_queue:
+            await self._release()
+
+    async def _release(self) -> None:
+        st = self.state
+        handle = workflow.get_external_workflow_handle(ids.cluster_queue_id(st.cluster_queue))
+        try:
+            await handle.signal(
+                "release", ReleaseRequest(key=st.key, uid=st.workload.metadata.uid, ticket=st.ticket)
+            )
+        except ApplicationError:
+            # The ClusterQueue workflow is gone; nothing holds our quota any more.
+            workflow.logger.warning("release_failed", extra={"cluster_queue": st.cluster_queue})
+
+    def _publish(self) -> None:
+        """Search attributes and current details follow the phase (also after replay and
+        continue-as-new, where current details start empty)."""
+        st = self.state
+        phase = wl.phase(st)
+        checks = [c.name for c in st.status.admission_checks or () if c.state != "Ready"]
+        workflow.set_current_details(f"**{phase}** {wl.condition_summary(st)}")
+        if phase == self.phase:
+            return
+        self.phase = phase
+        updates = [
+            sa.PHASE.value_set(phase),
+            sa.LOCAL_QUEUE.value_set(st.workload.spec.queue_name or ""),
+            sa.PRIORITY.value_set(st.workload.spec.priority or 0),
+            sa.PENDING_CHECKS.value_set(checks),
+        ]
+        if st.cluster_queue:
+            updates.append(sa.CLUSTER_QUEUE.value_set(st.cluster_queue))
+        workflow.upsert_search_attributes(updates)
