@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from admitflow import ids
+from admitflow import ids, registration
 from admitflow.api import ManifestError, load_manifests
 from admitflow.client import KIND_NAMES, NAMESPACED, AdmitflowClient, AdmitflowError, kind_of
 from admitflow.devserver import DEFAULT_DB, DevServer, DevServerError
@@ -56,6 +56,12 @@ def _parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("worker", parents=[conn], help="run the engine worker against a Temporal server")
     w.add_argument("--log-level", default="INFO")
+
+    sub.add_parser(
+        "setup", parents=[conn], help="register the namespace and admitflow's search attributes (idempotent)",
+        description="Create the Temporal namespace if it is missing and register the search attributes "
+        "admitflow keeps current, through the operator service. Safe to run again.",
+    )
 
     a = sub.add_parser("apply", parents=[conn], help="apply Kueue manifests (file, directory, or - for stdin)")
     a.add_argument("-f", "--filename", action="append", required=True)
@@ -157,7 +163,33 @@ async def cmd_worker(args: argparse.Namespace) -> None:
 
     configure(args.log_level)
     client = await _client(args)
+    missing = await registration.missing_search_attributes(client.client)
+    if missing:
+        raise CLIError(
+            f"search attributes {', '.join(missing)} are not registered in namespace {client.client.namespace}: "
+            "run `admitflow setup` first"
+        )
     await run_until_signalled(build_worker(client.client, client.task_queue))
+
+
+async def cmd_setup(args: argparse.Namespace) -> None:
+    from worker.connection import Connection
+
+    conn = Connection(address=args.address, namespace=args.namespace, profile=args.profile)
+    client = (await _client(args)).client
+    if await registration.ensure_namespace(client):
+        print(f"namespace {client.namespace} created")
+        # A new namespace takes a moment to reach every frontend cache.
+        for _ in range(50):
+            try:
+                await registration.missing_search_attributes(client)
+                break
+            except Exception:
+                await asyncio.sleep(0.2)
+    added = await registration.ensure_search_attributes(client)
+    for name in added:
+        print(f"search attribute {name} registered")
+    print(f"{conn.target} is ready for admitflow")
 
 
 async def cmd_dev(args: argparse.Namespace) -> None:
@@ -206,6 +238,7 @@ COMMANDS = {
     "finish": cmd_finish,
     "delete": cmd_delete,
     "worker": cmd_worker,
+    "setup": cmd_setup,
     "dev": cmd_dev,
 }
 

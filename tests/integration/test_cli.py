@@ -192,3 +192,43 @@ def test_the_main_job_admits_the_examples_and_a_second_run_reuses_the_database(t
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
+
+
+async def test_setup_registers_namespace_and_search_attributes_once(dev_server):
+    namespace = f"setup-{os.getpid()}"
+    cmd = [ADMITFLOW, "setup", "--address", dev_server.address, "--namespace", namespace]
+    first = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines() == [
+        f"namespace {namespace} created",
+        "search attribute AdmitflowClusterQueue registered",
+        "search attribute AdmitflowLocalQueue registered",
+        "search attribute AdmitflowPhase registered",
+        "search attribute AdmitflowPendingChecks registered",
+        "search attribute AdmitflowPriority registered",
+        "search attribute AdmitflowRetryCount registered",
+        f"{dev_server.address} (namespace {namespace}) is ready for admitflow",
+    ]
+    again = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=60)
+    assert again.stdout.splitlines() == [f"{dev_server.address} (namespace {namespace}) is ready for admitflow"]
+
+
+async def test_the_worker_refuses_a_namespace_without_search_attributes(dev_server):
+    from temporalio.client import Client
+
+    from admitflow import registration
+
+    namespace = f"bare-{os.getpid()}"
+    await registration.ensure_namespace(await Client.connect(dev_server.address, namespace=namespace))
+    cmd = [ADMITFLOW, "worker", "--address", dev_server.address, "--namespace", namespace]
+    for _ in range(50):  # the new namespace reaches the frontend's cache within moments
+        r = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=60)
+        if "not registered" in r.stderr:
+            break
+        await asyncio.sleep(0.2)
+    assert r.returncode == 2
+    assert r.stderr.strip() == (
+        "error: search attributes AdmitflowClusterQueue, AdmitflowLocalQueue, AdmitflowPhase, "
+        "AdmitflowPendingChecks, AdmitflowPriority, AdmitflowRetryCount are not registered in namespace "
+        f"{namespace}: run `admitflow setup` first"
+    )
