@@ -3,6 +3,7 @@ fields can be added without breaking running histories."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pydantic import Field
@@ -91,13 +92,25 @@ class PendingWorkload(WireModel):
     priority: int
     position_in_cluster_queue: int
     position_in_local_queue: int
-    queued_since: Any = None
+    queued_since: datetime
+
+
+class ReservingWorkload(WireModel):
+    name: str
+    namespace: str
+    local_queue_name: str
+    priority: int
+    admitted: bool
+    reserved_since: datetime
+    flavors: dict[str, dict[str, str]] = Field(description="podSet -> resource -> flavor")
+    usage: dict[str, str] = Field(description="resource -> total quantity")
 
 
 class ClusterQueueReport(WireModel):
     name: str
     status: ClusterQueueStatus
     pending: list[PendingWorkload] = Field(default_factory=list)
+    reserving: list[ReservingWorkload] = Field(default_factory=list)
     local_queues: dict[str, LocalQueueStatus] = Field(default_factory=dict)
 
 

@@ -23,7 +23,9 @@ with workflow.unsafe.imports_passed_through():
         DeliveryReport,
         PendingWorkload,
         ReleaseRequest,
+        ReservingWorkload,
     )
+    from admitflow.admission.requests import format_requests
 
     from workflows.outbox import Outbox
 
@@ -68,14 +70,24 @@ class ClusterQueueWorkflow:
                 PendingWorkload(
                     name=name, namespace=ns, local_queue_name=e.local_queue, priority=e.priority,
                     position_in_cluster_queue=position, position_in_local_queue=lq_position,
-                    queued_since=e.timestamp.isoformat(),
+                    queued_since=e.timestamp,
                 )
             )
+        reserving = [
+            ReservingWorkload(
+                name=r.key.split("/", 1)[1], namespace=r.key.split("/", 1)[0], local_queue_name=r.local_queue,
+                priority=r.priority, admitted=r.admitted, reserved_since=r.reserved_at,
+                flavors={ps.name: ps.flavors for ps in r.assignment.pod_sets},
+                usage=format_requests(r.totals()),
+            )
+            for r in sorted(self.state.reservations.values(), key=lambda r: r.key)
+        ]
         lqs = sorted(set(self.state.view.local_queues) if self.state.view else set())
         return ClusterQueueReport(
             name=self.state.name,
             status=cq.cluster_queue_status(self.state),
             pending=pending,
+            reserving=reserving,
             local_queues={k: cq.local_queue_status(self.state, k) for k in lqs},
         )
 

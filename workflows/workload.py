@@ -139,7 +139,6 @@ class WorkloadWorkflow:
             return
         st.cluster_queue = resolution.cluster_queue
         st.queued = True
-        st.queued_at = st.queued_at or now
 
     async def _drain_inbox(self) -> None:
         now = workflow.now()

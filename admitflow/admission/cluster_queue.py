@@ -108,6 +108,13 @@ class Reservation(WireModel):
     def local_queue_key(self) -> str:
         return f"{self.key.split('/', 1)[0]}/{self.local_queue}"
 
+    def totals(self) -> dict[str, int]:
+        """Quota held per resource, whatever the flavor."""
+        out: dict[str, int] = {}
+        for (_, res), v in self.assignment.usage().items():
+            out[res] = out.get(res, 0) + v
+        return out
+
 
 class Notice(WireModel):
     """What the ClusterQueue tells one workload; delivered in batches by an activity."""

@@ -55,7 +55,6 @@ class WorkloadState(WireModel):
     cluster_queue: str | None = Field(default=None, description="Resolved from the LocalQueue.")
     ticket: int = Field(default=0, description="Counts enqueues; the ClusterQueue answers per ticket.")
     queued: bool = Field(default=False, description="The current ticket sits in the ClusterQueue.")
-    queued_at: datetime | None = None
     deleted: bool = False
 
     @property
@@ -170,10 +169,19 @@ def reserve_quota(state: WorkloadState, notice: Notice, now: datetime) -> None:
         if old is not None and old.status == "True":
             st.conditions = cond.set_condition(st.conditions, type_, False, "QuotaReserved", f"Previously: {old.message}", now)
     st.admission_checks = sync_admission_checks(st.admission_checks, notice.admission_checks, now)
-    queued_at = state.queued_at or state.workload.metadata.creation_timestamp or now
-    record(state, "QuotaReserved", f"Quota reserved in ClusterQueue {cq}, wait time since queued was {_seconds(now - queued_at)}s", now)
+    record(
+        state,
+        "QuotaReserved",
+        f"Quota reserved in ClusterQueue {cq}, wait time since queued was {_seconds(now - queued_since(state))}s",
+        now,
+    )
     state.queued = False
     sync_admitted(state, now)
+
+
+def queued_since(state: WorkloadState) -> datetime:
+    """Kueue's queued wait time starts at creation (or at the last requeue, once there are any)."""
+    return state.workload.metadata.creation_timestamp
 
 
 def sync_admission_checks(

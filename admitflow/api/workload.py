@@ -226,7 +226,8 @@ class UnhealthyNode(KueueModel):
 
 
 class WorkloadStatus(KueueModel):
-    """The observed state of a Workload, in Kueue's shape."""
+    """The observed state of a Workload, in Kueue's shape. Optional lists stay unset rather than
+    empty, so the wire form omits them as Kueue's `omitempty` does."""
 
     conditions: list[Condition] = Field(
         default_factory=list,
@@ -235,14 +236,14 @@ class WorkloadStatus(KueueModel):
     )
     admission: Admission | None = Field(default=None, description="The quota reservation; unset when none.")
     requeue_state: RequeueState | None = Field(default=None, description="Backoff state after an eviction.")
-    reclaimable_pods: list[ReclaimablePod] = Field(
-        default_factory=list, max_length=8, description="Pods whose quota can be released; at most 8."
+    reclaimable_pods: list[ReclaimablePod] | None = Field(
+        default=None, max_length=8, description="Pods whose quota can be released; at most 8."
     )
-    admission_checks: list[AdmissionCheckState] = Field(
-        default_factory=list, max_length=8, description="State of each required AdmissionCheck, sorted by name; at most 8."
+    admission_checks: list[AdmissionCheckState] | None = Field(
+        default=None, max_length=8, description="State of each required AdmissionCheck, sorted by name; at most 8."
     )
-    resource_requests: list[PodSetRequest] = Field(
-        default_factory=list, max_length=8, description="Requests of a pending workload per podSet; at most 8."
+    resource_requests: list[PodSetRequest] | None = Field(
+        default=None, max_length=8, description="Requests of a pending workload per podSet; at most 8."
     )
     accumulated_past_execution_time_seconds: int | None = Field(
         default=None, description="Seconds spent admitted in earlier admissions."
@@ -254,8 +255,8 @@ class WorkloadStatus(KueueModel):
     cluster_name: str | None = Field(
         default=None, max_length=256, description="MultiKueue cluster of the workload. Not used by admitflow."
     )
-    unhealthy_nodes: list[UnhealthyNode] = Field(
-        default_factory=list, max_length=8, description="Failed nodes (TAS); at most 8. Not used by admitflow."
+    unhealthy_nodes: list[UnhealthyNode] | None = Field(
+        default=None, max_length=8, description="Failed nodes (TAS); at most 8. Not used by admitflow."
     )
 
     def condition(self, type_: str) -> Condition | None:
@@ -298,10 +299,10 @@ class Workload(KueueModel):
             errors += fe.list_map_duplicates(
                 [a.name for a in status.admission.pod_set_assignments], f"{status_path}.admission.podSetAssignments"
             )
-        errors += fe.list_map_duplicates([r.name for r in status.reclaimable_pods], f"{status_path}.reclaimablePods")
-        errors += fe.list_map_duplicates([a.name for a in status.admission_checks], f"{status_path}.admissionChecks")
-        errors += fe.list_map_duplicates([r.name for r in status.resource_requests], f"{status_path}.resourceRequests")
-        errors += fe.list_map_duplicates([n.name for n in status.unhealthy_nodes], f"{status_path}.unhealthyNodes")
+        errors += fe.list_map_duplicates([r.name for r in status.reclaimable_pods or ()], f"{status_path}.reclaimablePods")
+        errors += fe.list_map_duplicates([a.name for a in status.admission_checks or ()], f"{status_path}.admissionChecks")
+        errors += fe.list_map_duplicates([r.name for r in status.resource_requests or ()], f"{status_path}.resourceRequests")
+        errors += fe.list_map_duplicates([n.name for n in status.unhealthy_nodes or ()], f"{status_path}.unhealthyNodes")
         return errors
 
     def _cel_errors(self, spec_path: str, status_path: str) -> list[FieldError]:
@@ -330,7 +331,7 @@ class Workload(KueueModel):
             )
         if status.cluster_name is not None and status.nominated_cluster_names:
             errors.append(fe.cel(status_path, "object", "clusterName and nominatedClusterNames are mutually exclusive"))
-        for i, check in enumerate(status.admission_checks):
+        for i, check in enumerate(status.admission_checks or ()):
             for j, update in enumerate(check.pod_set_updates or []):
                 errors += toleration_rule_errors(
                     update.tolerations, f"{status_path}.admissionChecks[{i}].podSetUpdates[{j}].tolerations"
@@ -373,7 +374,7 @@ class Workload(KueueModel):
                                 f"is not a multiple of {count}",
                             )
                         )
-        for reclaimable in status.reclaimable_pods:
+        for reclaimable in status.reclaimable_pods or ():
             item = f"{status_path}.reclaimablePods[{reclaimable.name}]"
             if reclaimable.name not in pod_sets:
                 errors.append(fe.not_supported(f"{item}.name", reclaimable.name, list(pod_sets)))
@@ -383,7 +384,7 @@ class Workload(KueueModel):
                         f"{item}.count", reclaimable.count, f"should be less or equal to {pod_sets[reclaimable.name].count}"
                     )
                 )
-        for i, check in enumerate(status.admission_checks):
+        for i, check in enumerate(status.admission_checks or ()):
             for j, update in enumerate(check.pod_set_updates or []):
                 item = f"{status_path}.admissionChecks[{i}].podSetUpdates[{j}]"
                 if update.name not in pod_sets:

@@ -132,13 +132,13 @@ async def test_a_refused_apply_changes_nothing(engine):
 async def test_deleting_an_admitted_workload_gives_back_its_quota(engine):
     af = engine.admitflow
     await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest()))
-    await af.apply(loaded(workload_manifest("big", cpu="4"), workload_manifest("next", cpu="4")))
-    await eventually(lambda: _pending_count(engine, 1))
-    admitted = "big" if (await phases(engine, "big"))["big"] == "Admitted" else "next"
-    waiting = "next" if admitted == "big" else "big"
-    await af.delete("Workload", f"default/{admitted}")
-    await eventually(lambda: _is(engine, waiting, "Admitted"))
-    assert await af.workload(f"default/{admitted}", missing_ok=True) is None
+    await af.apply(loaded(workload_manifest("big", cpu="4")))
+    await eventually(lambda: _is(engine, "big", "Admitted"))
+    await af.apply(loaded(workload_manifest("next", cpu="4")))
+    await eventually(lambda: _reason(engine, "next", "WaitingForQuota"))
+    await af.delete("Workload", "default/big")
+    await eventually(lambda: _is(engine, "next", "Admitted"))
+    assert await af.workload("default/big", missing_ok=True) is None
 
 
 # --- helpers ------------------------------------------------------------------------------------

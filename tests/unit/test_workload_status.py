@@ -20,7 +20,6 @@ def submitted(name: str = "job") -> wl.WorkloadState:
     st.cluster_queue = "cq"
     st.ticket = 1
     st.queued = True
-    st.queued_at = T0
     return st
 
 

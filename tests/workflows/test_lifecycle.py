@@ -35,6 +35,15 @@ async def until_phase(engine, name: str, phase: str, tries: int = 100) -> None:
     raise AssertionError(f"{name} never reached {phase}; it is {await phase_of(engine, name)}")
 
 
+async def until_reason(engine, name: str, reason: str, tries: int = 100) -> None:
+    for _ in range(tries):
+        report = await engine.admitflow.workload(f"default/{name}")
+        if report.status.condition("QuotaReserved").reason == reason:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{name} never waited with reason {reason}")
+
+
 async def replay_all(engine, workflow_ids: list[str]) -> None:
     """Replay each history against the current code; a nondeterminism error fails the test."""
     r = replayer()
@@ -47,9 +56,10 @@ async def test_finish_returns_the_final_workload_and_frees_the_quota(skipping_en
     engine = skipping_engine
     af = engine.admitflow
     await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest()))
-    await af.apply(loaded(workload_manifest("a", cpu="3", priority=2), workload_manifest("b", cpu="3", priority=1)))
+    await af.apply(loaded(workload_manifest("a", cpu="3")))
     await until_phase(engine, "a", "Admitted")
-    assert await phase_of(engine, "b") == "Pending"
+    await af.apply(loaded(workload_manifest("b", cpu="3")))
+    await until_reason(engine, "b", "WaitingForQuota")
 
     await af.finish("default/a", message="all pods succeeded")
     final = await engine.client.get_workflow_handle(ids.workload_id("default/a"), result_type=WorkloadReport).result()
