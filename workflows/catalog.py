@@ -33,6 +33,10 @@ def _refuse(err: CatalogError) -> ApplicationError:
     return ApplicationError(str(err), {"index": err.index}, type="CatalogError", non_retryable=True)
 
 
+def _suggested() -> bool:
+    return workflow.info().is_continue_as_new_suggested()
+
+
 @workflow.defn(name="CatalogWorkflow")
 class CatalogWorkflow:
     @workflow.init
@@ -45,18 +49,22 @@ class CatalogWorkflow:
     @workflow.run
     async def run(self, input: CatalogInput) -> None:
         while True:
+            # Wake for continue-as-new only once it can be done, never while a delivery is in flight.
             await workflow.wait_condition(
-                lambda: self.dirty or self.outbox.needs_attention or workflow.info().is_continue_as_new_suggested()
+                lambda: self.dirty or self.outbox.needs_attention or (self._quiet() and _suggested())
             )
             if self.dirty:
                 self.dirty = False
                 self._publish()
             self.outbox.step()
             workflow.set_current_details(self._details())
-            if workflow.info().is_continue_as_new_suggested() and self.outbox.idle and not self.dirty:
+            if _suggested() and self._quiet():
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                if self.outbox.idle and not self.dirty:
+                if self._quiet():
                     workflow.continue_as_new(CatalogInput(state=self.state))
+
+    def _quiet(self) -> bool:
+        return self.outbox.idle and not self.dirty
 
     def _publish(self) -> None:
         for view in catalog.changed_views(self.state):

@@ -35,6 +35,10 @@ FETCH_VIEW = "fetch_cluster_queue_view"
 NOTICE_SIGNALS = {"reserved": "quota_reserved", "pending": "pending_status", "dequeued": "dequeued"}
 
 
+def _suggested() -> bool:
+    return workflow.info().is_continue_as_new_suggested()
+
+
 @workflow.defn(name="ClusterQueueWorkflow")
 class ClusterQueueWorkflow:
     @workflow.init
@@ -106,8 +110,10 @@ class ClusterQueueWorkflow:
             )
             self.inbox.insert(0, view)
         while True:
+            # Wake for continue-as-new only once it can be done: waking while a delivery is still
+            # in flight would spin without yielding.
             await workflow.wait_condition(
-                lambda: bool(self.inbox) or self.outbox.needs_attention or workflow.info().is_continue_as_new_suggested()
+                lambda: bool(self.inbox) or self.outbox.needs_attention or (self._quiet() and _suggested())
             )
             self._drain_inbox()
             report = self.outbox.step()
@@ -119,7 +125,7 @@ class ClusterQueueWorkflow:
                 self._notify(result.notices)
                 self.outbox.step()
             workflow.set_current_details(self._details())
-            if workflow.info().is_continue_as_new_suggested() and self._quiet():
+            if _suggested() and self._quiet():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self._quiet():
                     workflow.continue_as_new(ClusterQueueInput(name=self.state.name, state=self.state))

@@ -1,0 +1,97 @@
+"""Continue-as-new in the middle of a run loses nothing: a dev server that suggests it every few
+dozen events, and workloads admitted, finished and replaced across many runs of each workflow."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from admitflow import ids
+from admitflow.admission import workload as wl
+from admitflow.admission.workload import WorkloadState
+from admitflow.client import AdmitflowClient
+from admitflow.devserver import DevServer
+from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
+from tests.conftest import free_port
+from tests.integration.test_admission import eventually, loaded
+from worker.main import build_worker
+
+pytestmark = pytest.mark.integration
+
+SUGGEST_AT = 40  # history events; the default is 4096
+
+
+@pytest_asyncio.fixture
+async def af():
+    server = DevServer(
+        port=free_port(), db=None, headless=True, namespaces=("can",),
+        dynamic_config={"limit.historyCount.suggestContinueAsNew": str(SUGGEST_AT)},
+    )
+    await server.start()
+    client = await Client.connect(server.address, namespace="can", data_converter=pydantic_data_converter)
+    try:
+        async with build_worker(client, "admitflow"):
+            yield AdmitflowClient(client, "admitflow")
+    finally:
+        server.stop()
+
+
+async def runs(client: Client, workflow_id: str) -> list[WorkflowExecutionStatus]:
+    return [wf.status async for wf in client.list_workflows(f"WorkflowId = '{workflow_id}'")]
+
+
+async def test_queue_state_survives_continue_as_new(af):
+    await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(quotas={"default": {"cpu": "3"}}), local_queue_manifest()))
+    # A filler holds all the quota until the twelve are queued, so priority alone orders them.
+    await af.apply(loaded(workload_manifest("filler", cpu="3", priority=1000)))
+    await eventually(lambda: _phase_is(af, "filler", "Admitted"))
+    names = [f"w{i:02d}" for i in range(12)]
+    await af.apply(loaded(*(workload_manifest(n, cpu="1", priority=100 - i) for i, n in enumerate(names))))
+    await eventually(lambda: _pending(af, 12))
+    await af.finish("default/filler")
+
+    finished: list[str] = []
+    deadline = asyncio.get_running_loop().time() + 60
+    while len(finished) < len(names):
+        if asyncio.get_running_loop().time() > deadline:
+            report = await af.cluster_queue_report("cq")
+            raise AssertionError(f"stuck after finishing {finished}; queue: {report.to_wire() if report else None}")
+        reports = await asyncio.gather(*(af.workload(f"default/{n}") for n in names))
+        admitted = [n for n, r in zip(names, reports, strict=True) if wl.phase(WorkloadState(workload=r)) == "Admitted"]
+        for n in admitted:
+            await af.finish(f"default/{n}")
+            finished.append(n)
+        if not admitted:
+            await asyncio.sleep(0.2)
+        assert len(finished) <= len(names)
+
+    async def drained():
+        report = await af.cluster_queue_report("cq")
+        return report.status.pending_workloads == 0 and report.status.reserving_workloads == 0
+
+    await eventually(drained)
+    # Highest priority first, three at a time: the queue's order held across its runs.
+    assert [finished[i : i + 3] for i in range(0, 12, 3)] == [names[i : i + 3] for i in range(0, 12, 3)]
+    cq_runs = await eventually(lambda: _runs_at_least(af.client, ids.cluster_queue_id("cq"), 3))
+    assert cq_runs.count(WorkflowExecutionStatus.CONTINUED_AS_NEW) >= 2
+    for n in names:
+        report = await af.workload(f"default/{n}")
+        assert [e.reason for e in report.events] == ["QuotaReserved", "Admitted", "Finished"], n
+
+
+async def _runs_at_least(client: Client, workflow_id: str, n: int):
+    found = await runs(client, workflow_id)
+    return found if len(found) >= n else None
+
+
+async def _phase_is(af: AdmitflowClient, name: str, phase: str) -> bool:
+    return wl.phase(WorkloadState(workload=await af.workload(f"default/{name}"))) == phase
+
+
+async def _pending(af: AdmitflowClient, n: int) -> bool:
+    report = await af.cluster_queue_report("cq")
+    return report is not None and report.status.pending_workloads == n
