@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission import workload as wl
     from admitflow.admission.catalog import QueueResolution
     from admitflow.admission.cluster_queue import Notice, QueueEntry
-    from admitflow.admission.workload import WorkloadReport, WorkloadState
+    from admitflow.admission.workload import WorkloadReport
     from admitflow.messages import (
         DeleteWorkload,
         EnqueueRequest,
@@ -155,19 +155,11 @@ class WorkloadWorkflow:
             elif kind == "queue_available":
                 self.waiting_for_queue = False
             elif kind == "finish":
-                await self._leave(lambda: wl.finish(st, m.succeeded, m.message, now))
+                if wl.finish(st, m.succeeded, m.message, now):
+                    await self._release()
             elif kind == "delete":
-                await self._leave(lambda: True)
-                st.deleted = True
-
-    async def _leave(self, transition) -> None:
-        """Finish or delete: give back quota or our place in the queue."""
-        st = self.state
-        holds_or_waits = wl.has_quota(st) or st.queued
-        transition()
-        st.queued = False
-        if holds_or_waits and st.cluster_queue:
-            await self._release()
+                if wl.delete(st):
+                    await self._release()
 
     async def _release(self) -> None:
         st = self.state

@@ -12,35 +12,16 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from admitflow.admission.cluster_queue import AdmissionCheckInfo, ClusterQueueView, LocalQueueInfo
 from admitflow.admission.conditions import is_true, second
-from admitflow.api import (
-    AdmissionCheck,
-    ClusterQueue,
-    Configuration,
-    LocalQueue,
-    ProvisioningRequestConfig,
-    ResourceFlavor,
-)
+from admitflow.api import CONFIG_TYPES, AdmissionCheck, CatalogObject, ClusterQueue, LocalQueue
 from admitflow.wire import WireModel
 
-CatalogObject = Annotated[
-    ResourceFlavor | ClusterQueue | LocalQueue | AdmissionCheck | ProvisioningRequestConfig | Configuration,
-    Field(discriminator="kind"),
-]
-
-CATALOG_KINDS = (
-    "ResourceFlavor",
-    "ClusterQueue",
-    "LocalQueue",
-    "AdmissionCheck",
-    "ProvisioningRequestConfig",
-    "Configuration",
-)
+CATALOG_KINDS = tuple(t.__name__ for t in CONFIG_TYPES)
 
 # kubectl's plural resource names, used in messages the way kubectl words them.
 PLURALS = {

@@ -217,18 +217,31 @@ def sync_admitted(state: WorkloadState, now: datetime) -> None:
         )
 
 
+def leaves_queue(state: WorkloadState) -> bool:
+    """The workload stops waiting or holding quota; returns whether its ClusterQueue must be told
+    (it held quota there, or a place in the queue)."""
+    was_there = has_quota(state) or state.queued
+    state.queued = False
+    return was_there and state.cluster_queue is not None
+
+
 def finish(state: WorkloadState, succeeded: bool, message: str, now: datetime) -> bool:
-    """Mark the workload finished; returns whether it held quota, which the caller gives back.
-    Like Kueue, the last admission stays in the status for the record."""
+    """Mark the workload finished; returns whether its ClusterQueue must be told, to free the quota
+    or the place. Like Kueue, the last admission stays in the status for the record."""
     if is_finished(state):
         return False
-    held = has_quota(state)
+    release = leaves_queue(state)
     st = state.status
     reason = "Succeeded" if succeeded else "Failed"
     st.conditions = cond.set_condition(st.conditions, FINISHED, True, reason, message or reason, now)
     record(state, "Finished", message or reason, now, "Normal" if succeeded else "Warning")
-    state.queued = False
-    return held
+    return release
+
+
+def delete(state: WorkloadState) -> bool:
+    """The workload is deleted; returns whether its ClusterQueue must be told."""
+    state.deleted = True
+    return leaves_queue(state)
 
 
 def condition_summary(state: WorkloadState) -> str:

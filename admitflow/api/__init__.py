@@ -36,7 +36,7 @@ from .duration import GoDuration, format_duration, parse_duration
 from .field_error import FieldError
 from .loader import LoadedManifest, ManifestError, load_manifests, parse_manifest
 from .local_queue import LocalQueue, LocalQueueFlavorUsage, LocalQueueResourceUsage, LocalQueueSpec, LocalQueueStatus
-from .manifest import MANIFEST_TYPES, Manifest
+from .manifest import CONFIG_TYPES, MANIFEST_TYPES, CatalogObject, Manifest
 from .meta import (
     Condition,
     ConditionStatus,
@@ -131,6 +131,8 @@ __all__ = [
     "LocalQueueSpec",
     "LocalQueueStatus",
     "MANIFEST_TYPES",
+    "CONFIG_TYPES",
+    "CatalogObject",
     "Manifest",
     "ManifestError",
     "NamespacedObjectMeta",

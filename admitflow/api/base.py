@@ -2,35 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
 
-from pydantic.alias_generators import to_camel
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from admitflow.wire import WireModel
 
 from .field_error import FieldError
 
 
-class KueueModel(BaseModel):
+class KueueModel(WireModel):
     """A Kueue API structure.
 
     Attribute names are Kueue's JSON field names in snake_case (`resourceGroups` ->
-    `resource_groups`); the wire format is the camelCase JSON Kueue itself reads and writes.
-    Unknown fields are refused (`extra="forbid"`), as the apiserver's strict field validation
-    refuses them, and values are not coerced across JSON types (`"5"` is not an integer).
+    `resource_groups`); the wire format is the camelCase JSON Kueue itself reads and writes
+    (`to_wire`, from `WireModel`). Unlike our own messages, unknown fields are refused
+    (`extra="forbid"`), as the apiserver's strict field validation refuses them, and values are not
+    coerced across JSON types (`"5"` is not an integer).
     """
 
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        serialize_by_alias=True,
-        extra="forbid",
-        strict=True,
-    )
-
-    def to_wire(self) -> dict[str, Any]:
-        """The object as Kueue-shaped JSON (camelCase keys, absent optionals left out)."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     def validation_errors(self, path: str = "") -> list[FieldError]:
         """Rules across fields that Kueue enforces in CEL rules and admission webhooks.

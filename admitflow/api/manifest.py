@@ -14,31 +14,6 @@ from .provisioning_request_config import ProvisioningRequestConfig
 from .resource_flavor import ResourceFlavor
 from .workload import Workload
 
-Manifest = Annotated[
-    Union[
-        ResourceFlavor,
-        ClusterQueue,
-        LocalQueue,
-        AdmissionCheck,
-        ProvisioningRequestConfig,
-        Workload,
-        Configuration,
-    ],
-    Field(discriminator="kind"),
-]
-"""Any object admitflow accepts, told apart by `kind` (usable as a pydantic field type)."""
-
-MANIFEST_TYPES: tuple[type, ...] = (
-    ResourceFlavor,
-    ClusterQueue,
-    LocalQueue,
-    AdmissionCheck,
-    ProvisioningRequestConfig,
-    Workload,
-    Configuration,
-)
-"""The same kinds as a tuple, for isinstance checks."""
-
 CONFIG_TYPES: tuple[type, ...] = (
     ResourceFlavor,
     ClusterQueue,
@@ -47,13 +22,21 @@ CONFIG_TYPES: tuple[type, ...] = (
     ProvisioningRequestConfig,
     Configuration,
 )
-"""Kinds whose status belongs to the system: a status given on input is dropped."""
+"""The configuration kinds (held by the catalog). Their status belongs to the system: a status given
+on input is dropped."""
+
+MANIFEST_TYPES: tuple[type, ...] = (*CONFIG_TYPES, Workload)
+"""Every kind admitflow accepts, for isinstance checks."""
+
+CatalogObject = Annotated[Union[CONFIG_TYPES], Field(discriminator="kind")]  # noqa: UP007
+"""Any configuration object, told apart by `kind` (usable as a pydantic field type)."""
+
+Manifest = Annotated[Union[MANIFEST_TYPES], Field(discriminator="kind")]  # noqa: UP007
+"""Any object admitflow accepts, told apart by `kind` (usable as a pydantic field type)."""
 
 NAMESPACED_TYPES: tuple[type, ...] = (LocalQueue, Workload)
 
-_KUEUE_KINDS = {
-    t.__name__: t for t in (ResourceFlavor, ClusterQueue, LocalQueue, AdmissionCheck, ProvisioningRequestConfig, Workload)
-}
+_KUEUE_KINDS = {t.__name__: t for t in MANIFEST_TYPES if t is not Configuration}
 
 
 def model_for(api_version: object, kind: object) -> type | None:

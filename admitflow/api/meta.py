@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Annotated, Any, Literal
 
 from pydantic_core import PydanticCustomError
@@ -39,14 +39,14 @@ def _parse_time(value: Any) -> datetime:
         raise fe.k8s_type_error("string")
     if parsed.tzinfo is None:
         # Kubernetes times are UTC; a naive datetime from Python code means UTC too.
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
     # metav1.Time keeps whole seconds on the wire; keeping them in memory too makes a value
     # equal to itself after a JSON round trip.
-    return parsed.astimezone(timezone.utc).replace(microsecond=0)
+    return parsed.astimezone(UTC).replace(microsecond=0)
 
 
 def _format_time(value: datetime) -> str:
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 Time = Annotated[

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 import pytest
@@ -1111,7 +1111,7 @@ def test_kubectl_metadata_is_ignored_and_cluster_scoped_namespace_dropped():
     }
     obj, _ = parse_manifest(exported)
     assert obj.metadata.namespace is None
-    assert obj.metadata.creation_timestamp == datetime(2025, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
+    assert obj.metadata.creation_timestamp == datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
     assert "finalizers" not in obj.to_wire()["metadata"]
 
 

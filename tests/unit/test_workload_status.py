@@ -98,7 +98,7 @@ def test_accepts(notice, accepted):
 def test_finish_keeps_the_admission_and_says_whether_quota_was_held():
     st = submitted()
     wl.reserve_quota(st, reserved_notice(), T0)
-    assert wl.finish(st, True, "done", T0 + timedelta(hours=1)) is True
+    assert wl.finish(st, True, "done", T0 + timedelta(hours=1)) is True, "its quota must be given back"
     assert conditions(st)["Finished"] == ("True", "Succeeded", "done")
     assert conditions(st)["Admitted"][0] == "True"
     assert wl.phase(st) == "Finished"
@@ -107,8 +107,24 @@ def test_finish_keeps_the_admission_and_says_whether_quota_was_held():
 
 def test_a_failed_finish_without_message_says_failed():
     st = submitted()
-    assert wl.finish(st, False, "", T0) is False
+    assert wl.finish(st, False, "", T0) is True, "its place in the queue must be given back"
     assert conditions(st)["Finished"] == ("True", "Failed", "Failed")
+    assert not st.queued
+
+
+@pytest.mark.parametrize(
+    ("queued", "cluster_queue", "tell"),
+    [
+        pytest.param(True, "cq", True, id="a-queued-workload-tells-its-queue"),
+        pytest.param(False, "cq", False, id="a-workload-waiting-for-its-local-queue-has-no-queue-to-tell"),
+        pytest.param(False, None, False, id="a-workload-whose-queue-never-resolved-has-no-queue-to-tell"),
+    ],
+)
+def test_delete_says_whether_the_queue_must_be_told(queued, cluster_queue, tell):
+    st = submitted()
+    st.queued, st.cluster_queue = queued, cluster_queue
+    assert wl.delete(st) is tell
+    assert st.deleted and not st.queued
 
 
 def test_condition_transition_time_moves_only_when_status_flips():
