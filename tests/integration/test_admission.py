@@ -163,3 +163,16 @@ async def _reason(engine, name: str, reason: str, message_of: str = "") -> str |
     if c.reason == reason and message_of in c.message:
         return c.message
     return None
+
+
+async def test_a_malformed_signal_changes_nothing_and_breaks_nothing(engine):
+    af = engine.admitflow
+    await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest(), workload_manifest("w")))
+    await eventually(lambda: _is(engine, "w", "Admitted"))
+    handle = engine.client.get_workflow_handle("workload/default/w")
+    await handle.signal("finish", {"succeeded": "maybe", "message": 42})
+    await handle.signal("finish", ["not", "an", "object"])
+    await asyncio.sleep(0.5)
+    assert await _is(engine, "w", "Admitted"), "the bad signals were dropped"
+    await af.finish("default/w", message="done")
+    await eventually(lambda: _is(engine, "w", "Finished"))
