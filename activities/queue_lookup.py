@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
@@ -20,9 +22,32 @@ from admitflow.messages import (
 )
 
 
+# How long a LocalQueue -> ClusterQueue lookup is reused. A LocalQueue never changes its
+# ClusterQueue; if it was deleted meanwhile, the ClusterQueue sends the workload back, and the
+# workload's next lookup bypasses this cache.
+ROUTE_TTL_SECONDS = 30.0
+
+
 class QueueLookupActivities:
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, clock=time.monotonic) -> None:
         self.client = client
+        self.clock = clock
+        self._routes: dict[tuple[str, str], tuple[str, float]] = {}
+
+    async def _resolve(self, request: EnqueueRequest) -> QueueResolution:
+        key = (request.namespace, request.local_queue)
+        cached = self._routes.get(key)
+        if cached is not None and not request.fresh and self.clock() - cached[1] < ROUTE_TTL_SECONDS:
+            return QueueResolution(cluster_queue=cached[0])
+        lq = LocalQueueRef(namespace=request.namespace, name=request.local_queue)
+        resolution = await self._catalog_query("resolve_local_queue", lq, QueueResolution)
+        if resolution is None:
+            resolution = resolve_local_queue(CatalogState(), request.namespace, request.local_queue)
+        if resolution.reason:
+            self._routes.pop(key, None)
+        else:
+            self._routes[key] = (resolution.cluster_queue, self.clock())
+        return resolution
 
     async def _catalog_query(self, name: str, arg, result_type):
         """Query the catalog; None when no catalog exists yet (nothing was ever applied)."""
@@ -38,10 +63,7 @@ class QueueLookupActivities:
         """Resolve the LocalQueue; if it leads to a ClusterQueue, enqueue there (starting that
         workflow if the catalog's view has not reached it yet). Otherwise ask the catalog to wake
         the workload when the queue appears. Safe to repeat: the ClusterQueue ignores a ticket it has."""
-        lq = LocalQueueRef(namespace=request.namespace, name=request.local_queue)
-        resolution = await self._catalog_query("resolve_local_queue", lq, QueueResolution)
-        if resolution is None:
-            resolution = resolve_local_queue(CatalogState(), request.namespace, request.local_queue)
+        resolution = await self._resolve(request)
         if resolution.reason:
             await self.client.start_workflow(
                 "CatalogWorkflow",

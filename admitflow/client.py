@@ -83,9 +83,14 @@ class AdmitflowClient:
         outcomes: list[Outcome] = []
         if catalog_items:
             outcomes.extend(await self._apply_catalog(catalog_items))
+        routes = await self.routes() if workload_items else {}
         for m, report in zip(workload_items, existing, strict=True):
-            outcomes.append(await self._submit(m.obj, report))
+            outcomes.append(await self.submit(m.obj, report, routes.get(_lq_key(m.obj))))
         return outcomes
+
+    async def routes(self) -> dict[str, str]:
+        """LocalQueue (namespace/name) -> ClusterQueue, in one query to the catalog."""
+        return {lq.key: lq.spec.cluster_queue for lq in await self.catalog_objects("LocalQueue")}
 
     async def _apply_catalog(self, items: Sequence[LoadedManifest]) -> list[Outcome]:
         start = WithStartWorkflowOperation(
@@ -121,10 +126,21 @@ class AdmitflowClient:
             )
         return report
 
-    async def _submit(self, workload: Workload, existing: WorkloadReport | None) -> Outcome:
+    async def submit(
+        self, workload: Workload, existing: WorkloadReport | None = None, cluster_queue: str | None = None
+    ) -> Outcome:
+        """Start the workload's workflow; `unchanged` if it already runs. `cluster_queue`, when the
+        caller knows where the LocalQueue leads, is recorded at start (the workflow checks it)."""
         if existing is not None:
             return Outcome(kind="Workload", key=workload.key, action="unchanged")
         spec = workload.spec
+        attributes = [
+            SearchAttributePair(sa.LOCAL_QUEUE, spec.queue_name or ""),
+            SearchAttributePair(sa.PHASE, "Pending"),
+            SearchAttributePair(sa.PRIORITY, spec.priority or 0),
+        ]
+        if cluster_queue:
+            attributes.append(SearchAttributePair(sa.CLUSTER_QUEUE, cluster_queue))
         try:
             await self.client.start_workflow(
                 "WorkloadWorkflow",
@@ -132,13 +148,7 @@ class AdmitflowClient:
                 id=ids.workload_id(workload.key),
                 task_queue=self.task_queue,
                 static_summary=f"{workload.key} in LocalQueue {spec.queue_name}, priority {spec.priority or 0}",
-                search_attributes=TypedSearchAttributes(
-                    [
-                        SearchAttributePair(sa.LOCAL_QUEUE, spec.queue_name or ""),
-                        SearchAttributePair(sa.PHASE, "Pending"),
-                        SearchAttributePair(sa.PRIORITY, spec.priority or 0),
-                    ]
-                ),
+                search_attributes=TypedSearchAttributes(attributes),
             )
         except WorkflowAlreadyStartedError:
             # Submitted concurrently by someone else between our check and our start.
@@ -256,6 +266,10 @@ class AdmitflowClient:
             if err.status == RPCStatusCode.NOT_FOUND:
                 raise AdmitflowError(f'workloads "{key}" not found or already finished') from None
             raise
+
+
+def _lq_key(workload: Workload) -> str:
+    return f"{workload.metadata.namespace}/{workload.spec.queue_name}"
 
 
 def _finished(report: WorkloadReport) -> bool:

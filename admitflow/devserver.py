@@ -105,7 +105,11 @@ class DevServer:
             self.db.parent.mkdir(parents=True, exist_ok=True)
         log_path = self.log_file or (self.db.parent / "temporal.log" if self.db is not None else None)
         out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
-        self._process = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        # Its own session keeps a terminal's Ctrl-C for us to handle (we stop it cleanly); the parent
+        # death signal stops it if we are killed without a chance to.
+        self._process = subprocess.Popen(
+            self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent
+        )
         try:
             await self._wait_healthy(timeout, log_path)
         except BaseException:
@@ -157,6 +161,14 @@ class DevServer:
 
     async def __aexit__(self, *exc) -> None:
         self.stop()
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGTERM the server when the process that started it dies (prctl PR_SET_PDEATHSIG)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
 
 
 def _tail(log_path: Path | None, lines: int = 5) -> str:

@@ -122,6 +122,7 @@ class EnqueueRequest(WireModel):
     local_queue: str
     workflow_id: str
     entry: QueueEntry
+    fresh: bool = Field(default=False, description="Ask the catalog; do not reuse a cached lookup.")
 
 
 class QueueAvailable(WireModel):

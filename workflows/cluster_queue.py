@@ -138,7 +138,7 @@ class ClusterQueueWorkflow:
         messages, self.inbox = self.inbox, []
         for m in messages:
             if isinstance(m, ClusterQueueView):
-                self._notify(cq.set_view(self.state, m, now))
+                cq.set_view(self.state, m, now)
             elif isinstance(m, QueueEntry):
                 cq.enqueue(self.state, m)
             else:
@@ -162,8 +162,6 @@ class ClusterQueueWorkflow:
             )
 
     def _details(self) -> str:
-        st = cq.cluster_queue_status(self.state)
-        return (
-            f"pending {st.pending_workloads}, reserving {st.reserving_workloads}, "
-            f"admitted {st.admitted_workloads}"
-        )
+        reserving = self.state.reservations.values()
+        admitted = sum(1 for r in reserving if r.admitted)
+        return f"pending {len(self.state.pending)}, reserving {len(reserving)}, admitted {admitted}"

@@ -2,14 +2,15 @@
 
 Everything that happens to the workload arrives as a message and is applied in order by the pure
 transitions of `admitflow.admission.workload`; the workflow carries out what they call for.
-"""
 
-from __future__ import annotations
+No `from __future__ import annotations` here: the sandbox executes this module again for every
+workload run, and string annotations would make the SDK evaluate each handler's hints each time.
+"""
 
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -40,7 +41,7 @@ class WorkloadWorkflow:
         self.state = input.state or wl.new_state(input.workload, str(workflow.uuid4()), workflow.now())
         self.inbox: list[Message] = []
         self.waiting_for_queue = False
-        self.phase: str | None = None
+        self.published: TypedSearchAttributes | None = None
 
     # --- messages -----------------------------------------------------------------------------
 
@@ -123,6 +124,7 @@ class WorkloadWorkflow:
                 local_queue=spec.queue_name or "",
                 workflow_id=workflow.info().workflow_id,
                 entry=entry,
+                fresh=st.sent_back,
             ),
             result_type=QueueResolution,
             start_to_close_timeout=timedelta(seconds=30),
@@ -139,6 +141,7 @@ class WorkloadWorkflow:
             return
         st.cluster_queue = resolution.cluster_queue
         st.queued = True
+        st.sent_back = False
 
     async def _drain_inbox(self) -> None:
         now = workflow.now()
@@ -150,8 +153,7 @@ class WorkloadWorkflow:
             elif kind == "pending" and wl.accepts(st, m):
                 wl.set_pending(st, m.reason, m.message, now)
             elif kind == "dequeued" and wl.accepts(st, m):
-                st.queued = False
-                wl.set_pending(st, m.reason, m.message, now)
+                wl.sent_back(st, m.reason, m.message, now)
             elif kind == "queue_available":
                 self.waiting_for_queue = False
             elif kind == "finish":
@@ -173,21 +175,16 @@ class WorkloadWorkflow:
             workflow.logger.warning("release_failed", extra={"cluster_queue": st.cluster_queue})
 
     def _publish(self) -> None:
-        """Search attributes and current details follow the phase (also after replay and
-        continue-as-new, where current details start empty)."""
+        """Search attributes and current details follow the state (current details also after replay
+        and continue-as-new, where they start empty). Only attributes that differ from what this
+        run already has are upserted: the client sets most of them at start."""
         st = self.state
         phase = wl.phase(st)
-        checks = [c.name for c in st.status.admission_checks or () if c.state != "Ready"]
         workflow.set_current_details(f"**{phase}** {wl.condition_summary(st)}")
-        if phase == self.phase:
-            return
-        self.phase = phase
-        updates = [
-            sa.PHASE.value_set(phase),
-            sa.LOCAL_QUEUE.value_set(st.workload.spec.queue_name or ""),
-            sa.PRIORITY.value_set(st.workload.spec.priority or 0),
-            sa.PENDING_CHECKS.value_set(checks),
-        ]
-        if st.cluster_queue:
-            updates.append(sa.CLUSTER_QUEUE.value_set(st.cluster_queue))
-        workflow.upsert_search_attributes(updates)
+        wanted = wl.search_attributes(st)
+        have = workflow.info().typed_search_attributes if self.published is None else self.published
+        changes = [k.value_set(v) for k, v in wanted.items() if have.get(k) != v]
+        changes += [k.value_unset() for k in sa.ALL if k not in wanted and have.get(k) is not None]
+        if changes:
+            workflow.upsert_search_attributes(changes)
+        self.published = TypedSearchAttributes([SearchAttributePair(k, v) for k, v in wanted.items()])

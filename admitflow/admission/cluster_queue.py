@@ -245,27 +245,36 @@ def namespace_allowed(spec: ClusterQueueSpec, namespace: str) -> bool:
 # --- state transitions --------------------------------------------------------------------------
 
 
-def set_view(state: ClusterQueueState, view: ClusterQueueView, now: datetime) -> list[Notice]:
-    """Take a newer view. Everything set aside is looked at again; workloads whose LocalQueue is
-    gone leave the queue and are told so, so they can wait for it to come back."""
+def set_view(state: ClusterQueueState, view: ClusterQueueView, now: datetime) -> bool:
+    """Take a newer view; returns whether it was taken. Everything set aside is looked at again."""
     if state.view is not None and view.revision <= state.view.revision:
-        return []
+        return False
     state.view = view
     active, reason, message = active_condition(view)
     state.conditions = cond.set_condition(state.conditions, ACTIVE, active, reason, message, now)
+    requeue_inadmissible(state)
+    return True
+
+
+def send_back_strangers(state: ClusterQueueState) -> list[Notice]:
+    """Workloads whose LocalQueue does not lead here (it was deleted, or they were routed with an
+    outdated lookup) leave the queue and are told so; they look their queue up again and wait for
+    it if it is gone."""
+    view = state.view
+    if view is None or view.spec is None:
+        return []
     notices: list[Notice] = []
     keep: list[QueueEntry] = []
     for e in state.pending:
-        e.inadmissible = False
-        if view.spec is not None and e.local_queue_key not in view.local_queues:
-            notices.append(
-                Notice(
-                    key=e.key, uid=e.uid, ticket=e.ticket, kind="dequeued", reason="Misconfigured",
-                    message=f"LocalQueue {e.local_queue} is terminating or missing",
-                )
-            )
+        if e.local_queue_key in view.local_queues:
+            keep.append(e)
             continue
-        keep.append(e)
+        notices.append(
+            Notice(
+                key=e.key, uid=e.uid, ticket=e.ticket, kind="dequeued", reason="Misconfigured",
+                message=f"LocalQueue {e.local_queue} is terminating or missing",
+            )
+        )
     state.pending = keep
     return notices
 

@@ -16,6 +16,7 @@ from admitflow.wire import WireModel
 
 from admitflow.admission.cluster_queue import (
     ClusterQueueState,
+    send_back_strangers,
     Notice,
     QueueEntry,
     Reservation,
@@ -53,6 +54,7 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
             _tell(result, e, REASON_MISCONFIGURED, f"ClusterQueue {state.name} is terminating or missing")
         return result
 
+    result.notices.extend(send_back_strangers(state))
     active, _, _ = active_condition(view)
     stopped = spec.stop_policy not in (None, "None")
     strict = spec.queueing_strategy == "StrictFIFO"

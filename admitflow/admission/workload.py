@@ -14,6 +14,7 @@ from pydantic import Field
 
 from admitflow.wire import WireModel
 
+from admitflow import search_attributes as sa
 from admitflow.admission import conditions as cond
 from admitflow.admission.cluster_queue import Notice
 from admitflow.admission.conditions import MAX_EVENT_MESSAGE, second, truncate
@@ -55,6 +56,7 @@ class WorkloadState(WireModel):
     cluster_queue: str | None = Field(default=None, description="Resolved from the LocalQueue.")
     ticket: int = Field(default=0, description="Counts enqueues; the ClusterQueue answers per ticket.")
     queued: bool = Field(default=False, description="The current ticket sits in the ClusterQueue.")
+    sent_back: bool = Field(default=False, description="The queue sent it back: look the queue up afresh.")
     deleted: bool = False
 
     @property
@@ -122,6 +124,19 @@ def phase(state: WorkloadState) -> Phase:
     return "Pending"
 
 
+def search_attributes(state: WorkloadState) -> dict:
+    """The contract's search attributes for this workload (DESIGN.md), by key; an attribute with
+    nothing to say is left out (unset)."""
+    spec = state.workload.spec
+    out: dict = {sa.PHASE: phase(state), sa.LOCAL_QUEUE: spec.queue_name or "", sa.PRIORITY: spec.priority or 0}
+    pending_checks = [c.name for c in state.status.admission_checks or () if c.state != "Ready"]
+    if pending_checks:
+        out[sa.PENDING_CHECKS] = pending_checks
+    if state.cluster_queue:
+        out[sa.CLUSTER_QUEUE] = state.cluster_queue
+    return out
+
+
 def set_pending(state: WorkloadState, reason: str, message: str, now: datetime) -> None:
     """`QuotaReserved=False` with why; `Admitted` stays present, as Kueue keeps it."""
     st = state.status
@@ -144,6 +159,14 @@ def to_admission(cluster_queue: str, assignment: Assignment) -> Admission:
             ],
         }
     )
+
+
+def sent_back(state: WorkloadState, reason: str, message: str, now: datetime) -> None:
+    """The ClusterQueue does not take it (its LocalQueue does not lead there): pending with the
+    reason, and the next enqueue looks the queue up afresh."""
+    state.queued = False
+    state.sent_back = True
+    set_pending(state, reason, message, now)
 
 
 def accepts(state: WorkloadState, notice: Notice) -> bool:

@@ -187,14 +187,22 @@ def test_blocked_queues(v, lq, want):
 
 def test_a_deleted_local_queue_sends_its_workloads_back():
     st = state_with(view(), entry("a", cpu=5000))
-    notices = cq.set_view(st, view(revision=2, lqs={}), NOW)
-    assert [(n.kind, n.message) for n in notices] == [("dequeued", "LocalQueue lq is terminating or missing")]
+    assert cq.set_view(st, view(revision=2, lqs={}), NOW) is True
+    result = run_pass(st)
+    assert [(n.kind, n.message) for n in result.notices] == [("dequeued", "LocalQueue lq is terminating or missing")]
     assert st.pending == []
+
+
+def test_a_workload_routed_here_by_an_outdated_lookup_is_sent_back_not_admitted():
+    st = state_with(view(), entry("stranger", lq="elsewhere"), entry("member"))
+    result = run_pass(st)
+    assert [r.key for r in result.reserved] == ["default/member"]
+    assert [(n.key, n.kind) for n in result.notices if n.kind != "reserved"] == [("default/stranger", "dequeued")]
 
 
 def test_an_older_view_is_ignored():
     st = state_with(view(revision=5))
-    assert cq.set_view(st, view(revision=4, flavors=()), NOW) == []
+    assert cq.set_view(st, view(revision=4, flavors=()), NOW) is False
     assert cq.active_condition(st.view)[0] is True
 
 
