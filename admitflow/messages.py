@@ -95,6 +95,13 @@ class PendingWorkload(WireModel):
     queued_since: datetime
 
 
+class StatusQuery(WireModel):
+    """Which pending workloads the status query lists, as Kueue's visibility API pages them."""
+
+    limit: int = Field(default=1000, ge=0, description="At most this many pending workloads.")
+    offset: int = Field(default=0, ge=0, description="Skip this many, from the head of the queue.")
+
+
 class ReservingWorkload(WireModel):
     name: str
     namespace: str

@@ -21,14 +21,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from temporalio.client import Client  # noqa: E402
-from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
-from bench.bare_workflow import BareWorkflow, noop  # noqa: E402
 from admitflow.api import LoadedManifest, parse_manifest  # noqa: E402
 from admitflow.client import AdmitflowClient  # noqa: E402
+from admitflow.codec import DATA_CONVERTER  # noqa: E402
 from admitflow.devserver import DevServer  # noqa: E402
-from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest  # noqa: E402
+from bench.bare_workflow import BareWorkflow, noop  # noqa: E402
+from tests.builders import (  # noqa: E402
+    cluster_queue_manifest,
+    flavor_manifest,
+    local_queue_manifest,
+    workload_manifest,
+)
 from tests.conftest import free_port  # noqa: E402
 from worker.main import build_worker  # noqa: E402
 
@@ -92,7 +97,7 @@ async def main() -> None:
         server = DevServer(port=free_port(), db=Path(tmp) / "bench.db", headless=True)
         await server.start()
         try:
-            client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+            client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
             results = []
             async with build_worker(client, "admitflow"):
                 af = AdmitflowClient(client, "admitflow")

@@ -23,11 +23,11 @@ import pytest_asyncio
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from admitflow import search_attributes as sa
 from admitflow.client import AdmitflowClient
+from admitflow.codec import DATA_CONVERTER
 from admitflow.devserver import DevServer
 from worker.main import build_worker
 
@@ -86,7 +86,7 @@ async def engine(dev_server: DevServer) -> AsyncIterator[Engine]:
     n = next(dev_server.pool)  # type: ignore[attr-defined]
     assert n < NAMESPACE_POOL, "raise NAMESPACE_POOL: more dev-server tests than namespaces"
     namespace = f"test-{n}"
-    client = await Client.connect(dev_server.address, namespace=namespace, data_converter=pydantic_data_converter)
+    client = await Client.connect(dev_server.address, namespace=namespace, data_converter=DATA_CONVERTER)
     async with build_worker(client, "admitflow"):
         yield Engine(client, AdmitflowClient(client, "admitflow"), namespace, dev_server.address)
 
@@ -94,7 +94,7 @@ async def engine(dev_server: DevServer) -> AsyncIterator[Engine]:
 @pytest_asyncio.fixture
 async def skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter,
+        data_converter=DATA_CONVERTER,
         test_server_existing_path=str(Path(sys.executable).parent / "temporal-test-server"),
     )
     await env.client.operator_service.add_search_attributes(

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfigProfile
 from temporalio.runtime import Runtime
+
+from admitflow.codec import DATA_CONVERTER
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
@@ -38,7 +39,7 @@ class Connection:
         return f"{a['target_host']} (namespace {a['namespace']})"
 
     async def connect(self, runtime: Runtime | None = None) -> Client:
-        kwargs: dict[str, Any] = {"data_converter": pydantic_data_converter}
+        kwargs: dict[str, Any] = {"data_converter": DATA_CONVERTER}
         if runtime is not None:
             kwargs["runtime"] = runtime
         return await Client.connect(**self.connect_args(), **kwargs)

@@ -11,12 +11,15 @@ from pathlib import Path
 
 import structlog
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker.workflow_sandbox import (
+    SandboxedWorkflowRunner,
+    SandboxRestrictions,
+)
 
 from activities.delivery import DeliveryActivities
 from activities.queue_lookup import QueueLookupActivities
+from admitflow.codec import DATA_CONVERTER
 from workflows.catalog import CatalogWorkflow
 from workflows.cluster_queue import ClusterQueueWorkflow
 from workflows.workload import WorkloadWorkflow
@@ -49,7 +52,7 @@ def workflow_runner() -> SandboxedWorkflowRunner:
 
 def replayer() -> Replayer:
     """Replays recorded histories against the current workflow code, with the worker's settings."""
-    return Replayer(workflows=list(WORKFLOWS), data_converter=pydantic_data_converter, workflow_runner=workflow_runner())
+    return Replayer(workflows=list(WORKFLOWS), data_converter=DATA_CONVERTER, workflow_runner=workflow_runner())
 
 
 def build_worker(client: Client, task_queue: str, **options) -> Worker:

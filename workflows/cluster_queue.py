@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         PendingWorkload,
         ReleaseRequest,
         ReservingWorkload,
+        StatusQuery,
     )
     from admitflow.admission.requests import format_requests
 
@@ -32,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
 FETCH_VIEW = "fetch_cluster_queue_view"
 
 # Signal names a notice is delivered under, chosen to read well in a workload's history.
-NOTICE_SIGNALS = {"reserved": "quota_reserved", "pending": "pending_status", "dequeued": "dequeued"}
+NOTICE_SIGNALS = {"reserved": "quota_reserved", "pending": "pending_status", "dequeued": "dequeued", "evicted": "evicted"}
 
 
 def _suggested() -> bool:
@@ -63,12 +64,15 @@ class ClusterQueueWorkflow:
         self.inbox.append(request)
 
     @workflow.query(name="status")
-    def status(self) -> ClusterQueueReport:
+    def status(self, query: StatusQuery | None = None) -> ClusterQueueReport:
+        query = query or StatusQuery()
         per_lq: dict[str, int] = {}
         pending = []
-        for position, e in scheduler.positions(self.state):
+        for position, e in enumerate(self.state.pending):
             lq_position = per_lq.get(e.local_queue_key, 0)
             per_lq[e.local_queue_key] = lq_position + 1
+            if not query.offset <= position < query.offset + query.limit:
+                continue
             ns, name = e.key.split("/", 1)
             pending.append(
                 PendingWorkload(
@@ -149,11 +153,9 @@ class ClusterQueueWorkflow:
         """A workload that no longer runs cannot give its quota back itself."""
         for workflow_id in report.missing:
             key = ids.workload_key(workflow_id)
-            held = self.state.reservations.get(key) if key else None
-            if held is not None:
-                cq.release(self.state, held.key, held.uid, held.ticket)
+            if key is not None:
+                cq.forget(self.state, key)
                 self.needs_pass = True
-            self.state.pending = [e for e in self.state.pending if e.key != key]
 
     def _notify(self, notices: list[Notice]) -> None:
         for n in notices:

@@ -57,6 +57,10 @@ class WorkloadWorkflow:
     def dequeued(self, notice: Notice) -> None:
         self.inbox.append(("dequeued", notice))
 
+    @workflow.signal(name="evicted")
+    def evicted(self, notice: Notice) -> None:
+        self.inbox.append(("evicted", notice))
+
     @workflow.signal(name="queue_available")
     def queue_available(self, message: QueueAvailable) -> None:
         self.inbox.append(("queue_available", message))
@@ -113,7 +117,7 @@ class WorkloadWorkflow:
             ticket=st.ticket,
             local_queue=spec.queue_name or "",
             priority=spec.priority or 0,
-            timestamp=st.workload.metadata.creation_timestamp,
+            timestamp=wl.queue_timestamp(st),
             pod_sets=st.pod_set_requests(),
         )
         # A local activity: no extra round trip through the server before the workload is queued.
@@ -154,6 +158,9 @@ class WorkloadWorkflow:
                 wl.set_pending(st, m.reason, m.message, now)
             elif kind == "dequeued" and wl.accepts(st, m):
                 wl.sent_back(st, m.reason, m.message, now)
+            elif kind == "evicted" and wl.accepts_eviction(st, m):
+                if wl.evict(st, m.reason, m.message, now, preemption_reason=m.preemption_reason):
+                    await self._release()
             elif kind == "queue_available":
                 self.waiting_for_queue = False
             elif kind == "finish":

@@ -7,12 +7,11 @@ changes it only through the functions here.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from admitflow.wire import WireModel
 
@@ -24,7 +23,7 @@ from admitflow.admission.flavor_assignment import (
     ResourceGroupQuota,
     Usage,
 )
-from admitflow.admission.requests import PodSetRequest
+from admitflow.admission.pending_queue import PendingQueue, QueueEntry
 from admitflow.admission.selectors import Requirement, Taint, Toleration, namespace_labels, selector_matches
 from admitflow.api import (
     ClusterQueueSpec,
@@ -66,43 +65,17 @@ class ClusterQueueView(WireModel):
     )
 
 
-class QueueEntry(WireModel):
-    """A pending workload, as compact as the scheduler allows."""
-
-    key: str = Field(description="namespace/name")
-    uid: str
-    ticket: int = Field(description="The workload's enqueue counter; a message for another ticket is stale.")
-    local_queue: str
-    priority: int = 0
-    timestamp: datetime = Field(description="Queue order timestamp: creation, or eviction time.")
-    pod_sets: list[PodSetRequest]
-    inadmissible: bool = Field(
-        default=False, description="Set aside until quota is freed or the queue changes (BestEffortFIFO)."
-    )
-    notice: tuple[str, str] | None = Field(default=None, description="Last pending reason and message sent.")
-
-    @property
-    def namespace(self) -> str:
-        return self.key.split("/", 1)[0]
-
-    @property
-    def local_queue_key(self) -> str:
-        return f"{self.namespace}/{self.local_queue}"
-
-    def order(self) -> tuple[int, datetime, str]:
-        # Kueue's heap: higher priority first, then earlier timestamp, then uid.
-        return (-self.priority, self.timestamp, self.uid)
-
-
 class Reservation(WireModel):
     key: str
     uid: str
     ticket: int
     local_queue: str
     priority: int = 0
+    timestamp: datetime = Field(description="The queue order timestamp it was admitted with.")
     assignment: Assignment
     reserved_at: datetime
     admitted: bool = False
+    evicting: bool = Field(default=False, description="Told to leave (preempted); holds quota until it does.")
 
     @property
     def local_queue_key(self) -> str:
@@ -122,20 +95,30 @@ class Notice(WireModel):
     key: str
     uid: str
     ticket: int
-    kind: Literal["reserved", "pending", "dequeued"]
+    kind: Literal["reserved", "pending", "dequeued", "evicted"]
     reason: str = ""
     message: str = ""
     assignment: Assignment | None = None
     admission_checks: list[str] = Field(default_factory=list)
+    preemption_reason: str = Field(default="", description="With kind evicted and reason Preempted: why.")
 
 
 class ClusterQueueState(WireModel):
     name: str
     view: ClusterQueueView | None = None
     conditions: list[Condition] = Field(default_factory=list)
-    pending: list[QueueEntry] = Field(default_factory=list, description="Sorted in queue order.")
+    pending: PendingQueue = Field(default_factory=PendingQueue, description="In queue order.")
     reservations: dict[str, Reservation] = Field(default_factory=dict)
-    released: list[tuple[str, str, int]] = Field(default_factory=list)
+    released: list[tuple[str, str, int]] = Field(
+        default_factory=list, description="The last released (key, uid, ticket), oldest first."
+    )
+
+    _released_index: set[tuple[str, str, int]] | None = PrivateAttr(default=None)
+
+    def was_released(self, key: str, uid: str, ticket: int) -> bool:
+        if self._released_index is None:
+            self._released_index = {tuple(r) for r in self.released}
+        return (key, uid, ticket) in self._released_index
 
 
 # --- the view ----------------------------------------------------------------------------------
@@ -264,25 +247,23 @@ def send_back_strangers(state: ClusterQueueState) -> list[Notice]:
     if view is None or view.spec is None:
         return []
     notices: list[Notice] = []
-    keep: list[QueueEntry] = []
     for e in state.pending:
         if e.local_queue_key in view.local_queues:
-            keep.append(e)
             continue
+        state.pending.remove(e.key)
         notices.append(
             Notice(
                 key=e.key, uid=e.uid, ticket=e.ticket, kind="dequeued", reason="Misconfigured",
                 message=f"LocalQueue {e.local_queue} is terminating or missing",
             )
         )
-    state.pending = keep
     return notices
 
 
 def enqueue(state: ClusterQueueState, entry: QueueEntry) -> None:
     """Add a workload; safe to repeat. A newer ticket or another run of the same workload replaces
     what the queue held for that key, quota included, since only one run of a workflow ID can live."""
-    if (entry.key, entry.uid, entry.ticket) in {tuple(r) for r in state.released}:
+    if state.was_released(entry.key, entry.uid, entry.ticket):
         return
     held = state.reservations.get(entry.key)
     if held is not None:
@@ -290,14 +271,10 @@ def enqueue(state: ClusterQueueState, entry: QueueEntry) -> None:
             return
         del state.reservations[entry.key]
         requeue_inadmissible(state)
-    for i, e in enumerate(state.pending):
-        if e.key == entry.key:
-            if e.uid == entry.uid and e.ticket >= entry.ticket:
-                return
-            del state.pending[i]
-            break
-    keys = [e.order() for e in state.pending]
-    state.pending.insert(bisect.bisect_right(keys, entry.order()), entry)
+    queued = state.pending.get(entry.key)
+    if queued is not None and queued.uid == entry.uid and queued.ticket >= entry.ticket:
+        return
+    state.pending.add(entry)
 
 
 def release(state: ClusterQueueState, key: str, uid: str, ticket: int) -> bool:
@@ -309,14 +286,20 @@ def release(state: ClusterQueueState, key: str, uid: str, ticket: int) -> bool:
         del state.reservations[key]
         requeue_inadmissible(state)
         return True
-    state.pending = [e for e in state.pending if not (e.key == key and e.uid == uid and e.ticket == ticket)]
+    queued = state.pending.get(key)
+    if queued is not None and queued.uid == uid and queued.ticket == ticket:
+        state.pending.remove(key)
     return False
 
 
-def mark_admitted(state: ClusterQueueState, key: str, uid: str, ticket: int, admitted: bool) -> None:
-    held = state.reservations.get(key)
-    if held is not None and held.uid == uid and held.ticket == ticket:
-        held.admitted = admitted
+def forget(state: ClusterQueueState, key: str) -> bool:
+    """The workload's workflow no longer runs: nothing will ever release for it. Returns whether
+    quota was freed."""
+    state.pending.remove(key)
+    if state.reservations.pop(key, None) is not None:
+        requeue_inadmissible(state)
+        return True
+    return False
 
 
 def requeue_inadmissible(state: ClusterQueueState) -> None:
@@ -325,8 +308,13 @@ def requeue_inadmissible(state: ClusterQueueState) -> None:
 
 
 def _remember_released(state: ClusterQueueState, key: str, uid: str, ticket: int) -> None:
+    state.was_released(key, uid, ticket)  # builds the index if needed
     state.released.append((key, uid, ticket))
-    del state.released[:-RELEASED_MEMORY]
+    state._released_index.add((key, uid, ticket))
+    if len(state.released) > RELEASED_MEMORY:
+        for old in state.released[:-RELEASED_MEMORY]:
+            state._released_index.discard(tuple(old))
+        del state.released[:-RELEASED_MEMORY]
 
 
 def usage(reservations: Iterable[Reservation], admitted_only: bool = False) -> Usage:

@@ -59,6 +59,7 @@ class Mode(IntEnum):
 
     NO_FIT = 0
     NO_PREEMPTION_CANDIDATES = 1
+    PREEMPT = 2
     FIT = 4
 
 
@@ -74,6 +75,9 @@ class Assignment(WireModel):
     mode: Literal["Fit", "Preempt", "NoFit"]
     message: str = ""
     reason: str = ""
+    preemption_possible: bool = Field(
+        default=False, description="In Preempt mode: workloads that may be preempted hold enough of the quota."
+    )
 
     def usage(self) -> Usage:
         out: Usage = {}
@@ -102,8 +106,11 @@ def assign_flavors(
     groups: Sequence[ResourceGroupQuota],
     flavors: Mapping[str, FlavorInfo],
     usage: Mapping[tuple[str, str], int],
+    preemptible: Mapping[tuple[str, str], int] | None = None,
 ) -> Assignment:
-    """Assign flavors to every pod set against the queue's current `usage`."""
+    """Assign flavors to every pod set against the queue's current `usage`. `preemptible` is the
+    part of that usage held by workloads this one may preempt: a flavor where preempting them would
+    make room is a Preempt-mode candidate, preferred to one where nothing can help."""
     with_pods = covers_pods(groups)
     assumed: Usage = {}
     out: list[PodSetAssignment] = []
@@ -130,7 +137,7 @@ def assign_flavors(
                 break
             group_requests = {r: v for r, v in requests.items() if r in group.covered}
             chosen, mode, attempt_reasons, group_reason = _find_flavor(
-                ps, group, group_requests, flavors, usage, assumed
+                ps, group, group_requests, flavors, usage, assumed, preemptible or {}
             )
             reasons.extend(attempt_reasons)
             if chosen is None:
@@ -156,9 +163,11 @@ def assign_flavors(
         return Assignment(pod_sets=out, mode="Fit")
     if worst == Mode.NO_FIT:
         return Assignment(pod_sets=out, mode="NoFit", message=message, reason=reason)
-    # Fits by quota but only if someone else gave it up: without preemption candidates the workload
-    # waits for quota.
-    return Assignment(pod_sets=out, mode="Preempt", message=message, reason=REASON_WAITING_FOR_QUOTA)
+    # Fits by quota only if someone else gives it up: by preemption, or else by waiting.
+    return Assignment(
+        pod_sets=out, mode="Preempt", message=message, reason=REASON_WAITING_FOR_QUOTA,
+        preemption_possible=worst == Mode.PREEMPT,
+    )
 
 
 def _find_flavor(
@@ -168,14 +177,16 @@ def _find_flavor(
     flavors: Mapping[str, FlavorInfo],
     usage: Mapping[tuple[str, str], int],
     assumed: Mapping[tuple[str, str], int],
+    preemptible: Mapping[tuple[str, str], int],
 ) -> tuple[str | None, Mode, list[str], str]:
-    """Try the group's flavors in order: (chosen flavor, its mode, every reason seen, no-fit reason)."""
+    """Try the group's flavors in order: (chosen flavor, its mode, every reason seen, no-fit reason).
+    A flavor that fits ends the search; otherwise the best mode wins, the first of equals."""
     reasons: list[str] = []
     best: str | None = None
     best_mode = Mode.NO_FIT
     attempt_reasons: list[str] = []
     for fq in group.flavors:
-        attempt = _try_flavor(ps, fq, requests, flavors.get(fq.name), usage, assumed)
+        attempt = _try_flavor(ps, fq, requests, flavors.get(fq.name), usage, assumed, preemptible)
         reasons.extend(attempt.reasons)
         attempt_reasons.append(attempt.no_fit_reason)
         if attempt.mode == Mode.FIT:
@@ -198,6 +209,7 @@ def _try_flavor(
     info: FlavorInfo | None,
     usage: Mapping[tuple[str, str], int],
     assumed: Mapping[tuple[str, str], int],
+    preemptible: Mapping[tuple[str, str], int],
 ) -> _Attempt:
     attempt = _Attempt()
     if info is None:
@@ -234,7 +246,9 @@ def _try_flavor(
                 f"insufficient unused quota for {res} in flavor {fq.name}, "
                 f"{format_resource(res, wanted - available)} more needed"
             )
-            mode = min(mode, Mode.NO_PREEMPTION_CANDIDATES)
+            # Within the nominal quota, preempting lower-priority workloads could make room.
+            can_preempt = wanted - available <= preemptible.get((fq.name, res), 0)
+            mode = min(mode, Mode.PREEMPT if can_preempt else Mode.NO_PREEMPTION_CANDIDATES)
     attempt.mode = mode
     return attempt
 

@@ -16,9 +16,8 @@ from admitflow.wire import WireModel
 
 from admitflow.admission.cluster_queue import (
     ClusterQueueState,
-    send_back_strangers,
     Notice,
-    QueueEntry,
+    send_back_strangers,
     Reservation,
     active_condition,
     checks_for,
@@ -27,11 +26,20 @@ from admitflow.admission.cluster_queue import (
     quota_groups,
     usage,
 )
+from admitflow.admission import preemption
 from admitflow.admission.conditions import second
-from admitflow.admission.flavor_assignment import assign_flavors
+from admitflow.admission.flavor_assignment import assign_flavors, covers_pods
+from admitflow.admission.pending_queue import QueueEntry
 
 REASON_SUSPENDED = "Suspended"
 REASON_MISCONFIGURED = "Misconfigured"
+REASON_WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
+
+BYPASSED = "Bypassed scheduling evaluation because an equivalent workload recently failed"
+# Reasons the scheduler itself writes; a workload keeps such a detailed message when it is bypassed.
+SCHEDULER_REASONS = frozenset(
+    {"WaitingForQuota", "NoMatchingFlavor", "ExceedsMaxQuota", "WaitingForPreemptedWorkloads", "PendingEvaluation"}
+)
 
 
 class PassResult(WireModel):
@@ -55,21 +63,28 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
         return result
 
     result.notices.extend(send_back_strangers(state))
+    _drain_stopped(result, state)
     active, _, _ = active_condition(view)
     stopped = spec.stop_policy not in (None, "None")
     strict = spec.queueing_strategy == "StrictFIFO"
     groups = quota_groups(spec)
     flavors = flavor_infos(view)
     used = usage(state.reservations.values())
-    still_pending: list[QueueEntry] = []
+    policy = spec.preemption.within_cluster_queue if spec.preemption else None
+    never_preempts = policy in (None, "Never")
+    nominal = {(fq.name, res): v for g in groups for fq in g.flavors for res, v in fq.nominal.items()}
+    with_pods = covers_pods(groups)
+    free = _free_by_resource(groups, used)
+    # Shapes that failed in this pass: usage only grows during a pass, so an equivalent workload
+    # would fail too (Kueue's scheduling equivalence hashing).
+    failed_shapes: dict[tuple, str] = {}
 
-    for i, e in enumerate(state.pending):
+    for e in state.pending:
         if e.inadmissible:
-            still_pending.append(e)
             continue
-        lq = view.local_queues.get(e.local_queue_key)
+        lq = view.local_queues[e.local_queue_key]
         blocked = None
-        if lq is not None and lq.stop_policy not in (None, "None"):
+        if lq.stop_policy not in (None, "None"):
             blocked = (REASON_SUSPENDED, f"LocalQueue {e.local_queue} is stopped")
         elif stopped:
             blocked = (REASON_SUSPENDED, f"ClusterQueue {state.name} is stopped")
@@ -82,10 +97,28 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
             # the ones behind it, in either queueing strategy.
             _tell(result, e, *blocked)
             e.inadmissible = True
-            still_pending.append(e)
+            continue
+
+        # With preemption, priority and age decide who can make room, so they are part of the shape.
+        shape = e.shape() if never_preempts else (e.shape(), e.priority, e.timestamp)
+        if never_preempts and e.notice is not None and e.notice[0] in SCHEDULER_REASONS and _cannot_fit(e, free, with_pods):
+            # Known to wait, and nothing could make room for it in this pass: no need to evaluate.
+            if strict:
+                break
+            e.inadmissible = True
+            continue
+        if shape in failed_shapes and not strict:
+            if e.notice is None or e.notice[0] not in SCHEDULER_REASONS:
+                _tell(result, e, failed_shapes[shape], BYPASSED)
+            e.inadmissible = True
             continue
 
         assignment = assign_flavors(e.pod_sets, groups, flavors, used)
+        cands: list[Reservation] = []
+        if assignment.mode == "Preempt" and not never_preempts:
+            cands = preemption.candidates(policy, e, state.reservations.values())
+            if cands:
+                assignment = assign_flavors(e.pod_sets, groups, flavors, used, preemption.preemptible_usage(cands))
         if assignment.mode == "Fit":
             checks = checks_for(spec, {f for ps in assignment.pod_sets for f in ps.flavors.values()})
             reservation = Reservation(
@@ -94,13 +127,16 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
                 ticket=e.ticket,
                 local_queue=e.local_queue,
                 priority=e.priority,
+                timestamp=e.timestamp,
                 assignment=assignment,
                 reserved_at=second(now),
                 admitted=not checks,
             )
+            state.pending.remove(e.key)
             state.reservations[e.key] = reservation
             for fr, v in assignment.usage().items():
                 used[fr] = used.get(fr, 0) + v
+                free[fr[1]] = free.get(fr[1], 0) - v
             result.reserved.append(reservation)
             result.notices.append(
                 Notice(
@@ -110,26 +146,86 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
             )
             continue
 
+        if assignment.mode == "Preempt" and assignment.preemption_possible:
+            victims = preemption.select_victims(assignment.usage(), used, nominal, cands)
+            if victims:
+                _preempt(result, state.name, e, victims)
+                _tell(
+                    result, e, REASON_WAITING_FOR_PREEMPTED,
+                    f"{assignment.message}. Pending the preemption of {len(victims)} workload(s)",
+                )
+                if strict:
+                    break
+                # Not set aside: once the victims leave, the next pass reserves for it.
+                continue
+
         _tell(result, e, assignment.reason, assignment.message)
-        still_pending.append(e)
         if strict:
             # StrictFIFO: the head that does not fit blocks everything behind it.
-            still_pending.extend(state.pending[i + 1 :])
             break
+        failed_shapes[shape] = assignment.reason
         e.inadmissible = True
 
-    state.pending = still_pending
     return result
 
 
 def _tell(result: PassResult, e: QueueEntry, reason: str, message: str) -> None:
-    """Tell a workload why it waits, once per change: repeating it would only cost history."""
-    if e.notice == (reason, message):
+    """Tell a workload why it waits when that changes. Waiting for quota is told once per reason:
+    the amounts in the message go stale as quota moves (the pending-workloads view shows the live
+    position), and re-telling 10,000 workloads after every release would cost more than it says.
+    Other reasons name what blocks (which queue is stopped), so a changed message is told."""
+    if e.notice is not None and e.notice[0] == reason and (reason in SCHEDULER_REASONS or e.notice[1] == message):
         return
     e.notice = (reason, message)
     result.notices.append(Notice(key=e.key, uid=e.uid, ticket=e.ticket, kind="pending", reason=reason, message=message))
 
 
-def positions(state: ClusterQueueState) -> list[tuple[int, QueueEntry]]:
-    """Position of each pending workload in its ClusterQueue, from 0, as Kueue's visibility API."""
-    return list(enumerate(state.pending))
+def _drain_stopped(result: PassResult, state: ClusterQueueState) -> None:
+    """`stopPolicy: HoldAndDrain` on the ClusterQueue or a LocalQueue evicts what they hold."""
+    view = state.view
+    for r in state.reservations.values():
+        if r.evicting:
+            continue
+        lq = view.local_queues.get(r.local_queue_key)
+        if view.spec.stop_policy == "HoldAndDrain":
+            reason, message = "ClusterQueueStopped", "The ClusterQueue is stopped"
+        elif lq is not None and lq.stop_policy == "HoldAndDrain":
+            reason, message = "LocalQueueStopped", "The LocalQueue is stopped"
+        else:
+            continue
+        r.evicting = True
+        result.notices.append(Notice(key=r.key, uid=r.uid, ticket=r.ticket, kind="evicted", reason=reason, message=message))
+
+
+def _preempt(result: PassResult, cluster_queue: str, preemptor: QueueEntry, victims: list[Reservation]) -> None:
+    """Tell each victim to leave; it keeps its quota until it releases it (Kueue waits for the
+    preempted workloads likewise), and is not told twice."""
+    message = preemption.preemption_message(preemptor, cluster_queue)
+    for v in victims:
+        if v.evicting:
+            continue
+        v.evicting = True
+        result.notices.append(
+            Notice(
+                key=v.key, uid=v.uid, ticket=v.ticket, kind="evicted", reason="Preempted", message=message,
+                preemption_reason=preemption.REASON_IN_CLUSTER_QUEUE,
+            )
+        )
+
+
+def _free_by_resource(groups, used: dict[tuple[str, str], int]) -> dict[str, int]:
+    free: dict[str, int] = {}
+    for g in groups:
+        for fq in g.flavors:
+            for res, nominal in fq.nominal.items():
+                free[res] = free.get(res, 0) + max(0, nominal - used.get((fq.name, res), 0))
+    return free
+
+
+def _cannot_fit(e: QueueEntry, free: dict[str, int], with_pods: bool) -> bool:
+    """Some resource the workload needs exceeds what is free across all flavors together."""
+    need: dict[str, int] = {}
+    for ps in e.pod_sets:
+        for res, v in ps.total(with_pods).items():
+            need[res] = need.get(res, 0) + v
+    return any(v > free.get(res, 0) for res, v in need.items() if v)

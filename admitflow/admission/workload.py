@@ -21,12 +21,14 @@ from admitflow.admission.conditions import MAX_EVENT_MESSAGE, second, truncate
 from admitflow.admission.flavor_assignment import Assignment
 from admitflow.admission.requests import PodSetRequest, format_requests, pod_set_request
 from admitflow.api import Admission, AdmissionCheckState, Workload, WorkloadStatus
+from admitflow.api.workload import SchedulingStats, WorkloadSchedulingStatsEviction
 
 QUOTA_RESERVED = "QuotaReserved"
 ADMITTED = "Admitted"
 FINISHED = "Finished"
 EVICTED = "Evicted"
 PREEMPTED = "Preempted"
+REQUEUED = "Requeued"
 
 Phase = Literal["Pending", "QuotaReserved", "Admitted", "Backoff", "Inactive", "Finished"]
 
@@ -167,6 +169,93 @@ def sent_back(state: WorkloadState, reason: str, message: str, now: datetime) ->
     state.queued = False
     state.sent_back = True
     set_pending(state, reason, message, now)
+
+
+def accepts_eviction(state: WorkloadState, notice: Notice) -> bool:
+    """An eviction counts for the reservation this run holds now."""
+    return notice.uid == state.workload.metadata.uid and notice.ticket == state.ticket and has_quota(state)
+
+
+def reset_checks_on_eviction(checks: list[AdmissionCheckState] | None, now: datetime) -> list[AdmissionCheckState] | None:
+    """Kueue's resetChecksOnEviction: every check not Pending goes back to Pending, keeping
+    requeueAfterSeconds; a Retry check counts one more retry."""
+    if not checks:
+        return checks
+    out = []
+    for c in checks:
+        if c.state == "Pending":
+            out.append(c)
+            continue
+        out.append(
+            c.model_copy(
+                update={
+                    "state": "Pending",
+                    "message": f"Reset to Pending after eviction. Previously: {c.state}",
+                    "last_transition_time": second(now),
+                    "retry_count": (c.retry_count or 0) + 1 if c.state == "Retry" else None,
+                }
+            )
+        )
+    return out
+
+
+def evict(
+    state: WorkloadState,
+    reason: str,
+    message: str,
+    now: datetime,
+    underlying_cause: str = "",
+    preemption_reason: str = "",
+) -> bool:
+    """Kueue's eviction of a workload that holds quota, with what its job controller does for a
+    bare Workload: the quota is released and the workload goes back to the queue. Returns whether
+    its ClusterQueue must be told (it held quota there)."""
+    if not has_quota(state):
+        return False
+    st = state.status
+    admitted = cond.find(st.conditions, ADMITTED)
+    if admitted is not None and admitted.status == "True" and admitted.last_transition_time:
+        spent = int((second(now) - admitted.last_transition_time).total_seconds())
+        st.accumulated_past_execution_time_seconds = (st.accumulated_past_execution_time_seconds or 0) + spent
+    st.conditions = cond.set_condition(st.conditions, EVICTED, True, reason, message, now)
+    if preemption_reason:
+        st.conditions = cond.set_condition(st.conditions, PREEMPTED, True, preemption_reason, message, now)
+        record(state, "Preempted", message, now)
+    st.admission = None
+    st.admission_checks = reset_checks_on_eviction(st.admission_checks, now)
+    st.conditions = cond.set_condition(st.conditions, QUOTA_RESERVED, False, "PendingEvaluation", message, now)
+    st.conditions = cond.set_condition(st.conditions, ADMITTED, False, "NoReservation", "The workload has no reservation", now)
+    # A preempted workload is requeued at once; other evictions wait (backoff) before Requeued=True.
+    requeued = reason in ("Preempted", "NodeFailures")
+    st.conditions = cond.set_condition(st.conditions, REQUEUED, requeued, reason, message, now)
+    _count_eviction(st, reason, underlying_cause)
+    record(state, f"EvictedDueTo{reason}", message, now)
+    return True
+
+
+def _count_eviction(st: WorkloadStatus, reason: str, underlying_cause: str) -> None:
+    stats = st.scheduling_stats or SchedulingStats()
+    evictions = list(stats.evictions or [])
+    for i, ev in enumerate(evictions):
+        if ev.reason == reason and ev.underlying_cause == underlying_cause:
+            evictions[i] = ev.model_copy(update={"count": ev.count + 1})
+            break
+    else:
+        evictions.append(WorkloadSchedulingStatsEviction(reason=reason, underlying_cause=underlying_cause, count=1))
+    st.scheduling_stats = stats.model_copy(update={"evictions": evictions})
+
+
+def queue_timestamp(state: WorkloadState, requeuing_timestamp: str = "Eviction") -> datetime:
+    """Kueue's GetQueueOrderTimestamp: the eviction time after an eviction by an admission check,
+    or by a PodsReady timeout when the requeuing strategy says Eviction; else the creation time
+    (so a preempted workload keeps its place)."""
+    evicted = cond.find(state.status.conditions, EVICTED)
+    if evicted is not None and evicted.status == "True" and evicted.last_transition_time:
+        if evicted.reason == "AdmissionCheck" or (
+            evicted.reason == "PodsReadyTimeout" and requeuing_timestamp == "Eviction"
+        ):
+            return evicted.last_transition_time
+    return state.workload.metadata.creation_timestamp
 
 
 def accepts(state: WorkloadState, notice: Notice) -> bool:

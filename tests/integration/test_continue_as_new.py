@@ -8,14 +8,19 @@ import asyncio
 import pytest
 import pytest_asyncio
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from admitflow import ids
 from admitflow.admission import workload as wl
 from admitflow.admission.workload import WorkloadState
 from admitflow.client import AdmitflowClient
+from admitflow.codec import DATA_CONVERTER
 from admitflow.devserver import DevServer
-from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
+from tests.builders import (
+    cluster_queue_manifest,
+    flavor_manifest,
+    local_queue_manifest,
+    workload_manifest,
+)
 from tests.conftest import free_port
 from tests.integration.test_admission import eventually, loaded
 from worker.main import build_worker
@@ -32,7 +37,7 @@ async def af():
         dynamic_config={"limit.historyCount.suggestContinueAsNew": str(SUGGEST_AT)},
     )
     await server.start()
-    client = await Client.connect(server.address, namespace="can", data_converter=pydantic_data_converter)
+    client = await Client.connect(server.address, namespace="can", data_converter=DATA_CONVERTER)
     try:
         async with build_worker(client, "admitflow"):
             yield AdmitflowClient(client, "admitflow")

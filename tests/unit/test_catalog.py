@@ -8,7 +8,12 @@ import pytest
 
 from admitflow.admission import catalog
 from admitflow.admission.catalog import CatalogError, CatalogState, ObjectRef
-from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, manifest
+from tests.builders import (
+    cluster_queue_manifest,
+    flavor_manifest,
+    local_queue_manifest,
+    manifest,
+)
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 

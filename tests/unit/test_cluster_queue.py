@@ -142,7 +142,7 @@ def test_best_effort_fifo_skips_what_does_not_fit_and_sets_it_aside():
     st = state_with(view(), entry("big", cpu=6000, age=10), entry("small", cpu=1000))
     result = run_pass(st)
     assert [r.key for r in result.reserved] == ["default/small"]
-    assert st.pending[0].inadmissible
+    assert st.pending.entries()[0].inadmissible
     assert [n.reason for n in result.notices if n.kind == "pending"] == ["ExceedsMaxQuota"]
 
 
@@ -190,7 +190,7 @@ def test_a_deleted_local_queue_sends_its_workloads_back():
     assert cq.set_view(st, view(revision=2, lqs={}), NOW) is True
     result = run_pass(st)
     assert [(n.kind, n.message) for n in result.notices] == [("dequeued", "LocalQueue lq is terminating or missing")]
-    assert st.pending == []
+    assert len(st.pending) == 0
 
 
 def test_a_workload_routed_here_by_an_outdated_lookup_is_sent_back_not_admitted():
@@ -219,7 +219,7 @@ def test_a_late_duplicate_of_a_released_enqueue_is_ignored():
     st = state_with(view(), entry("a", cpu=9000))
     cq.release(st, "default/a", "uid-a", 1)
     cq.enqueue(st, entry("a", cpu=9000))
-    assert st.pending == []
+    assert len(st.pending) == 0
 
 
 def test_a_newer_ticket_replaces_the_reservation():
@@ -249,3 +249,58 @@ def test_status_counts_reservations_and_usage():
     assert status["admittedWorkloads"] == 1
     assert status["flavorsReservation"] == [{"name": "default", "resources": [{"name": "cpu", "total": "2", "borrowed": "0"}]}]
     assert status["flavorsUsage"] == status["flavorsReservation"]
+
+
+# --- scale ----------------------------------------------------------------------------------------
+
+
+def test_equivalent_workloads_are_bypassed_once_one_of_their_shape_failed():
+    st = state_with(view(), entry("fits", cpu=3000, priority=9), *(entry(f"big{i}", cpu=2000, age=i) for i in range(3)))
+    result = run_pass(st)
+    assert [r.key for r in result.reserved] == ["default/fits"]
+    told = {n.key: (n.reason, n.message) for n in result.notices if n.kind == "pending"}
+    assert told["default/big2"] == (
+        "WaitingForQuota",
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 1 more needed",
+    )
+    assert told["default/big1"] == told["default/big0"] == (
+        "WaitingForQuota",
+        "Bypassed scheduling evaluation because an equivalent workload recently failed",
+    )
+
+
+def test_a_bypassed_workload_keeps_the_detailed_message_it_already_had():
+    st = state_with(view(), entry("a", cpu=5000, age=2), entry("b", cpu=5000, age=1))
+    first = run_pass(st)
+    assert [n.key for n in first.notices] == ["default/a", "default/b"]
+    st.pending.remove("default/a")
+    cq.requeue_inadmissible(st)
+    st.pending.add(entry("c", cpu=5000, age=9))
+    second = run_pass(st)
+    assert [(n.key, n.message.startswith("Bypassed")) for n in second.notices] == [("default/c", False)]
+
+
+def test_the_pending_queue_survives_serialization_in_order():
+    st = state_with(view(), *(entry(f"w{i}", priority=i % 3, age=i) for i in range(20)))
+    again = ClusterQueueState.model_validate_json(st.model_dump_json())
+    assert [e.key for e in again.pending] == [e.key for e in st.pending]
+    assert again.pending.get("default/w7").priority == 1
+    again.pending.add(entry("late", priority=5))
+    assert next(iter(again.pending)).key == "default/late"
+
+
+@pytest.mark.parametrize(
+    ("stop", "lq_stop", "want"),
+    [
+        pytest.param("HoldAndDrain", "None", ("ClusterQueueStopped", "The ClusterQueue is stopped"), id="a-draining-cluster-queue-evicts-what-it-holds"),
+        pytest.param("None", "HoldAndDrain", ("LocalQueueStopped", "The LocalQueue is stopped"), id="a-draining-local-queue-evicts-its-workloads"),
+        pytest.param("Hold", "Hold", None, id="hold-keeps-what-is-admitted"),
+    ],
+)
+def test_drain(stop, lq_stop, want):
+    st = state_with(view(), entry("a"))
+    run_pass(st)
+    cq.set_view(st, view(revision=2, stopPolicy=stop, lqs={"default/lq": LocalQueueInfo(stop_policy=lq_stop)}), NOW)
+    evicted = [(n.reason, n.message) for n in run_pass(st).notices if n.kind == "evicted"]
+    assert evicted == ([want] if want else [])
+    assert run_pass(st).notices == [], "told once"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest

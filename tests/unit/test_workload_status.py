@@ -149,3 +149,67 @@ def test_the_report_carries_events_and_the_deleted_mark():
     assert report["kind"] == "Workload" and report["apiVersion"] == "kueue.x-k8s.io/v1beta2"
     assert report["events"] == [{"type": "Normal", "reason": "Something", "message": "happened", "time": "2026-11-22T10:00:00Z"}]
     assert report["deleted"] is True
+
+
+def preempted(st, at):
+    n = Notice(key="default/job", uid="uid-1", ticket=1, kind="evicted", reason="Preempted", message="Preempted to x",
+               preemption_reason="InClusterQueue")
+    assert wl.accepts_eviction(st, n)
+    return wl.evict(st, n.reason, n.message, at, preemption_reason=n.preemption_reason)
+
+
+def test_preemption_evicts_releases_and_requeues_at_once_keeping_the_place():
+    st = submitted()
+    wl.reserve_quota(st, reserved_notice(checks=["ready-check"]), T0)
+    st.status.admission_checks[0].state = "Ready"
+    wl.sync_admitted(st, T0)
+    assert preempted(st, T0 + timedelta(minutes=10)) is True, "the queue must get the quota back"
+    assert conditions(st)["Evicted"] == ("True", "Preempted", "Preempted to x")
+    assert conditions(st)["Preempted"] == ("True", "InClusterQueue", "Preempted to x")
+    assert conditions(st)["QuotaReserved"] == ("False", "PendingEvaluation", "Preempted to x")
+    assert conditions(st)["Admitted"] == ("False", "NoReservation", "The workload has no reservation")
+    assert conditions(st)["Requeued"] == ("True", "Preempted", "Preempted to x")
+    assert st.status.admission is None
+    (check,) = st.status.admission_checks
+    assert (check.state, check.message) == ("Pending", "Reset to Pending after eviction. Previously: Ready")
+    assert st.status.accumulated_past_execution_time_seconds == 600
+    assert [(e.reason) for e in st.events][-2:] == ["Preempted", "EvictedDueToPreempted"]
+    assert st.status.scheduling_stats.to_wire() == {"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 1}]}
+    assert wl.queue_timestamp(st) == T0, "a preempted workload keeps its creation time"
+    assert wl.phase(st) == "Pending"
+
+
+def test_an_eviction_for_another_reservation_is_ignored():
+    st = submitted()
+    n = Notice(key="default/job", uid="uid-1", ticket=1, kind="evicted", reason="Preempted", message="m")
+    assert not wl.accepts_eviction(st, n), "no quota held: nothing to evict"
+
+
+@pytest.mark.parametrize(
+    ("reason", "strategy", "from_eviction"),
+    [
+        pytest.param("AdmissionCheck", "Creation", True, id="an-admission-check-eviction-always-goes-to-the-back"),
+        pytest.param("PodsReadyTimeout", "Eviction", True, id="a-pods-ready-timeout-goes-to-the-back-with-eviction-strategy"),
+        pytest.param("PodsReadyTimeout", "Creation", False, id="a-pods-ready-timeout-keeps-its-place-with-creation-strategy"),
+        pytest.param("Preempted", "Eviction", False, id="a-preempted-workload-keeps-its-place"),
+    ],
+)
+def test_queue_timestamp(reason, strategy, from_eviction):
+    st = submitted()
+    evicted_at = T0 + timedelta(hours=1)
+    st.status.conditions = cond.set_condition(st.status.conditions, "Evicted", True, reason, "m", evicted_at)
+    assert wl.queue_timestamp(st, strategy) == (evicted_at if from_eviction else T0)
+
+
+def test_a_retry_check_counts_one_more_retry_when_reset():
+    from admitflow.api import AdmissionCheckState
+
+    checks = [
+        AdmissionCheckState.model_validate({"name": "a", "state": "Retry", "retryCount": 2, "requeueAfterSeconds": 60, "message": "x", "lastTransitionTime": T0}),
+        AdmissionCheckState.model_validate({"name": "b", "state": "Pending", "message": "", "lastTransitionTime": T0}),
+    ]
+    a, b = wl.reset_checks_on_eviction(checks, T0)
+    assert (a.state, a.retry_count, a.requeue_after_seconds, a.message) == (
+        "Pending", 3, 60, "Reset to Pending after eviction. Previously: Retry"
+    )
+    assert b is checks[1]

@@ -14,7 +14,12 @@ from admitflow.admission import workload as wl
 from admitflow.admission.workload import WorkloadReport, WorkloadState
 from admitflow.api import parse_manifest
 from admitflow.api.loader import LoadedManifest
-from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
+from tests.builders import (
+    cluster_queue_manifest,
+    flavor_manifest,
+    local_queue_manifest,
+    workload_manifest,
+)
 from worker.main import replayer
 
 

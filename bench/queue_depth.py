@@ -1,0 +1,154 @@
+"""A deep queue: N workloads (default 10,000) into one ClusterQueue with quota for 100.
+
+Prints the enqueue rate, the longest workflow task of the ClusterQueue (one scheduling pass and the
+messages it handled), the largest continue-as-new payload it carried (as stored, after the codec),
+the peak memory of this process (worker and client), and whether every workload was admitted once
+the ones before it finished. Runs on the embedded dev server with a file database, like
+`admitflow dev`.
+
+    .venv/bin/python bench/queue_depth.py [--n 10000] [--quota 100] [--minutes 10] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from temporalio.api.enums.v1 import EventType  # noqa: E402
+from temporalio.client import Client  # noqa: E402
+
+from admitflow import ids  # noqa: E402
+from admitflow.api import LoadedManifest, parse_manifest  # noqa: E402
+from admitflow.client import AdmitflowClient, AdmitflowError  # noqa: E402
+from admitflow.codec import DATA_CONVERTER  # noqa: E402
+from admitflow.devserver import DevServer  # noqa: E402
+from bench.admission_throughput import bounded  # noqa: E402
+from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest  # noqa: E402
+from tests.conftest import free_port  # noqa: E402
+from worker.main import build_worker  # noqa: E402
+
+
+def pure_pass_ms(n: int, quota: int) -> dict:
+    """The scheduling pass alone, outside any workflow, on a queue of n pending (worst case: every
+    workload a different shape, so no equivalence shortcut): the first pass, and the pass after one
+    release, which is what each finished workload triggers."""
+    from datetime import UTC, datetime, timedelta
+
+    from admitflow.admission import cluster_queue as cq
+    from admitflow.admission import scheduler
+    from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView, LocalQueueInfo
+    from admitflow.admission.pending_queue import QueueEntry
+    from admitflow.admission.requests import PodSetRequest
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    st = ClusterQueueState(name="cq")
+    spec = parse_manifest(cluster_queue_manifest(quotas={"default": {"cpu": str(quota)}}))[0].spec
+    flavor = parse_manifest(flavor_manifest())[0].spec
+    view = ClusterQueueView(name="cq", revision=1, spec=spec, flavors={"default": flavor}, local_queues={"default/lq": LocalQueueInfo()})
+    cq.set_view(st, view, t0)
+    for i in range(n):
+        cq.enqueue(st, QueueEntry(key=f"default/w{i}", uid=f"u{i}", ticket=1, local_queue="lq", priority=i % 5,
+                                  timestamp=t0 + timedelta(seconds=i), pod_sets=[PodSetRequest(name="main", count=1, per_pod={"cpu": 1000 + i})]))
+    t = time.perf_counter()
+    scheduler.schedule([st], t0)
+    first = time.perf_counter() - t
+    held = next(iter(st.reservations.values()))
+    cq.release(st, held.key, held.uid, held.ticket)
+    t = time.perf_counter()
+    scheduler.schedule([st], t0)
+    return {"pure_first_pass_ms": round(first * 1000), "pure_pass_after_release_ms": round((time.perf_counter() - t) * 1000)}
+
+
+async def queue_history_figures(client: Client, workflow_id: str) -> dict:
+    """Longest workflow task and largest continue-as-new input, over every run of the queue."""
+    longest, largest, runs = 0.0, 0, 0
+    async for wf in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
+        runs += 1
+        history = await client.get_workflow_handle(workflow_id, run_id=wf.run_id).fetch_history()
+        started = None
+        for e in history.events:
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+                started = e.event_time.ToDatetime()
+            elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED and started is not None:
+                longest = max(longest, (e.event_time.ToDatetime() - started).total_seconds())
+            elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+                largest = max(largest, e.workflow_execution_continued_as_new_event_attributes.input.ByteSize())
+    return {"runs": runs, "longest_task_s": round(longest, 3), "largest_can_payload_kib": round(largest / 1024, 1)}
+
+
+async def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=10_000)
+    p.add_argument("--quota", type=int, default=100)
+    p.add_argument("--minutes", type=float, default=10.0, help="give up after this long")
+    p.add_argument("--json", type=Path)
+    args = p.parse_args()
+    n, deadline = args.n, time.monotonic() + args.minutes * 60
+    out: dict = {"n": n, "quota": args.quota, **pure_pass_ms(n, args.quota)}
+    print(f"pure scheduling pass at {n} pending: {out}", flush=True)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = DevServer(port=free_port(), db=Path(tmp) / "bench.db", headless=True)
+        await server.start()
+        try:
+            client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
+            async with build_worker(client, "admitflow"):
+                af = AdmitflowClient(client, "admitflow")
+                docs = [flavor_manifest(), cluster_queue_manifest(quotas={"default": {"cpu": str(args.quota)}}), local_queue_manifest()]
+                await af.apply([LoadedManifest(source="bench", index=i, obj=parse_manifest(d)[0], warnings=[]) for i, d in enumerate(docs, 1)])
+                workloads = [parse_manifest(workload_manifest(f"w{i:05d}", cpu="1"))[0] for i in range(n)]
+                routes = await af.routes()
+
+                start = time.monotonic()
+                await bounded(af.submit(w, cluster_queue=routes["default/lq"]) for w in workloads)
+                while True:
+                    report = await af.cluster_queue_report("cq")
+                    held = report.status.pending_workloads + report.status.reserving_workloads if report else 0
+                    if held >= n or time.monotonic() > deadline:
+                        break
+                    await asyncio.sleep(0.5)
+                out["enqueued"] = held
+                out["enqueue_per_s"] = round(held / (time.monotonic() - start), 1)
+                print(f"enqueued {held} of {n} at {out['enqueue_per_s']} workloads/s", flush=True)
+
+                # Release quota in turn: whoever is admitted finishes, and the queue admits the next.
+                finished: set[str] = set()
+                admitted_query = "WorkflowType = 'WorkloadWorkflow' AND AdmitflowPhase = 'Admitted'"
+
+                async def finish(key: str) -> None:
+                    try:
+                        await af.finish(key)
+                        finished.add(key)
+                    except AdmitflowError:
+                        pass  # visibility still listed one that already finished
+
+                while len(finished) < n and time.monotonic() < deadline:
+                    keys = [ids.workload_key(wf.id) async for wf in client.list_workflows(admitted_query, limit=1000)]
+                    fresh = [k for k in keys if k and k not in finished]
+                    await bounded(finish(k) for k in fresh)
+                    if not fresh:
+                        await asyncio.sleep(0.2)
+                finished = len(finished)
+                out["finished_after_admission"] = finished
+                out["all_admitted"] = finished >= n
+                out["total_s"] = round(time.monotonic() - start, 1)
+                print(f"{finished} of {n} admitted and finished in turn ({out['total_s']} s)", flush=True)
+                out.update(await queue_history_figures(client, ids.cluster_queue_id("cq")))
+        finally:
+            server.stop()
+    out["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    print(json.dumps(out))
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
