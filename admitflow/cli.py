@@ -8,17 +8,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import yaml
+
 from admitflow import ids, registration
 from admitflow.api import ManifestError, load_manifests
-from admitflow.client import KIND_NAMES, NAMESPACED, AdmitflowClient, AdmitflowError, kind_of
+from admitflow.client import (
+    KIND_NAMES,
+    NAMESPACED,
+    AdmitflowClient,
+    AdmitflowError,
+    kind_of,
+)
 from admitflow.devserver import DEFAULT_DB, DevServer, DevServerError
-from admitflow.printing import describe, render
+from admitflow.printing import age, describe, render, table
 
 EXIT_BAD_INPUT = 2
 EXIT_UNREACHABLE = 1
@@ -71,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
     g_.add_argument("kind")
     g_.add_argument("name", nargs="?", help="name, or namespace/name for localqueues and workloads")
     g_.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    g_.add_argument("--limit", type=int, default=1000, help="pending-workloads: at most this many (default 1000)")
+    g_.add_argument("--offset", type=int, default=0, help="pending-workloads: skip this many from the head")
 
     d = sub.add_parser("describe", parents=[conn], help="show one object in detail, with events")
     d.add_argument("kind")
@@ -130,6 +141,9 @@ async def cmd_apply(args: argparse.Namespace) -> None:
 
 
 async def cmd_get(args: argparse.Namespace) -> None:
+    if args.kind in ("pending-workloads", "pendingworkloads"):
+        await get_pending_workloads(args)
+        return
     kind = kind_of(args.kind)
     client = await _client(args)
     key = _key(kind, args.name) if args.name else None
@@ -137,11 +151,51 @@ async def cmd_get(args: argparse.Namespace) -> None:
     print(render(kind, objects, args.output, single=key is not None))
 
 
+async def get_pending_workloads(args: argparse.Namespace) -> None:
+    """Kueue's visibility API: the pending workloads of a ClusterQueue, in the order it admits them."""
+    if not args.name:
+        raise CLIError("pending-workloads needs a ClusterQueue name: admitflow get pending-workloads CLUSTERQUEUE")
+    client = await _client(args)
+    rows = await client.pending_workloads(args.name, limit=args.limit, offset=args.offset)
+    if args.output != "table":
+        items = [
+            {
+                "metadata": {"name": r.name, "namespace": r.namespace},
+                "priority": r.priority,
+                "localQueueName": r.local_queue_name,
+                "positionInClusterQueue": r.position_in_cluster_queue,
+                "positionInLocalQueue": r.position_in_local_queue,
+                "queuedSince": r.queued_since.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+            for r in rows
+        ]
+        doc = {"kind": "PendingWorkloadsSummary", "apiVersion": "visibility.kueue.x-k8s.io/v1beta1", "items": items}
+        print(json.dumps(doc, indent=2) if args.output == "json" else yaml.safe_dump(doc, sort_keys=False).rstrip())
+        return
+    if not rows:
+        print("No pending workloads.")
+        return
+    table_rows = [
+        [str(r.position_in_cluster_queue), r.namespace, r.name, r.local_queue_name, str(r.priority), age(r.queued_since.isoformat())]
+        for r in rows
+    ]
+    print(table(["POSITION", "NAMESPACE", "NAME", "LOCALQUEUE", "PRIORITY", "WAITING"], table_rows))
+
+
 async def cmd_describe(args: argparse.Namespace) -> None:
     kind = kind_of(args.kind)
     client = await _client(args)
-    (obj,) = await client.get(kind, _key(kind, args.name))
-    print(describe(obj, obj.pop("events", [])))
+    key = _key(kind, args.name)
+    (obj,) = await client.get(kind, key)
+    extra = []
+    if kind == "Workload":
+        pending = await client.position(await client.workload(key))
+        if pending is not None:
+            extra.append(
+                f"Position:     {pending.position_in_cluster_queue} in ClusterQueue, "
+                f"{pending.position_in_local_queue} in LocalQueue {pending.local_queue_name}"
+            )
+    print(describe(obj, obj.pop("events", []), extra))
 
 
 async def cmd_finish(args: argparse.Namespace) -> None:
@@ -193,10 +247,9 @@ async def cmd_setup(args: argparse.Namespace) -> None:
 
 
 async def cmd_dev(args: argparse.Namespace) -> None:
+    from admitflow.progress import follow_until_admitted
     from worker.logging import configure
     from worker.main import build_worker
-
-    from admitflow.progress import follow_until_admitted
 
     manifests = _load(args.filename) if args.filename else []
     configure("WARNING")

@@ -18,7 +18,11 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import TypedSearchAttributes, SearchAttributePair, WorkflowIDConflictPolicy
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+)
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -37,6 +41,8 @@ from admitflow.messages import (
     FinishRequest,
     ObjectList,
     ObjectQuery,
+    PendingWorkload,
+    StatusQuery,
     WorkloadInput,
 )
 
@@ -192,15 +198,30 @@ class AdmitflowClient:
             raise
         return list(found.items)
 
-    async def cluster_queue_report(self, name: str) -> ClusterQueueReport | None:
+    async def cluster_queue_report(self, name: str, query: StatusQuery | None = None) -> ClusterQueueReport | None:
         try:
             return await self.client.get_workflow_handle(ids.cluster_queue_id(name)).query(
-                "status", result_type=ClusterQueueReport
+                "status", query or StatusQuery(limit=0), result_type=ClusterQueueReport
             )
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return None
             raise
+
+    async def pending_workloads(self, cluster_queue: str, limit: int = 1000, offset: int = 0) -> list[PendingWorkload]:
+        """The pending workloads of a ClusterQueue in order, as Kueue's visibility API lists them."""
+        if not await self.catalog_objects("ClusterQueue", cluster_queue):
+            raise AdmitflowError(f'clusterqueues "{cluster_queue}" not found')
+        report = await self.cluster_queue_report(cluster_queue, StatusQuery(limit=limit, offset=offset))
+        return list(report.pending) if report else []
+
+    async def position(self, report: WorkloadReport) -> PendingWorkload | None:
+        """Where a pending workload waits in its ClusterQueue, if it is queued there."""
+        lqs = await self.catalog_objects("LocalQueue", _lq_key(report))
+        if not lqs:
+            return None
+        found = await self.cluster_queue_report(lqs[0].spec.cluster_queue, StatusQuery(workload=report.key))
+        return found.pending[0] if found and found.pending else None
 
     async def get(self, kind: str, key: str | None = None) -> list[dict[str, Any]]:
         """Objects in their Kueue wire shape (v1beta2), status included where Kueue has one."""

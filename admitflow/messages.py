@@ -100,6 +100,7 @@ class StatusQuery(WireModel):
 
     limit: int = Field(default=1000, ge=0, description="At most this many pending workloads.")
     offset: int = Field(default=0, ge=0, description="Skip this many, from the head of the queue.")
+    workload: str | None = Field(default=None, description="Only this workload (namespace/name), wherever it is.")
 
 
 class ReservingWorkload(WireModel):

@@ -149,7 +149,8 @@ def _describe_value(value: Any, indent: int, lines: list[str]) -> None:
                 lines.append(f"{pad}- {item}")
 
 
-def describe(obj: dict[str, Any], events: Sequence[dict[str, Any]] = ()) -> str:
+def describe(obj: dict[str, Any], events: Sequence[dict[str, Any]] = (), extra: Sequence[str] = ()) -> str:
+    """`extra` lines (already laid out) go after the status, before the events."""
     meta = obj.get("metadata") or {}
     lines = [f"Name:         {meta.get('name', '')}"]
     if meta.get("namespace"):
@@ -164,6 +165,7 @@ def describe(obj: dict[str, Any], events: Sequence[dict[str, Any]] = ()) -> str:
         if obj.get(section):
             lines.append(f"{_title(section)}:")
             _describe_value(obj[section], 1, lines)
+    lines.extend(extra)
     if obj.get("kind") == "Workload":
         lines.append("Events:")
         if not events:

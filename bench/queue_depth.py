@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.client import Client  # noqa: E402
+from temporalio.service import RPCError  # noqa: E402
 
 from admitflow import ids  # noqa: E402
 from admitflow.api import LoadedManifest, parse_manifest  # noqa: E402
@@ -109,9 +110,14 @@ async def main() -> None:
 
                 start = time.monotonic()
                 await bounded(af.submit(w, cluster_queue=routes["default/lq"]) for w in workloads)
+                held = 0
                 while True:
-                    report = await af.cluster_queue_report("cq")
-                    held = report.status.pending_workloads + report.status.reserving_workloads if report else 0
+                    try:
+                        report = await af.cluster_queue_report("cq")
+                        held = report.status.pending_workloads + report.status.reserving_workloads if report else 0
+                    except RPCError:
+                        pass  # a busy worker answers a query late; ask again
+
                     if held >= n or time.monotonic() > deadline:
                         break
                     await asyncio.sleep(0.5)

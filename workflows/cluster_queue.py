@@ -71,7 +71,10 @@ class ClusterQueueWorkflow:
         for position, e in enumerate(self.state.pending):
             lq_position = per_lq.get(e.local_queue_key, 0)
             per_lq[e.local_queue_key] = lq_position + 1
-            if not query.offset <= position < query.offset + query.limit:
+            if query.workload is not None:
+                if e.key != query.workload:
+                    continue
+            elif not query.offset <= position < query.offset + query.limit:
                 continue
             ns, name = e.key.split("/", 1)
             pending.append(

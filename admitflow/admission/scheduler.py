@@ -35,6 +35,12 @@ REASON_SUSPENDED = "Suspended"
 REASON_MISCONFIGURED = "Misconfigured"
 REASON_WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
 
+# Only this many workloads at the head of a queue are told why they wait. Each notice costs the
+# workload a workflow task; telling 10,000 at once would double their cost when load is highest.
+# Deeper workloads keep "pending evaluation" until they come within reach; the pending-workloads
+# view shows every position live.
+NOTIFY_WINDOW = 1000
+
 BYPASSED = "Bypassed scheduling evaluation because an equivalent workload recently failed"
 # Reasons the scheduler itself writes; a workload keeps such a detailed message when it is bypassed.
 SCHEDULER_REASONS = frozenset(
@@ -79,9 +85,10 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
     # would fail too (Kueue's scheduling equivalence hashing).
     failed_shapes: dict[tuple, str] = {}
 
-    for e in state.pending:
+    for position, e in enumerate(state.pending):
         if e.inadmissible:
             continue
+        tell = _tell if position < NOTIFY_WINDOW else _tell_nothing
         lq = view.local_queues[e.local_queue_key]
         blocked = None
         if lq.stop_policy not in (None, "None"):
@@ -95,7 +102,7 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
         if blocked is not None:
             # Waiting on the queue's configuration, not on quota: such a workload never holds up
             # the ones behind it, in either queueing strategy.
-            _tell(result, e, *blocked)
+            tell(result, e, *blocked)
             e.inadmissible = True
             continue
 
@@ -109,7 +116,7 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
             continue
         if shape in failed_shapes and not strict:
             if e.notice is None or e.notice[0] not in SCHEDULER_REASONS:
-                _tell(result, e, failed_shapes[shape], BYPASSED)
+                tell(result, e, failed_shapes[shape], BYPASSED)
             e.inadmissible = True
             continue
 
@@ -159,7 +166,7 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
                 # Not set aside: once the victims leave, the next pass reserves for it.
                 continue
 
-        _tell(result, e, assignment.reason, assignment.message)
+        tell(result, e, assignment.reason, assignment.message)
         if strict:
             # StrictFIFO: the head that does not fit blocks everything behind it.
             break
@@ -220,6 +227,10 @@ def _free_by_resource(groups, used: dict[tuple[str, str], int]) -> dict[str, int
             for res, nominal in fq.nominal.items():
                 free[res] = free.get(res, 0) + max(0, nominal - used.get((fq.name, res), 0))
     return free
+
+
+def _tell_nothing(result: PassResult, e: QueueEntry, reason: str, message: str) -> None:
+    pass
 
 
 def _cannot_fit(e: QueueEntry, free: dict[str, int], with_pods: bool) -> bool:

@@ -232,3 +232,28 @@ async def test_the_worker_refuses_a_namespace_without_search_attributes(dev_serv
         "AdmitflowPendingChecks, AdmitflowPriority, AdmitflowRetryCount are not registered in namespace "
         f"{namespace}: run `admitflow setup` first"
     )
+
+
+async def test_pending_workloads_and_a_workloads_position(engine):
+    r = await run(engine, "apply", "-f", "-", stdin=SETUP)
+    assert r.returncode == 0, r.stderr
+    for name, priority in (("holder", 9), ("second", 5), ("third", 1)):
+        r = await run(engine, "apply", "-f", "-", stdin=workload_yaml(name, "4", priority))
+        assert r.returncode == 0, r.stderr
+        if name == "holder":
+            await until(engine, lambda r: '"Admitted"' in r.stdout and '"True"' in r.stdout, "get", "workload", "holder", "-o", "json")
+
+    r = await until(engine, lambda r: len(r.stdout.splitlines()) == 3, "get", "pending-workloads", "cq")
+    header, *rows = r.stdout.splitlines()
+    assert header.split() == ["POSITION", "NAMESPACE", "NAME", "LOCALQUEUE", "PRIORITY", "WAITING"]
+    assert [row.split()[:5] for row in rows] == [["0", "default", "second", "lq", "5"], ["1", "default", "third", "lq", "1"]]
+
+    r = await run(engine, "get", "pending-workloads", "cq", "-o", "json", "--offset", "1")
+    (item,) = json.loads(r.stdout)["items"]
+    assert (item["metadata"]["name"], item["positionInClusterQueue"], item["positionInLocalQueue"]) == ("third", 1, 1)
+
+    r = await run(engine, "describe", "workload", "third")
+    assert "Position:     1 in ClusterQueue, 1 in LocalQueue lq" in r.stdout
+
+    r = await run(engine, "get", "pending-workloads", "nope")
+    assert (r.returncode, r.stderr.strip()) == (2, 'error: clusterqueues "nope" not found')

@@ -304,3 +304,16 @@ def test_drain(stop, lq_stop, want):
     evicted = [(n.reason, n.message) for n in run_pass(st).notices if n.kind == "evicted"]
     assert evicted == ([want] if want else [])
     assert run_pass(st).notices == [], "told once"
+
+
+def test_only_the_head_of_a_deep_queue_is_told_why_it_waits(monkeypatch):
+    monkeypatch.setattr(scheduler, "NOTIFY_WINDOW", 3)
+    st = state_with(view(), *(entry(f"w{i}", cpu=3000, age=-i) for i in range(6)))
+    result = run_pass(st)
+    assert [r.key for r in result.reserved] == ["default/w0"]
+    assert [n.key for n in result.notices if n.kind == "pending"] == ["default/w1", "default/w2"]
+    assert all(e.inadmissible for e in st.pending), "all were evaluated all the same"
+    cq.release(st, "default/w0", "uid-w0", 1)
+    again = run_pass(st)
+    assert [r.key for r in again.reserved] == ["default/w1"]
+    assert [n.key for n in again.notices if n.kind == "pending"] == ["default/w3"], "w3 moved up into the window"
