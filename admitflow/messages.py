@@ -14,16 +14,39 @@ from admitflow.admission.workload import WorkloadState
 from admitflow.api import ClusterQueueStatus, LocalQueueStatus, Workload
 from admitflow.wire import WireModel
 
+# --- delivery -----------------------------------------------------------------------------------
+
+
+class Delivery(WireModel):
+    """One signal to send. With `start_cluster_queue`, the target ClusterQueue workflow is started
+    with this signal if it does not run yet (signal-with-start)."""
+
+    workflow_id: str
+    signal: str
+    payload: dict[str, Any] = Field(default_factory=dict)
+    start_cluster_queue: str | None = None
+
+
+class DeliveryBatch(WireModel):
+    deliveries: list[Delivery]
+
+
+class DeliveryReport(WireModel):
+    missing: list[str] = Field(default_factory=list, description="Workflow IDs with no running workflow.")
+
+
 # --- workflow inputs (each carries its state across continue-as-new) ----------------------------
 
 
 class CatalogInput(WireModel):
     state: CatalogState | None = None
+    undelivered: list[Delivery] = Field(default_factory=list, description="Signals the last run had yet to send.")
 
 
 class ClusterQueueInput(WireModel):
     name: str
     state: ClusterQueueState | None = None
+    undelivered: list[Delivery] = Field(default_factory=list, description="Signals the last run had yet to send.")
 
 
 class WorkloadInput(WireModel):
@@ -148,22 +171,3 @@ class DeleteWorkload(WireModel):
     reason: str = ""
 
 
-# --- delivery -----------------------------------------------------------------------------------
-
-
-class Delivery(WireModel):
-    """One signal to send. With `start_cluster_queue`, the target ClusterQueue workflow is started
-    with this signal if it does not run yet (signal-with-start)."""
-
-    workflow_id: str
-    signal: str
-    payload: dict[str, Any] = Field(default_factory=dict)
-    start_cluster_queue: str | None = None
-
-
-class DeliveryBatch(WireModel):
-    deliveries: list[Delivery]
-
-
-class DeliveryReport(WireModel):
-    missing: list[str] = Field(default_factory=list, description="Workflow IDs with no running workflow.")

@@ -42,29 +42,30 @@ class CatalogWorkflow:
     @workflow.init
     def __init__(self, input: CatalogInput) -> None:
         self.state = input.state or CatalogState()
-        self.outbox = Outbox()
+        self.outbox = Outbox(input.undelivered)
         # On a new run everything is compared with what was last published; nothing is resent twice.
         self.dirty = True
 
     @workflow.run
     async def run(self, input: CatalogInput) -> None:
         while True:
-            # Wake for continue-as-new only once it can be done, never while a delivery is in flight.
+            # Once continue-as-new is suggested no new delivery starts; the undelivered ones are
+            # carried over.
             await workflow.wait_condition(
-                lambda: self.dirty or self.outbox.needs_attention or (self._quiet() and _suggested())
+                lambda: self.dirty or self.outbox.needs_attention(holding=_suggested()) or (self._quiet() and _suggested())
             )
             if self.dirty:
                 self.dirty = False
                 self._publish()
-            self.outbox.step()
+            self.outbox.step(holding=_suggested())
             workflow.set_current_details(self._details())
             if _suggested() and self._quiet():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self._quiet():
-                    workflow.continue_as_new(CatalogInput(state=self.state))
+                    workflow.continue_as_new(CatalogInput(state=self.state, undelivered=self.outbox.undelivered()))
 
     def _quiet(self) -> bool:
-        return self.outbox.idle and not self.dirty
+        return not self.outbox.in_flight and not self.dirty
 
     def _publish(self) -> None:
         for view in catalog.changed_views(self.state):

@@ -46,7 +46,7 @@ class ClusterQueueWorkflow:
     def __init__(self, input: ClusterQueueInput) -> None:
         self.state = input.state or ClusterQueueState(name=input.name)
         self.inbox: list[ClusterQueueView | QueueEntry | ReleaseRequest] = []
-        self.outbox = Outbox()
+        self.outbox = Outbox(input.undelivered)
         self.needs_pass = True
 
     # --- messages -----------------------------------------------------------------------------
@@ -117,28 +117,34 @@ class ClusterQueueWorkflow:
             )
             self.inbox.insert(0, view)
         while True:
-            # Wake for continue-as-new only once it can be done: waking while a delivery is still
-            # in flight would spin without yielding.
+            # Once continue-as-new is suggested no new delivery starts (the undelivered ones are
+            # carried over), so the queue continues within a delivery's time even under a steady
+            # stream of messages, long before Temporal's 10,000-signals-per-run limit.
             await workflow.wait_condition(
-                lambda: bool(self.inbox) or self.outbox.needs_attention or (self._quiet() and _suggested())
+                lambda: bool(self.inbox)
+                or self.outbox.needs_attention(holding=_suggested())
+                or (self._quiet() and _suggested())
             )
             self._drain_inbox()
-            report = self.outbox.step()
+            report = self.outbox.step(holding=_suggested())
             if report is not None:
                 self._forget_missing(report)
             if self.needs_pass:
                 self.needs_pass = False
                 result = scheduler.schedule([self.state], workflow.now())[self.state.name]
                 self._notify(result.notices)
-                self.outbox.step()
+                self.outbox.step(holding=_suggested())
             workflow.set_current_details(self._details())
             if _suggested() and self._quiet():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self._quiet():
-                    workflow.continue_as_new(ClusterQueueInput(name=self.state.name, state=self.state))
+                    workflow.continue_as_new(
+                        ClusterQueueInput(name=self.state.name, state=self.state, undelivered=self.outbox.undelivered())
+                    )
 
     def _quiet(self) -> bool:
-        return not self.inbox and self.outbox.idle and not self.needs_pass
+        """Nothing half-done: the inbox is empty, the pass is run, and no delivery is in flight."""
+        return not self.inbox and not self.outbox.in_flight and not self.needs_pass
 
     def _drain_inbox(self) -> None:
         now = workflow.now()

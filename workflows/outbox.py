@@ -25,29 +25,35 @@ _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=tim
 
 
 class Outbox:
-    def __init__(self) -> None:
-        self._queue: list[Delivery] = []
+    def __init__(self, carried: list[Delivery] | None = None) -> None:
+        self._queue: list[Delivery] = list(carried or [])
         self._task: asyncio.Task[DeliveryReport] | None = None
 
     def add(self, delivery: Delivery) -> None:
         self._queue.append(delivery)
 
-    @property
-    def needs_attention(self) -> bool:
-        """Something to start, or a finished delivery to collect."""
-        return (self._task is None and bool(self._queue)) or (self._task is not None and self._task.done())
+    def needs_attention(self, holding: bool = False) -> bool:
+        """A finished delivery to collect, or (unless holding) a batch to start."""
+        if self._task is not None:
+            return self._task.done()
+        return bool(self._queue) and not holding
 
     @property
-    def idle(self) -> bool:
-        return self._task is None and not self._queue
+    def in_flight(self) -> bool:
+        return self._task is not None
 
-    def step(self) -> DeliveryReport | None:
-        """Collect a finished delivery, then start the next batch; never waits."""
+    def undelivered(self) -> list[Delivery]:
+        """What a workflow continuing as new carries to its next run."""
+        return list(self._queue)
+
+    def step(self, holding: bool = False) -> DeliveryReport | None:
+        """Collect a finished delivery, then start the next batch unless holding (a workflow about
+        to continue as new holds, so that nothing is in flight when it does); never waits."""
         report = None
         if self._task is not None and self._task.done():
             report = self._task.result()
             self._task = None
-        if self._task is None and self._queue:
+        if self._task is None and self._queue and not holding:
             batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
             self._task = asyncio.ensure_future(
                 workflow.execute_activity(

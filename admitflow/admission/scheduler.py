@@ -71,7 +71,6 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
     result.notices.extend(send_back_strangers(state))
     _drain_stopped(result, state)
     active, _, _ = active_condition(view)
-    stopped = spec.stop_policy not in (None, "None")
     strict = spec.queueing_strategy == "StrictFIFO"
     groups = quota_groups(spec)
     flavors = flavor_infos(view)
@@ -89,16 +88,7 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
         if e.inadmissible:
             continue
         tell = _tell if position < NOTIFY_WINDOW else _tell_nothing
-        lq = view.local_queues[e.local_queue_key]
-        blocked = None
-        if lq.stop_policy not in (None, "None"):
-            blocked = (REASON_SUSPENDED, f"LocalQueue {e.local_queue} is stopped")
-        elif stopped:
-            blocked = (REASON_SUSPENDED, f"ClusterQueue {state.name} is stopped")
-        elif not active:
-            blocked = (REASON_SUSPENDED, f"ClusterQueue {state.name} is inactive")
-        elif not namespace_allowed(spec, e.namespace):
-            blocked = (REASON_MISCONFIGURED, "Workload namespace doesn't match ClusterQueue selector")
+        blocked = _blocked(state.name, view, e, active)
         if blocked is not None:
             # Waiting on the queue's configuration, not on quota: such a workload never holds up
             # the ones behind it, in either queueing strategy.
@@ -108,8 +98,10 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
 
         # With preemption, priority and age decide who can make room, so they are part of the shape.
         shape = e.shape() if never_preempts else (e.shape(), e.priority, e.timestamp)
-        if never_preempts and e.notice is not None and e.notice[0] in SCHEDULER_REASONS and _cannot_fit(e, free, with_pods):
+        known = e.evaluated is not None and e.evaluated[0] in SCHEDULER_REASONS
+        if never_preempts and known and _cannot_fit(e, free, with_pods):
             # Known to wait, and nothing could make room for it in this pass: no need to evaluate.
+            tell(result, e, *e.evaluated)  # in case it has just come within the notify window
             if strict:
                 break
             e.inadmissible = True
@@ -117,6 +109,8 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
         if shape in failed_shapes and not strict:
             if e.notice is None or e.notice[0] not in SCHEDULER_REASONS:
                 tell(result, e, failed_shapes[shape], BYPASSED)
+            if e.evaluated is None:
+                e.evaluated = (failed_shapes[shape], BYPASSED)
             e.inadmissible = True
             continue
 
@@ -127,30 +121,10 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
             if cands:
                 assignment = assign_flavors(e.pod_sets, groups, flavors, used, preemption.preemptible_usage(cands))
         if assignment.mode == "Fit":
-            checks = checks_for(spec, {f for ps in assignment.pod_sets for f in ps.flavors.values()})
-            reservation = Reservation(
-                key=e.key,
-                uid=e.uid,
-                ticket=e.ticket,
-                local_queue=e.local_queue,
-                priority=e.priority,
-                timestamp=e.timestamp,
-                assignment=assignment,
-                reserved_at=second(now),
-                admitted=not checks,
-            )
-            state.pending.remove(e.key)
-            state.reservations[e.key] = reservation
+            _reserve(result, state, e, assignment, now)
             for fr, v in assignment.usage().items():
                 used[fr] = used.get(fr, 0) + v
                 free[fr[1]] = free.get(fr[1], 0) - v
-            result.reserved.append(reservation)
-            result.notices.append(
-                Notice(
-                    key=e.key, uid=e.uid, ticket=e.ticket, kind="reserved",
-                    assignment=assignment, admission_checks=checks,
-                )
-            )
             continue
 
         if assignment.mode == "Preempt" and assignment.preemption_possible:
@@ -166,6 +140,7 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
                 # Not set aside: once the victims leave, the next pass reserves for it.
                 continue
 
+        e.evaluated = (assignment.reason, assignment.message)
         tell(result, e, assignment.reason, assignment.message)
         if strict:
             # StrictFIFO: the head that does not fit blocks everything behind it.
@@ -185,6 +160,43 @@ def _tell(result: PassResult, e: QueueEntry, reason: str, message: str) -> None:
         return
     e.notice = (reason, message)
     result.notices.append(Notice(key=e.key, uid=e.uid, ticket=e.ticket, kind="pending", reason=reason, message=message))
+
+
+def _blocked(name: str, view, e: QueueEntry, active: bool) -> tuple[str, str] | None:
+    """Why the queue's configuration keeps this workload waiting, whatever the quota."""
+    spec = view.spec
+    if view.local_queues[e.local_queue_key].stop_policy not in (None, "None"):
+        return REASON_SUSPENDED, f"LocalQueue {e.local_queue} is stopped"
+    if spec.stop_policy not in (None, "None"):
+        return REASON_SUSPENDED, f"ClusterQueue {name} is stopped"
+    if not active:
+        return REASON_SUSPENDED, f"ClusterQueue {name} is inactive"
+    if not namespace_allowed(spec, e.namespace):
+        return REASON_MISCONFIGURED, "Workload namespace doesn't match ClusterQueue selector"
+    return None
+
+
+def _reserve(result: PassResult, state: ClusterQueueState, e: QueueEntry, assignment, now: datetime) -> None:
+    """Quota reserved: the entry becomes a reservation and the workload is told, with the
+    admission checks it gets for the flavors it was assigned."""
+    checks = checks_for(state.view.spec, {f for ps in assignment.pod_sets for f in ps.flavors.values()})
+    reservation = Reservation(
+        key=e.key,
+        uid=e.uid,
+        ticket=e.ticket,
+        local_queue=e.local_queue,
+        priority=e.priority,
+        timestamp=e.timestamp,
+        assignment=assignment,
+        reserved_at=second(now),
+        admitted=not checks,
+    )
+    state.pending.remove(e.key)
+    state.reservations[e.key] = reservation
+    result.reserved.append(reservation)
+    result.notices.append(
+        Notice(key=e.key, uid=e.uid, ticket=e.ticket, kind="reserved", assignment=assignment, admission_checks=checks)
+    )
 
 
 def _drain_stopped(result: PassResult, state: ClusterQueueState) -> None:
