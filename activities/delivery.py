@@ -25,17 +25,16 @@ class DeliveryActivities:
         for d in batch.deliveries:
             by_target[d.workflow_id].append(d)
         gate = asyncio.Semaphore(CONCURRENCY)
-        missing: list[str] = []
+        missing: list[Delivery] = []
 
-        async def send_all(workflow_id: str, deliveries: list[Delivery]) -> None:
+        async def send_all(deliveries: list[Delivery]) -> None:
             async with gate:
                 for d in deliveries:
                     if not await self._send(d):
-                        missing.append(workflow_id)
-                        return
+                        missing.append(d)
 
-        await asyncio.gather(*(send_all(w, ds) for w, ds in by_target.items()))
-        return DeliveryReport(missing=sorted(missing))
+        await asyncio.gather(*(send_all(ds) for ds in by_target.values()))
+        return DeliveryReport(missing=missing)
 
     async def _send(self, d: Delivery) -> bool:
         """Send one signal; False when no workflow with that ID is running (it finished or was

@@ -32,7 +32,7 @@ class DeliveryBatch(WireModel):
 
 
 class DeliveryReport(WireModel):
-    missing: list[str] = Field(default_factory=list, description="Workflow IDs with no running workflow.")
+    missing: list[Delivery] = Field(default_factory=list, description="Deliveries that found no running workflow.")
 
 
 # --- workflow inputs (each carries its state across continue-as-new) ----------------------------

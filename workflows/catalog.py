@@ -25,16 +25,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from admitflow.admission.catalog import QueueResolution
 
-    from workflows.outbox import Outbox
+    from workflows.outbox import Outbox, continue_as_new_suggested
 
 
 def _refuse(err: CatalogError) -> ApplicationError:
     # The client maps `index` back to the file and document the object came from.
     return ApplicationError(str(err), {"index": err.index}, type="CatalogError", non_retryable=True)
-
-
-def _suggested() -> bool:
-    return workflow.info().is_continue_as_new_suggested()
 
 
 @workflow.defn(name="CatalogWorkflow")
@@ -52,14 +48,14 @@ class CatalogWorkflow:
             # Once continue-as-new is suggested no new delivery starts; the undelivered ones are
             # carried over.
             await workflow.wait_condition(
-                lambda: self.dirty or self.outbox.needs_attention(holding=_suggested()) or (self._quiet() and _suggested())
+                lambda: self.dirty or self.outbox.needs_attention(holding=continue_as_new_suggested()) or (self._quiet() and continue_as_new_suggested())
             )
             if self.dirty:
                 self.dirty = False
                 self._publish()
-            self.outbox.step(holding=_suggested())
+            self.outbox.step(holding=continue_as_new_suggested())
             workflow.set_current_details(self._details())
-            if _suggested() and self._quiet():
+            if continue_as_new_suggested() and self._quiet():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self._quiet():
                     workflow.continue_as_new(CatalogInput(state=self.state, undelivered=self.outbox.undelivered()))

@@ -28,16 +28,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from admitflow.admission.requests import format_requests
 
-    from workflows.outbox import Outbox
+    from workflows.outbox import Outbox, continue_as_new_suggested
 
 FETCH_VIEW = "fetch_cluster_queue_view"
 
 # Signal names a notice is delivered under, chosen to read well in a workload's history.
 NOTICE_SIGNALS = {"reserved": "quota_reserved", "pending": "pending_status", "dequeued": "dequeued", "evicted": "evicted"}
-
-
-def _suggested() -> bool:
-    return workflow.info().is_continue_as_new_suggested()
 
 
 @workflow.defn(name="ClusterQueueWorkflow")
@@ -122,20 +118,20 @@ class ClusterQueueWorkflow:
             # stream of messages, long before Temporal's 10,000-signals-per-run limit.
             await workflow.wait_condition(
                 lambda: bool(self.inbox)
-                or self.outbox.needs_attention(holding=_suggested())
-                or (self._quiet() and _suggested())
+                or self.outbox.needs_attention(holding=continue_as_new_suggested())
+                or (self._quiet() and continue_as_new_suggested())
             )
             self._drain_inbox()
-            report = self.outbox.step(holding=_suggested())
+            report = self.outbox.step(holding=continue_as_new_suggested())
             if report is not None:
                 self._forget_missing(report)
             if self.needs_pass:
                 self.needs_pass = False
                 result = scheduler.schedule([self.state], workflow.now())[self.state.name]
                 self._notify(result.notices)
-                self.outbox.step(holding=_suggested())
+                self.outbox.step(holding=continue_as_new_suggested())
             workflow.set_current_details(self._details())
-            if _suggested() and self._quiet():
+            if continue_as_new_suggested() and self._quiet():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self._quiet():
                     workflow.continue_as_new(
@@ -159,11 +155,12 @@ class ClusterQueueWorkflow:
             self.needs_pass = True
 
     def _forget_missing(self, report: DeliveryReport) -> None:
-        """A workload that no longer runs cannot give its quota back itself."""
-        for workflow_id in report.missing:
-            key = ids.workload_key(workflow_id)
-            if key is not None:
-                cq.forget(self.state, key)
+        """A workload that no longer runs cannot give its quota back itself. Only the run the
+        notice was for is forgotten: a new run of the same name may have enqueued meanwhile."""
+        for d in report.missing:
+            key, uid = ids.workload_key(d.workflow_id), d.payload.get("uid")
+            if key is not None and uid is not None:
+                cq.forget(self.state, key, uid)
                 self.needs_pass = True
 
     def _notify(self, notices: list[Notice]) -> None:

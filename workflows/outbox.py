@@ -24,6 +24,11 @@ MAX_BATCH = 200
 _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 
 
+def continue_as_new_suggested() -> bool:
+    """Entity workflows hold their outbox once the server suggests continuing as new."""
+    return workflow.info().is_continue_as_new_suggested()
+
+
 class Outbox:
     def __init__(self, carried: list[Delivery] | None = None) -> None:
         self._queue: list[Delivery] = list(carried or [])

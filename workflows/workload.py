@@ -40,7 +40,6 @@ class WorkloadWorkflow:
     def __init__(self, input: WorkloadInput) -> None:
         self.state = input.state or wl.new_state(input.workload, str(workflow.uuid4()), workflow.now())
         self.inbox: list[Message] = []
-        self.waiting_for_queue = False
         self.published: TypedSearchAttributes | None = None
 
     # --- messages -----------------------------------------------------------------------------
@@ -104,7 +103,7 @@ class WorkloadWorkflow:
             st.workload.spec.active is not False
             and not wl.has_quota(st)
             and not st.queued
-            and not self.waiting_for_queue
+            and not st.waiting_for_queue
         )
 
     async def _enqueue(self) -> None:
@@ -138,7 +137,7 @@ class WorkloadWorkflow:
         now = workflow.now()
         if resolution.reason:
             # The catalog now knows to wake this workload when the queue exists.
-            self.waiting_for_queue = True
+            st.waiting_for_queue = True
             if resolution.cluster_queue:
                 st.cluster_queue = resolution.cluster_queue
             wl.set_pending(st, resolution.reason, resolution.message, now)
@@ -162,7 +161,7 @@ class WorkloadWorkflow:
                 if wl.evict(st, m.reason, m.message, now, preemption_reason=m.preemption_reason):
                     await self._release()
             elif kind == "queue_available":
-                self.waiting_for_queue = False
+                st.waiting_for_queue = False
             elif kind == "finish":
                 if wl.finish(st, m.succeeded, m.message, now):
                     await self._release()

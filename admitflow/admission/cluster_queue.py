@@ -292,11 +292,15 @@ def release(state: ClusterQueueState, key: str, uid: str, ticket: int) -> bool:
     return False
 
 
-def forget(state: ClusterQueueState, key: str) -> bool:
-    """The workload's workflow no longer runs: nothing will ever release for it. Returns whether
+def forget(state: ClusterQueueState, key: str, uid: str) -> bool:
+    """That run of the workload no longer runs: nothing will ever release for it. Returns whether
     quota was freed."""
-    state.pending.remove(key)
-    if state.reservations.pop(key, None) is not None:
+    queued = state.pending.get(key)
+    if queued is not None and queued.uid == uid:
+        state.pending.remove(key)
+    held = state.reservations.get(key)
+    if held is not None and held.uid == uid:
+        del state.reservations[key]
         requeue_inadmissible(state)
         return True
     return False

@@ -59,6 +59,9 @@ class WorkloadState(WireModel):
     ticket: int = Field(default=0, description="Counts enqueues; the ClusterQueue answers per ticket.")
     queued: bool = Field(default=False, description="The current ticket sits in the ClusterQueue.")
     sent_back: bool = Field(default=False, description="The queue sent it back: look the queue up afresh.")
+    waiting_for_queue: bool = Field(
+        default=False, description="Its LocalQueue or ClusterQueue is missing; the catalog will wake it."
+    )
     deleted: bool = False
 
     @property

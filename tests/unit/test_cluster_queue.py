@@ -317,3 +317,15 @@ def test_only_the_head_of_a_deep_queue_is_told_why_it_waits(monkeypatch):
     again = run_pass(st)
     assert [r.key for r in again.reserved] == ["default/w1"]
     assert [n.key for n in again.notices if n.kind == "pending"] == ["default/w3"], "w3 moved up into the window"
+
+
+def test_forgetting_a_vanished_run_spares_a_new_run_of_the_same_name():
+    st = state_with(view(), entry("a"))
+    run_pass(st)
+    newer = entry("a", ticket=1)
+    newer = newer.model_copy(update={"uid": "uid-a-second-run"})
+    cq.enqueue(st, newer)
+    assert cq.forget(st, "default/a", "uid-a") is False, "the old run's reservation was already replaced"
+    assert st.pending.get("default/a").uid == "uid-a-second-run"
+    assert cq.forget(st, "default/a", "uid-a-second-run") is False
+    assert len(st.pending) == 0

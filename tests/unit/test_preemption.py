@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from admitflow.admission import cluster_queue as cq
-from admitflow.admission import preemption, scheduler
-from tests.unit.test_cluster_queue import NOW, entry, run_pass, state_with, view
+from admitflow.admission import preemption
+from tests.unit.test_cluster_queue import entry, run_pass, state_with, view
 
 
 def reserve(st, *entries):
