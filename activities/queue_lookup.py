@@ -24,8 +24,9 @@ from admitflow.messages import (
 
 # How long a LocalQueue -> ClusterQueue lookup is reused. A LocalQueue never changes its
 # ClusterQueue; if it was deleted meanwhile, the ClusterQueue sends the workload back, and the
-# workload's next lookup bypasses this cache.
-ROUTE_TTL_SECONDS = 30.0
+# workload's next lookup bypasses this cache. Long, because asking the catalog again costs most
+# when a backlog keeps the worker busiest.
+ROUTE_TTL_SECONDS = 600.0
 
 
 class QueueLookupActivities:
