@@ -170,15 +170,23 @@ class WorkloadWorkflow:
                     await self._release()
 
     async def _release(self) -> None:
+        """Tell the ClusterQueue to take back our quota or our place. Only a queue that is gone
+        frees us from it; a refusal (its per-run signal limit, while it continues as new) is tried
+        again, or the quota would stay held for good."""
         st = self.state
         handle = workflow.get_external_workflow_handle(ids.cluster_queue_id(st.cluster_queue))
-        try:
-            await handle.signal(
-                "release", ReleaseRequest(key=st.key, uid=st.workload.metadata.uid, ticket=st.ticket)
-            )
-        except ApplicationError:
-            # The ClusterQueue workflow is gone; nothing holds our quota any more.
-            workflow.logger.warning("release_failed", extra={"cluster_queue": st.cluster_queue})
+        request = ReleaseRequest(key=st.key, uid=st.workload.metadata.uid, ticket=st.ticket)
+        delay = timedelta(seconds=1)
+        while True:
+            try:
+                await handle.signal("release", request)
+                return
+            except ApplicationError as err:
+                if "NotFound" in (err.type or ""):
+                    return
+                workflow.logger.warning("release_refused", extra={"cluster_queue": st.cluster_queue, "error": str(err)})
+            await workflow.sleep(delay, summary=f"retry releasing quota in ClusterQueue {st.cluster_queue}")
+            delay = min(delay * 2, timedelta(minutes=1))
 
     def _publish(self) -> None:
         """Search attributes and current details follow the state (current details also after replay

@@ -7,7 +7,9 @@ import asyncio
 
 import pytest
 import pytest_asyncio
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError
 
 from admitflow import ids
 from admitflow.admission import workload as wl
@@ -15,6 +17,7 @@ from admitflow.admission.workload import WorkloadState
 from admitflow.client import AdmitflowClient
 from admitflow.codec import DATA_CONVERTER
 from admitflow.devserver import DevServer
+from admitflow.messages import ReleaseRequest
 from tests.builders import (
     cluster_queue_manifest,
     flavor_manifest,
@@ -100,3 +103,45 @@ async def _phase_is(af: AdmitflowClient, name: str, phase: str) -> bool:
 async def _pending(af: AdmitflowClient, n: int) -> bool:
     report = await af.cluster_queue_report("cq")
     return report is not None and report.status.pending_workloads == n
+
+
+@pytest_asyncio.fixture
+async def capped():
+    """A server whose workflows accept only 10 signals per run (and that never suggests continuing
+    as new this early), so a test can put a queue at its signal limit."""
+    server = DevServer(
+        port=free_port(), db=None, headless=True, namespaces=("capped",),
+        dynamic_config={"history.maximumSignalsPerExecution": "10"},
+    )
+    await server.start()
+    client = await Client.connect(server.address, namespace="capped", data_converter=DATA_CONVERTER)
+    try:
+        async with build_worker(client, "admitflow"):
+            yield AdmitflowClient(client, "admitflow")
+    finally:
+        server.stop()
+
+
+async def test_a_release_refused_at_the_signal_limit_is_retried_not_dropped(capped):
+    af = capped
+    await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest(), workload_manifest("a")))
+    await eventually(lambda: _phase_is(af, "a", "Admitted"))
+    queue = af.client.get_workflow_handle(ids.cluster_queue_id("cq"))
+    with pytest.raises(RPCError, match="exceeded workflow execution limit for signal events"):
+        for _ in range(20):  # harmless releases, until the queue takes no more signals
+            await queue.signal("release", ReleaseRequest(key="default/nobody", uid="x", ticket=1))
+
+    await af.finish("default/a")
+    handle = af.client.get_workflow_handle(ids.workload_id("default/a"))
+
+    async def retrying():
+        timers = [
+            e for e in (await handle.fetch_history()).events
+            if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED
+        ]
+        return len(timers) >= 2
+
+    await eventually(retrying, timeout=30)
+    assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING, "it did not give the quota up for lost"
+    report = await af.cluster_queue_report("cq")
+    assert report.status.reserving_workloads == 1, "the queue still counts the quota as held, correctly"
