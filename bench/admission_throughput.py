@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -113,8 +114,7 @@ async def main() -> None:
                     print(f"round {r + 1}: bare {bare:.1f} wf/s, admitflow {ours:.1f} workloads/s, ratio {ours / bare:.2f}", flush=True)
         finally:
             server.stop()
-    ratios = sorted(x["ratio"] for x in results)
-    summary = {"n": args.n, "rounds": results, "median_ratio": ratios[len(ratios) // 2]}
+    summary = {"n": args.n, "rounds": results, "median_ratio": round(statistics.median(x["ratio"] for x in results), 2)}
     print(json.dumps(summary))
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2))
