@@ -98,7 +98,8 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
 
         # With preemption, priority and age decide who can make room, so they are part of the shape.
         shape = e.shape() if never_preempts else (e.shape(), e.priority, e.timestamp)
-        known = e.evaluated is not None and e.evaluated[0] in SCHEDULER_REASONS
+        # A bypass is not an evaluation: such a workload is evaluated in full when its turn comes.
+        known = e.evaluated is not None and e.evaluated[0] in SCHEDULER_REASONS and e.evaluated[1] != BYPASSED
         if never_preempts and known and _cannot_fit(e, free, with_pods):
             # Known to wait, and nothing could make room for it in this pass: no need to evaluate.
             tell(result, e, *e.evaluated)  # in case it has just come within the notify window
@@ -155,9 +156,11 @@ def _tell(result: PassResult, e: QueueEntry, reason: str, message: str) -> None:
     """Tell a workload why it waits when that changes. Waiting for quota is told once per reason:
     the amounts in the message go stale as quota moves (the pending-workloads view shows the live
     position), and re-telling 10,000 workloads after every release would cost more than it says.
-    Other reasons name what blocks (which queue is stopped), so a changed message is told."""
-    if e.notice is not None and e.notice[0] == reason and (reason in SCHEDULER_REASONS or e.notice[1] == message):
-        return
+    Other reasons name what blocks (which queue is stopped), so a changed message is told, and so
+    is the first real evaluation of a workload that was only told it was bypassed."""
+    if e.notice is not None and e.notice[0] == reason:
+        if e.notice[1] == message or (reason in SCHEDULER_REASONS and e.notice[1] != BYPASSED):
+            return
     e.notice = (reason, message)
     result.notices.append(Notice(key=e.key, uid=e.uid, ticket=e.ticket, kind="pending", reason=reason, message=message))
 
