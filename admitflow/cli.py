@@ -92,6 +92,26 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--failed", action="store_true", help="finished with failure (reason Failed)")
     f.add_argument("--message", default="", help="message of the Finished condition")
 
+    v = sub.add_parser(
+        "verdict", parents=[conn], help="set a workload's admission check state (through the workflow's update)"
+    )
+    v.add_argument("workload", help="namespace/name (or name in namespace default)")
+    v.add_argument("check", help="the AdmissionCheck's name")
+    v.add_argument("state", help="Pending, Ready, Retry or Rejected")
+    v.add_argument("--message", default="", help="the check's message")
+    v.add_argument("--requeue-after", help="with Retry: the least wait before the retry, e.g. 90s or 5m")
+    v.add_argument("--attempt", type=int, help="the attempt (retryCount + 1) this verdict is about")
+    for name, text in (
+        ("activate", "activate a deactivated workload; it goes back to its queue"),
+        ("deactivate", "deactivate a workload; it gives back its quota or its place in the queue"),
+    ):
+        sub.add_parser(name, parents=[conn], help=text).add_argument("workload", help="namespace/name")
+    ac = sub.add_parser(
+        "admissioncheck", parents=[conn], help="report an AdmissionCheck Active or not, as its controller would"
+    )
+    ac.add_argument("action", choices=["activate", "deactivate"])
+    ac.add_argument("name")
+
     rm = sub.add_parser("delete", parents=[conn], help="delete an object; a workload gives back its quota")
     rm.add_argument("kind")
     rm.add_argument("name")
@@ -195,6 +215,11 @@ async def cmd_describe(args: argparse.Namespace) -> None:
                 f"Position:     {pending.position_in_cluster_queue} in ClusterQueue, "
                 f"{pending.position_in_local_queue} in LocalQueue {pending.local_queue_name}"
             )
+        verdicts = obj.pop("verdicts", [])
+        if verdicts:
+            extra.append("Verdicts:")
+            rows = [[v["check"], v["state"], v["outcome"], age(v.get("time")), v.get("detail", "")] for v in verdicts]
+            extra.extend("  " + line for line in table(["Check", "State", "Outcome", "Age", "Detail"], rows).splitlines())
     print(describe(obj, obj.pop("events", []), extra))
 
 
@@ -203,6 +228,40 @@ async def cmd_finish(args: argparse.Namespace) -> None:
     key = _key("Workload", args.workload)
     await client.finish(key, succeeded=not args.failed, message=args.message)
     print(f"workload.kueue.x-k8s.io/{key} finished")
+
+
+async def cmd_verdict(args: argparse.Namespace) -> None:
+    from admitflow.admission.checks import Verdict
+    from admitflow.api.duration import parse_duration
+
+    delay = None
+    if args.requeue_after is not None:
+        try:
+            delay = int(parse_duration(args.requeue_after).total_seconds())
+        except ValueError as err:
+            raise CLIError(f"--requeue-after: {err}") from None
+    client = await _client(args)
+    key = _key("Workload", args.workload)
+    verdict = Verdict(
+        name=args.check, state=args.state, message=args.message, requeue_after_seconds=delay, attempt=args.attempt
+    )
+    status = await client.verdict(key, verdict)
+    rows = [[c.name, c.state, str(c.retry_count or 0), c.message] for c in status.admission_checks or ()]
+    print(table(["CHECK", "STATE", "RETRIES", "MESSAGE"], rows))
+
+
+async def cmd_activate(args: argparse.Namespace) -> None:
+    client = await _client(args)
+    key = _key("Workload", args.workload)
+    await (client.activate(key) if args.command == "activate" else client.deactivate(key))
+    print(f"workload.kueue.x-k8s.io/{key} {args.command}d")
+
+
+async def cmd_admissioncheck(args: argparse.Namespace) -> None:
+    client = await _client(args)
+    changed = await client.set_admission_check_active(args.name, active=args.action == "activate")
+    state = "active" if args.action == "activate" else "inactive"
+    print(f"admissioncheck.kueue.x-k8s.io/{args.name} {state}" + ("" if changed else " (unchanged)"))
 
 
 async def cmd_delete(args: argparse.Namespace) -> None:
@@ -289,6 +348,10 @@ COMMANDS = {
     "get": cmd_get,
     "describe": cmd_describe,
     "finish": cmd_finish,
+    "verdict": cmd_verdict,
+    "activate": cmd_activate,
+    "deactivate": cmd_activate,
+    "admissioncheck": cmd_admissioncheck,
     "delete": cmd_delete,
     "worker": cmd_worker,
     "setup": cmd_setup,

@@ -31,7 +31,10 @@ from admitflow import search_attributes as sa
 from admitflow.admission.catalog import CATALOG_KINDS, PLURALS, ObjectRef, Outcome
 from admitflow.admission.workload import WorkloadReport
 from admitflow.api import LoadedManifest, Workload
+from admitflow.admission.checks import Verdict
+from admitflow.api import WorkloadStatus
 from admitflow.messages import (
+    AdmissionCheckActive,
     ApplyRequest,
     ApplyResult,
     CatalogInput,
@@ -279,6 +282,43 @@ class AdmitflowClient:
 
     async def finish(self, key: str, succeeded: bool = True, message: str = "") -> None:
         await self._signal_workload(key, "finish", FinishRequest(succeeded=succeeded, message=message))
+
+    async def verdict(self, key: str, verdict: Verdict) -> WorkloadStatus:
+        """Apply a check verdict through the workload's update; a refusal is one line."""
+        handle = self.client.get_workflow_handle(ids.workload_id(key))
+        try:
+            return await handle.execute_update(
+                "apply_admission_check_state", verdict, result_type=WorkloadStatus
+            )
+        except WorkflowUpdateFailedError as err:
+            raise AdmitflowError(_cause(err)) from None
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise AdmitflowError(f'workloads "{key}" not found or already finished') from None
+            raise
+
+    async def activate(self, key: str) -> None:
+        await self._signal_workload(key, "activate", None)
+
+    async def deactivate(self, key: str) -> None:
+        await self._signal_workload(key, "deactivate", None)
+
+    async def set_admission_check_active(self, name: str, active: bool = True, reason: str = "", message: str = "") -> bool:
+        """Set an AdmissionCheck's `Active` condition, as its controller would."""
+        request = AdmissionCheckActive(name=name, active=active)
+        if reason:
+            request.reason = reason
+        if message:
+            request.message = message
+        elif not active:
+            request.message = "The admission check is inactive"
+        if not active and not reason:
+            request.reason = "Inactive"
+        handle = self.client.get_workflow_handle(ids.CATALOG_ID)
+        try:
+            return await handle.execute_update("set_admission_check_active", request, result_type=bool)
+        except WorkflowUpdateFailedError as err:
+            raise AdmitflowError(_cause(err)) from None
 
     async def _signal_workload(self, key: str, signal: str, payload: Any) -> None:
         try:

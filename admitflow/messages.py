@@ -78,6 +78,15 @@ class ObjectList(WireModel):
     items: list[CatalogObject] = Field(default_factory=list)
 
 
+class AdmissionCheckActive(WireModel):
+    """A check controller says whether its AdmissionCheck can be used (Kueue's `Active` condition)."""
+
+    name: str
+    active: bool = True
+    reason: str = "Active"
+    message: str = "The admission check is active"
+
+
 class LocalQueueRef(WireModel):
     namespace: str
     name: str
@@ -104,6 +113,10 @@ class ReleaseRequest(WireModel):
     key: str
     uid: str
     ticket: int
+
+
+class Admitted(ReleaseRequest):
+    """A workload passed its admission checks: its reservation counts as admitted."""
 
 
 class PendingWorkload(WireModel):

@@ -11,6 +11,7 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.catalog import CatalogError, CatalogState
     from admitflow.admission.cluster_queue import ClusterQueueView
     from admitflow.messages import (
+        AdmissionCheckActive,
         ApplyRequest,
         ApplyResult,
         CatalogInput,
@@ -113,6 +114,22 @@ class CatalogWorkflow:
             catalog.validate_delete(self.state, request.objects)
         except CatalogError as err:
             raise _refuse(err) from None
+
+    @workflow.update(name="set_admission_check_active")
+    def set_admission_check_active(self, request: AdmissionCheckActive) -> bool:
+        try:
+            changed = catalog.set_admission_check_active(
+                self.state, request.name, request.active, request.reason, request.message, workflow.now()
+            )
+        except CatalogError as err:
+            raise _refuse(err) from None
+        self.dirty = self.dirty or changed
+        return changed
+
+    @set_admission_check_active.validator
+    def _validate_set_admission_check_active(self, request: AdmissionCheckActive) -> None:
+        if self.state.get("AdmissionCheck", request.name) is None:
+            raise _refuse(CatalogError(0, f'admissionchecks "{request.name}" not found'))
 
     # --- messages from workloads --------------------------------------------------------------
 

@@ -16,6 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission import scheduler
     from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView, Notice, QueueEntry
     from admitflow.messages import (
+        Admitted,
         ClusterQueueInput,
         ClusterQueueRef,
         ClusterQueueReport,
@@ -33,7 +34,13 @@ with workflow.unsafe.imports_passed_through():
 FETCH_VIEW = "fetch_cluster_queue_view"
 
 # Signal names a notice is delivered under, chosen to read well in a workload's history.
-NOTICE_SIGNALS = {"reserved": "quota_reserved", "pending": "pending_status", "dequeued": "dequeued", "evicted": "evicted"}
+NOTICE_SIGNALS = {
+    "reserved": "quota_reserved",
+    "pending": "pending_status",
+    "dequeued": "dequeued",
+    "evicted": "evicted",
+    "checks": "admission_checks_changed",
+}
 
 
 @workflow.defn(name="ClusterQueueWorkflow")
@@ -41,7 +48,7 @@ class ClusterQueueWorkflow:
     @workflow.init
     def __init__(self, input: ClusterQueueInput) -> None:
         self.state = input.state or ClusterQueueState(name=input.name)
-        self.inbox: list[ClusterQueueView | QueueEntry | ReleaseRequest] = []
+        self.inbox: list[ClusterQueueView | QueueEntry | ReleaseRequest | Admitted] = []
         self.outbox = Outbox(input.undelivered)
         self.needs_pass = True
 
@@ -58,6 +65,10 @@ class ClusterQueueWorkflow:
     @workflow.signal(name="release")
     def release(self, request: ReleaseRequest) -> None:
         self.inbox.append(request)
+
+    @workflow.signal(name="admitted")
+    def admitted(self, request: ReleaseRequest) -> None:
+        self.inbox.append(Admitted(key=request.key, uid=request.uid, ticket=request.ticket))
 
     @workflow.query(name="status")
     def status(self, query: StatusQuery | None = None) -> ClusterQueueReport:
@@ -150,6 +161,9 @@ class ClusterQueueWorkflow:
                 cq.set_view(self.state, m, now)
             elif isinstance(m, QueueEntry):
                 cq.enqueue(self.state, m)
+            elif isinstance(m, Admitted):
+                cq.mark_admitted(self.state, m.key, m.uid, m.ticket)
+                continue  # usage for the scheduler is unchanged
             else:
                 cq.release(self.state, m.key, m.uid, m.ticket)
             self.needs_pass = True

@@ -7,7 +7,9 @@ No `from __future__ import annotations` here: the sandbox executes this module a
 workload run, and string annotations would make the SDK evaluate each handler's hints each time.
 """
 
+import asyncio
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
@@ -16,10 +18,13 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from admitflow import ids
     from admitflow import search_attributes as sa
+    from admitflow.admission import checks
+    from admitflow.admission import pod_set_updates
     from admitflow.admission import workload as wl
     from admitflow.admission.catalog import QueueResolution
     from admitflow.admission.cluster_queue import Notice, QueueEntry
     from admitflow.admission.workload import WorkloadReport
+    from admitflow.api import WorkloadStatus
     from admitflow.messages import (
         DeleteWorkload,
         EnqueueRequest,
@@ -31,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
 
 ENQUEUE = "enqueue_workload"
 
-Message = tuple[str, Notice | QueueAvailable | FinishRequest | DeleteWorkload]
+Message = tuple[str, Any]
 
 
 @workflow.defn(name="WorkloadWorkflow")
@@ -41,6 +46,8 @@ class WorkloadWorkflow:
         self.state = input.state or wl.new_state(input.workload, str(workflow.uuid4()), workflow.now())
         self.inbox: list[Message] = []
         self.published: TypedSearchAttributes | None = None
+        self.handled = 0  # messages taken from the inbox so far, for updates waiting on theirs
+        self.taken = 0
 
     # --- messages -----------------------------------------------------------------------------
 
@@ -72,6 +79,37 @@ class WorkloadWorkflow:
     def delete(self, request: DeleteWorkload) -> None:
         self.inbox.append(("delete", request))
 
+    @workflow.signal(name="admission_checks_changed")
+    def admission_checks_changed(self, notice: Notice) -> None:
+        self.inbox.append(("checks", notice))
+
+    @workflow.signal(name="set_admission_check_state")
+    def set_admission_check_state(self, verdict: Any) -> None:
+        """Any payload is taken: one that is not a valid verdict is recorded as rejected."""
+        self.inbox.append(("verdict", verdict))
+
+    @workflow.update(name="apply_admission_check_state")
+    async def apply_admission_check_state(self, verdict: Any) -> WorkloadStatus:
+        self.inbox.append(("verdict", verdict))
+        mine = self.taken + len(self.inbox)
+        await workflow.wait_condition(lambda: self.handled >= mine)
+        return self.state.status
+
+    @apply_admission_check_state.validator
+    def _validate_verdict(self, verdict: Any) -> None:
+        try:
+            checks.validate(self.state, checks.parse(verdict))
+        except checks.VerdictError as err:
+            raise ApplicationError(str(err), type="InvalidVerdict", non_retryable=True) from None
+
+    @workflow.signal(name="deactivate")
+    def deactivate(self, request: Any = None) -> None:
+        self.inbox.append(("deactivate", request))
+
+    @workflow.signal(name="activate")
+    def activate(self, request: Any = None) -> None:
+        self.inbox.append(("activate", request))
+
     @workflow.query(name="workload")
     def workload(self) -> WorkloadReport:
         return self.state.report()
@@ -82,13 +120,21 @@ class WorkloadWorkflow:
     async def run(self, input: WorkloadInput) -> WorkloadReport:
         self._publish()
         while not (wl.is_finished(self.state) or self.state.deleted):
+            if checks.finish_backoff_if_due(self.state, workflow.now()):
+                self._publish()
             if self._needs_enqueue():
                 await self._enqueue()
                 self._publish()
                 continue
-            await workflow.wait_condition(
-                lambda: bool(self.inbox) or workflow.info().is_continue_as_new_suggested()
-            )
+            backoff = checks.requeue_at(self.state) if checks.in_backoff(self.state) else None
+            try:
+                await workflow.wait_condition(
+                    lambda: bool(self.inbox) or workflow.info().is_continue_as_new_suggested(),
+                    timeout=(backoff - workflow.now()) if backoff else None,
+                    timeout_summary=f"backoff until {backoff.isoformat()}" if backoff else None,
+                )
+            except asyncio.TimeoutError:
+                continue  # the backoff is over
             if not self.inbox:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self.inbox:
@@ -104,6 +150,7 @@ class WorkloadWorkflow:
             and not wl.has_quota(st)
             and not st.queued
             and not st.waiting_for_queue
+            and not checks.in_backoff(st)
         )
 
     async def _enqueue(self) -> None:
@@ -149,12 +196,25 @@ class WorkloadWorkflow:
     async def _drain_inbox(self) -> None:
         now = workflow.now()
         messages, self.inbox = self.inbox, []
+        self.taken += len(messages)
         for kind, m in messages:
             st = self.state
+            held, queued, admitted = wl.has_quota(st), st.queued, wl.is_admitted(st)
             if kind == "reserved" and wl.accepts(st, m):
                 wl.reserve_quota(st, m, now)
             elif kind == "pending" and wl.accepts(st, m):
                 wl.set_pending(st, m.reason, m.message, now)
+                wl.take_checks_before_reservation(st, m.admission_checks, now)
+            elif kind == "checks" and wl.accepts_eviction(st, m):
+                wl.take_checks(st, m, now)
+                checks.reconcile(st, now)
+            elif kind == "verdict":
+                checks.receive(st, m, now, workflow.random().random())
+            elif kind == "deactivate":
+                if st.workload.spec.active is not False:
+                    checks.deactivate(st, now)
+            elif kind == "activate":
+                checks.activate(st, now)
             elif kind == "dequeued" and wl.accepts(st, m):
                 wl.sent_back(st, m.reason, m.message, now)
             elif kind == "evicted" and wl.accepts_eviction(st, m):
@@ -168,24 +228,49 @@ class WorkloadWorkflow:
             elif kind == "delete":
                 if wl.delete(st):
                     await self._release()
+            if kind in ("reserved", "checks", "verdict", "deactivate"):
+                # Admitted along with a reservation without checks: the queue already counts it.
+                told = kind == "reserved" and not m.admission_checks
+                await self._settle(held, queued, admitted, queue_knows=told)
+            self.handled += 1
+
+    async def _settle(self, held: bool, queued: bool, admitted: bool, queue_knows: bool = False) -> None:
+        """Carry out what a check-driven change calls for: a workload newly admitted gets its pods'
+        start information and its queue is told; quota or a place given up is released."""
+        st = self.state
+        if not admitted and wl.is_admitted(st):
+            try:
+                wl.set_pod_sets_info(st)
+            except pod_set_updates.PodSetUpdateConflict as err:
+                if wl.finish(st, False, str(err), workflow.now(), reason="FailedToStart"):
+                    await self._release()
+                return
+            if not queue_knows:
+                await self._signal_queue("admitted")
+        if (held or queued) and not (wl.has_quota(st) or st.queued):
+            await self._release()
 
     async def _release(self) -> None:
-        """Tell the ClusterQueue to take back our quota or our place. Only a queue that is gone
-        frees us from it; a refusal (its per-run signal limit, while it continues as new) is tried
-        again, or the quota would stay held for good."""
+        """Tell the ClusterQueue to take back our quota or our place."""
+        await self._signal_queue("release")
+
+    async def _signal_queue(self, signal: str) -> None:
+        """Tell the ClusterQueue about our ticket. Only a queue that is gone frees us from it; a
+        refusal (its per-run signal limit, while it continues as new) is tried again, or the quota
+        would stay held for good."""
         st = self.state
         handle = workflow.get_external_workflow_handle(ids.cluster_queue_id(st.cluster_queue))
         request = ReleaseRequest(key=st.key, uid=st.workload.metadata.uid, ticket=st.ticket)
         delay = timedelta(seconds=1)
         while True:
             try:
-                await handle.signal("release", request)
+                await handle.signal(signal, request)
                 return
             except ApplicationError as err:
                 if "NotFound" in (err.type or ""):
                     return
                 workflow.logger.warning("release_refused", extra={"cluster_queue": st.cluster_queue, "error": str(err)})
-            await workflow.sleep(delay, summary=f"retry releasing quota in ClusterQueue {st.cluster_queue}")
+            await workflow.sleep(delay, summary=f"retry {signal} in ClusterQueue {st.cluster_queue}")
             delay = min(delay * 2, timedelta(minutes=1))
 
     def _publish(self) -> None:

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import Field
 
 from admitflow.admission.cluster_queue import AdmissionCheckInfo, ClusterQueueView, LocalQueueInfo
-from admitflow.admission.conditions import is_true, second
+from admitflow.admission.conditions import is_true, second, set_condition
 from admitflow.api import CONFIG_TYPES, AdmissionCheck, CatalogObject, ClusterQueue, LocalQueue
 from admitflow.wire import WireModel
 
@@ -173,7 +173,29 @@ def delete(state: CatalogState, refs: Sequence[ObjectRef]) -> list[Outcome]:
 
 def admission_check_info(ac: AdmissionCheck) -> AdmissionCheckInfo:
     conditions = (ac.status.conditions if ac.status else None) or []
-    return AdmissionCheckInfo(controller_name=ac.spec.controller_name, active=is_true(conditions, "Active"))
+    return AdmissionCheckInfo(
+        controller_name=ac.spec.controller_name,
+        active=is_true(conditions, "Active"),
+        retry_strategy=ac.spec.retry_strategy,
+    )
+
+
+def set_admission_check_active(
+    state: CatalogState, name: str, active: bool, reason: str, message: str, now: datetime
+) -> bool:
+    """A check controller reports whether its AdmissionCheck is `Active` (reference §1.8); the
+    condition is written only when its status changes. Returns whether it changed."""
+    ac: AdmissionCheck | None = state.get("AdmissionCheck", name)
+    if ac is None:
+        raise CatalogError(0, f'admissionchecks "{name}" not found')
+    conditions = ac.status.conditions
+    if is_true(conditions, "Active") == active and any(c.type == "Active" for c in conditions):
+        return False
+    updated = ac.model_copy(deep=True)
+    updated.status.conditions = set_condition(conditions, "Active", active, reason, message, now)
+    state.objects["AdmissionCheck"][name] = updated
+    state.revision += 1
+    return True
 
 
 def view_of(state: CatalogState, name: str) -> ClusterQueueView:

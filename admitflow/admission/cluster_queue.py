@@ -25,6 +25,7 @@ from admitflow.admission.flavor_assignment import (
 )
 from admitflow.admission.pending_queue import PendingQueue, QueueEntry
 from admitflow.admission.selectors import Requirement, Taint, Toleration, namespace_labels, selector_matches
+from admitflow.api.admission_check import AdmissionCheckRetryStrategy
 from admitflow.api import (
     ClusterQueueSpec,
     ClusterQueueStatus,
@@ -46,6 +47,7 @@ RELEASED_MEMORY = 1000
 class AdmissionCheckInfo(WireModel):
     controller_name: str
     active: bool = False
+    retry_strategy: AdmissionCheckRetryStrategy | None = None
 
 
 class LocalQueueInfo(WireModel):
@@ -75,6 +77,7 @@ class Reservation(WireModel):
     assignment: Assignment
     reserved_at: datetime
     admitted: bool = False
+    checks: list[str] = Field(default_factory=list, description="The admission checks the workload was told it has.")
     evicting: bool = Field(default=False, description="Told to leave (preempted); holds quota until it does.")
 
     @property
@@ -95,11 +98,19 @@ class Notice(WireModel):
     key: str
     uid: str
     ticket: int
-    kind: Literal["reserved", "pending", "dequeued", "evicted"]
+    kind: Literal["reserved", "pending", "dequeued", "evicted", "checks"]
     reason: str = ""
     message: str = ""
     assignment: Assignment | None = None
-    admission_checks: list[str] = Field(default_factory=list)
+    admission_checks: list[str] = Field(
+        default_factory=list, description="With reserved, pending and checks: the checks the workload has."
+    )
+    retry_strategies: dict[str, AdmissionCheckRetryStrategy] = Field(
+        default_factory=dict, description="With reserved and checks: the retry strategies of those checks."
+    )
+    flavors: dict[str, ResourceFlavorSpec] = Field(
+        default_factory=dict, description="With reserved: the assigned flavors, for the pods' node selectors."
+    )
     preemption_reason: str = Field(default="", description="With kind evicted and reason Preempted: why.")
 
 
@@ -304,6 +315,41 @@ def forget(state: ClusterQueueState, key: str, uid: str) -> bool:
         requeue_inadmissible(state)
         return True
     return False
+
+
+def mark_admitted(state: ClusterQueueState, key: str, uid: str, ticket: int) -> bool:
+    """The workload passed its checks: its reservation now counts as admitted."""
+    held = state.reservations.get(key)
+    if held is None or held.uid != uid or held.ticket != ticket or held.admitted:
+        return False
+    held.admitted = True
+    return True
+
+
+def retry_strategies(view: ClusterQueueView, checks: Iterable[str]) -> dict[str, AdmissionCheckRetryStrategy]:
+    infos = view.admission_checks
+    return {n: infos[n].retry_strategy for n in checks if n in infos and infos[n].retry_strategy is not None}
+
+
+def sync_reservation_checks(state: ClusterQueueState) -> list[Notice]:
+    """The queue's checks changed: each workload holding quota is told the checks it now has
+    (Kueue's syncAdmissionCheckConditions reaches workloads with a reservation)."""
+    view = state.view
+    if view is None or view.spec is None:
+        return []
+    notices = []
+    for r in state.reservations.values():
+        wanted = checks_for(view.spec, {f for ps in r.assignment.pod_sets for f in ps.flavors.values()})
+        if wanted == r.checks:
+            continue
+        r.checks = wanted
+        notices.append(
+            Notice(
+                key=r.key, uid=r.uid, ticket=r.ticket, kind="checks", admission_checks=wanted,
+                retry_strategies=retry_strategies(view, wanted),
+            )
+        )
+    return notices
 
 
 def requeue_inadmissible(state: ClusterQueueState) -> None:

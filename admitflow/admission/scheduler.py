@@ -17,7 +17,9 @@ from admitflow.wire import WireModel
 from admitflow.admission.cluster_queue import (
     ClusterQueueState,
     Notice,
+    retry_strategies,
     send_back_strangers,
+    sync_reservation_checks,
     Reservation,
     active_condition,
     checks_for,
@@ -69,6 +71,7 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
         return result
 
     result.notices.extend(send_back_strangers(state))
+    result.notices.extend(sync_reservation_checks(state))
     _drain_stopped(result, state)
     active, _, _ = active_condition(view)
     strict = spec.queueing_strategy == "StrictFIFO"
@@ -149,6 +152,12 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
         failed_shapes[shape] = assignment.reason
         e.inadmissible = True
 
+    # A waiting workload has the checks that apply whatever flavor it gets, so that a controller
+    # may approve it before quota is reserved.
+    before_reservation = checks_for(spec, None)
+    for n in result.notices:
+        if n.kind == "pending":
+            n.admission_checks = before_reservation
     return result
 
 
@@ -182,7 +191,8 @@ def _blocked(name: str, view, e: QueueEntry, active: bool) -> tuple[str, str] | 
 def _reserve(result: PassResult, state: ClusterQueueState, e: QueueEntry, assignment, now: datetime) -> None:
     """Quota reserved: the entry becomes a reservation and the workload is told, with the
     admission checks it gets for the flavors it was assigned."""
-    checks = checks_for(state.view.spec, {f for ps in assignment.pod_sets for f in ps.flavors.values()})
+    used = {f for ps in assignment.pod_sets for f in ps.flavors.values()}
+    checks = checks_for(state.view.spec, used)
     reservation = Reservation(
         key=e.key,
         uid=e.uid,
@@ -193,12 +203,17 @@ def _reserve(result: PassResult, state: ClusterQueueState, e: QueueEntry, assign
         assignment=assignment,
         reserved_at=second(now),
         admitted=not checks,
+        checks=checks,
     )
     state.pending.remove(e.key)
     state.reservations[e.key] = reservation
     result.reserved.append(reservation)
     result.notices.append(
-        Notice(key=e.key, uid=e.uid, ticket=e.ticket, kind="reserved", assignment=assignment, admission_checks=checks)
+        Notice(
+            key=e.key, uid=e.uid, ticket=e.ticket, kind="reserved", assignment=assignment, admission_checks=checks,
+            retry_strategies=retry_strategies(state.view, checks),
+            flavors={f: state.view.flavors[f] for f in sorted(used) if f in state.view.flavors},
+        )
     )
 
 

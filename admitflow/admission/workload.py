@@ -20,7 +20,10 @@ from admitflow.admission.cluster_queue import Notice
 from admitflow.admission.conditions import MAX_EVENT_MESSAGE, second, truncate
 from admitflow.admission.flavor_assignment import Assignment
 from admitflow.admission.requests import PodSetRequest, format_requests, pod_set_request
-from admitflow.api import Admission, AdmissionCheckState, Workload, WorkloadStatus
+from admitflow.api import Admission, AdmissionCheckState, ResourceFlavorSpec, Workload, WorkloadStatus
+from admitflow.admission import pod_set_updates
+from admitflow.admission.pod_set_updates import PodSetInfo
+from admitflow.api.admission_check import AdmissionCheckRetryStrategy
 from admitflow.api.workload import SchedulingStats, WorkloadSchedulingStatsEviction
 
 QUOTA_RESERVED = "QuotaReserved"
@@ -45,10 +48,23 @@ class Event(WireModel):
     time: datetime
 
 
+class VerdictRecord(WireModel):
+    """One check verdict as received, and what became of it."""
+
+    time: datetime
+    check: str
+    state: str
+    outcome: Literal["applied", "ignored", "rejected"]
+    detail: str = ""
+
+
 class WorkloadReport(Workload):
-    """The `workload` query: the Workload in Kueue's shape, plus its recent events."""
+    """The `workload` query: the Workload in Kueue's shape, plus its recent events, the verdicts it
+    received, and what its pods start with once admitted (flavors and checks' podSetUpdates merged)."""
 
     events: list[Event] = Field(default_factory=list)
+    verdicts: list[VerdictRecord] = Field(default_factory=list)
+    pod_sets_info: list[PodSetInfo] | None = None
     deleted: bool | None = Field(default=None, description="Set on the last report of a deleted workload.")
 
 
@@ -63,6 +79,12 @@ class WorkloadState(WireModel):
         default=False, description="Its LocalQueue or ClusterQueue is missing; the catalog will wake it."
     )
     deleted: bool = False
+    verdicts: list[VerdictRecord] = Field(default_factory=list, description="The last check verdicts received.")
+    retry_strategies: dict[str, AdmissionCheckRetryStrategy] = Field(
+        default_factory=dict, description="Retry strategies of its checks that have one, by check name."
+    )
+    flavors: dict[str, ResourceFlavorSpec] = Field(default_factory=dict, description="The flavors it was assigned.")
+    pod_sets_info: list[PodSetInfo] | None = Field(default=None, description="Set when admitted.")
 
     @property
     def key(self) -> str:
@@ -80,6 +102,8 @@ class WorkloadState(WireModel):
             {
                 **self.workload.to_wire(),
                 "events": [e.to_wire() for e in self.events],
+                "verdicts": [v.to_wire() for v in self.verdicts],
+                "podSetsInfo": [p.to_wire() for p in self.pod_sets_info] if self.pod_sets_info is not None else None,
                 "deleted": True if self.deleted else None,
             }
         )
@@ -211,10 +235,13 @@ def evict(
     preemption_reason: str = "",
 ) -> bool:
     """Kueue's eviction of a workload that holds quota, with what its job controller does for a
-    bare Workload: the quota is released and the workload goes back to the queue. Returns whether
-    its ClusterQueue must be told (it held quota there)."""
+    bare Workload: the quota is released and the workload goes back to the queue. With an
+    underlying cause the condition reason is `<reason>DueTo<cause>`, as Kueue writes it. Returns
+    whether its ClusterQueue must be told (it held quota there)."""
     if not has_quota(state):
         return False
+    counted = reason
+    reason = f"{reason}DueTo{underlying_cause}" if underlying_cause else reason
     st = state.status
     admitted = cond.find(st.conditions, ADMITTED)
     if admitted is not None and admitted.status == "True" and admitted.last_transition_time:
@@ -231,7 +258,7 @@ def evict(
     # A preempted workload is requeued at once; other evictions wait (backoff) before Requeued=True.
     requeued = reason in ("Preempted", "NodeFailures")
     st.conditions = cond.set_condition(st.conditions, REQUEUED, requeued, reason, message, now)
-    _count_eviction(st, reason, underlying_cause)
+    _count_eviction(st, counted, underlying_cause)
     record(state, f"EvictedDueTo{reason}", message, now)
     return True
 
@@ -284,6 +311,8 @@ def reserve_quota(state: WorkloadState, notice: Notice, now: datetime) -> None:
         if old is not None and old.status == "True":
             st.conditions = cond.set_condition(st.conditions, type_, False, "QuotaReserved", f"Previously: {old.message}", now)
     st.admission_checks = sync_admission_checks(st.admission_checks, notice.admission_checks, now)
+    state.retry_strategies = dict(notice.retry_strategies)
+    state.flavors = dict(notice.flavors)
     record(
         state,
         "QuotaReserved",
@@ -314,14 +343,36 @@ def sync_admission_checks(
     return sorted(out, key=lambda c: c.name)
 
 
-def sync_admitted(state: WorkloadState, now: datetime) -> None:
-    st = state.status
+def take_checks_before_reservation(state: WorkloadState, wanted: list[str], now: datetime) -> None:
+    """A waiting workload has the checks that apply to every flavor (Kueue adds them before quota
+    is reserved), so that their verdicts can arrive early."""
     if not has_quota(state):
+        state.status.admission_checks = sync_admission_checks(state.status.admission_checks, wanted, now)
+
+
+def take_checks(state: WorkloadState, notice: Notice, now: datetime) -> None:
+    """The ClusterQueue's checks changed while this workload holds quota there."""
+    state.status.admission_checks = sync_admission_checks(state.status.admission_checks, notice.admission_checks, now)
+    state.retry_strategies = dict(notice.retry_strategies)
+
+
+def set_pod_sets_info(state: WorkloadState) -> None:
+    """What the pods start with: the flavors' node labels and tolerations, then each check's
+    podSetUpdates in check-name order. Raises PodSetUpdateConflict as Kueue's start would fail."""
+    state.pod_sets_info = None
+    admission = state.status.admission
+    if admission is not None:
+        state.pod_sets_info = pod_set_updates.merge(admission, state.flavors, state.status.admission_checks or [])
+
+
+def sync_admitted(state: WorkloadState, now: datetime) -> None:
+    """Kueue's SyncAdmittedCondition: runs only while the workload is not admitted, so a check
+    added or turning Pending after admission does not take the admission back."""
+    st = state.status
+    if not has_quota(state) or is_admitted(state):
         return
     checks = st.admission_checks or []
     if all(c.state == "Ready" for c in checks):
-        if is_admitted(state):
-            return
         st.conditions = cond.set_condition(st.conditions, ADMITTED, True, "Admitted", "The workload is admitted", now)
         reserved = cond.find(st.conditions, QUOTA_RESERVED)
         since = reserved.last_transition_time if reserved and reserved.last_transition_time else second(now)
@@ -340,14 +391,14 @@ def leaves_queue(state: WorkloadState) -> bool:
     return was_there and state.cluster_queue is not None
 
 
-def finish(state: WorkloadState, succeeded: bool, message: str, now: datetime) -> bool:
+def finish(state: WorkloadState, succeeded: bool, message: str, now: datetime, reason: str = "") -> bool:
     """Mark the workload finished; returns whether its ClusterQueue must be told, to free the quota
     or the place. Like Kueue, the last admission stays in the status for the record."""
     if is_finished(state):
         return False
     release = leaves_queue(state)
     st = state.status
-    reason = "Succeeded" if succeeded else "Failed"
+    reason = reason or ("Succeeded" if succeeded else "Failed")
     st.conditions = cond.set_condition(st.conditions, FINISHED, True, reason, message or reason, now)
     record(state, "Finished", message or reason, now, "Normal" if succeeded else "Warning")
     return release

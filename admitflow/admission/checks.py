@@ -1,0 +1,306 @@
+"""Two-stage admission: what a check's verdict does to a workload (KEP-993, KEP-3258, reference §1).
+
+A verdict changes one check's state; what follows depends on where the workload stands:
+
+- holding quota: any `Rejected` check deactivates it, else any `Retry` check evicts it with a
+  backoff, else all `Ready` admits it;
+- in its backoff after an eviction: a `Retry` may only push the requeue later (Kueue's late-verdict
+  race, issue #3543, cannot leave it stuck: the check itself stays `Pending`);
+- waiting in the queue or inactive: `Ready` and `Pending` are kept (a check may approve before quota
+  is reserved); `Retry` and `Rejected` are recorded, not applied, instead of blocking it as Kueue does.
+
+Every verdict, applied or not, is kept in the workload's verdict log, which `describe` shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from admitflow.admission import conditions as cond
+from admitflow.admission import workload as wl
+from admitflow.admission.conditions import MAX_CONDITION_MESSAGE, second, truncate
+from admitflow.admission.workload import VerdictRecord, WorkloadState
+from admitflow.api import AdmissionCheckState, RequeueState
+from admitflow.api.admission_check import AdmissionCheckRetryStrategy
+from admitflow.api.workload import PodSetUpdate
+from admitflow.wire import WireModel
+
+STATES = ("Pending", "Ready", "Retry", "Rejected")
+DEACTIVATION_TARGET = "DeactivationTarget"
+# Verdicts kept for `describe`; the full story is the workflow history.
+MAX_VERDICTS = 50
+
+
+class Verdict(WireModel):
+    """A check controller's verdict, as the contract's `set_admission_check_state` carries it."""
+
+    name: str = Field(description="The AdmissionCheck.")
+    state: str = Field(description="Pending, Ready, Retry or Rejected.")
+    message: str = ""
+    requeue_after_seconds: int | None = Field(default=None, description="With Retry: wait at least this long.")
+    pod_set_updates: list[PodSetUpdate] | None = None
+    attempt: int | None = Field(default=None, description="The check's retryCount + 1 the controller was asked about.")
+
+
+class VerdictError(ValueError):
+    """A verdict that cannot be applied; the message is the one-line reason."""
+
+
+def parse(payload: Any) -> Verdict:
+    """The verdict in a signal or update payload, or a VerdictError saying what is wrong with it."""
+    try:
+        return Verdict.model_validate(payload)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "verdict"
+        raise VerdictError(f"invalid verdict: {where}: {first['msg']}") from None
+
+
+def attempt_of(check: AdmissionCheckState) -> int:
+    return (check.retry_count or 0) + 1
+
+
+def validate(state: WorkloadState, v: Verdict) -> AdmissionCheckState:
+    """The check the verdict is about, or a VerdictError naming the first problem."""
+    key = state.key
+    if wl.is_finished(state) or state.deleted:
+        raise VerdictError(f"workload {key} is finished; verdicts no longer apply")
+    check = next((c for c in state.status.admission_checks or () if c.name == v.name), None)
+    if check is None:
+        have = ", ".join(c.name for c in state.status.admission_checks or ()) or "none"
+        raise VerdictError(f'workload {key} has no admission check "{v.name}" (it has: {have})')
+    if v.state not in STATES:
+        raise VerdictError(f'unknown state "{v.state}" for check "{v.name}": must be one of {", ".join(STATES)}')
+    if v.requeue_after_seconds is not None and v.requeue_after_seconds < 0:
+        raise VerdictError(f"requeueAfterSeconds must be >= 0, got {v.requeue_after_seconds}")
+    pod_sets = [ps.name for ps in state.workload.spec.pod_sets]
+    for update in v.pod_set_updates or ():
+        if update.name not in pod_sets:
+            raise VerdictError(f'podSetUpdates: unknown podSet "{update.name}" (the workload has: {", ".join(pod_sets)})')
+    if v.attempt is not None and v.attempt < attempt_of(check):
+        raise VerdictError(
+            f'verdict for attempt {v.attempt} of check "{v.name}", which is at attempt {attempt_of(check)}: ignored'
+        )
+    return check
+
+
+def remember(state: WorkloadState, v: Verdict | None, raw_name: str, raw_state: str, outcome: str, detail: str, now: datetime) -> None:
+    state.verdicts.append(
+        VerdictRecord(
+            time=second(now),
+            check=v.name if v else raw_name,
+            state=v.state if v else raw_state,
+            outcome=outcome,
+            detail=truncate(detail, 1024),
+        )
+    )
+    del state.verdicts[:-MAX_VERDICTS]
+
+
+def receive(state: WorkloadState, payload: Any, now: datetime, random: float = 0.0) -> str:
+    """A verdict from a signal: applied if valid, recorded either way; never raises. Returns what
+    became of it, in words."""
+    raw = payload if isinstance(payload, dict) else {}
+    try:
+        v = parse(payload)
+        validate(state, v)
+    except VerdictError as err:
+        outcome = "ignored" if "ignored" in str(err) else "rejected"
+        remember(state, None, str(raw.get("name", "?")), str(raw.get("state", "?")), outcome, str(err), now)
+        return str(err)
+    return apply(state, v, now, random)
+
+
+def apply(state: WorkloadState, v: Verdict, now: datetime, random: float = 0.0) -> str:
+    """Apply a validated verdict. `random` in [0, 1) draws the jitter of a retry strategy."""
+    index, check = next((i, c) for i, c in enumerate(state.status.admission_checks) if c.name == v.name)
+    v = _with_strategy(state, check, v, random)
+    holding = wl.has_quota(state)
+    backoff = in_backoff(state)
+    if not holding and v.state in ("Retry", "Rejected"):
+        if backoff and v.state == "Retry":
+            detail = _push_backoff(state, index, v, now)
+        else:
+            where = "inactive" if state.workload.spec.active is False else "waiting for quota"
+            detail = f"not applied: the workload is {where}; {v.state} counts only while quota is reserved"
+        remember(state, v, v.name, v.state, "ignored" if detail.startswith("not") else "applied", detail, now)
+        return detail
+
+    new = check.model_copy(
+        update={
+            "state": v.state,
+            "message": truncate(v.message, MAX_CONDITION_MESSAGE),
+            "last_transition_time": second(now) if v.state != check.state else check.last_transition_time,
+            "requeue_after_seconds": v.requeue_after_seconds,
+            "pod_set_updates": v.pod_set_updates,
+        }
+    )
+    state.status.admission_checks[index] = new
+    if v.state != check.state:
+        note = f"Admission check {v.name} updated state from {check.state} to {v.state}"
+        wl.record(state, "AdmissionCheckUpdated", note + (f" with message: {v.message}" if v.message else ""), now)
+    detail = reconcile(state, now) if holding else "kept until quota is reserved"
+    remember(state, v, v.name, v.state, "applied", detail, now)
+    return detail
+
+
+def _with_strategy(state: WorkloadState, check: AdmissionCheckState, v: Verdict, random: float) -> Verdict:
+    """A Retry without its own delay takes the AdmissionCheck's retry strategy, and past its limit
+    becomes Rejected (admitflow's extension, KEP-3258 "Future outlook")."""
+    strategy = state.retry_strategies.get(v.name)
+    if v.state != "Retry" or v.requeue_after_seconds is not None or strategy is None:
+        return v
+    n = (check.retry_count or 0) + 1
+    if strategy.backoff_limit_count is not None and n > strategy.backoff_limit_count:
+        message = f"retry limit of {strategy.backoff_limit_count} reached" + (f": {v.message}" if v.message else "")
+        return v.model_copy(update={"state": "Rejected", "message": message})
+    return v.model_copy(update={"requeue_after_seconds": retry_delay(strategy, n, random)})
+
+
+def retry_delay(strategy: AdmissionCheckRetryStrategy, n: int, random: float) -> int:
+    """Seconds before the n-th retry: Static waits baseDelaySeconds; Backoff waits
+    min(base * factor^(n-1), max); both stretched by up to `jitter` of that."""
+    if strategy.strategy == "Static":
+        delay = float(strategy.base_delay_seconds)
+    else:
+        delay = min(strategy.base_delay_seconds * strategy.factor ** (n - 1), float(strategy.max_delay_seconds))
+    return int(round(delay * (1 + random * strategy.jitter)))
+
+
+def reconcile(state: WorkloadState, now: datetime) -> str:
+    """What the check states mean for a workload holding quota: Rejected deactivates, Retry evicts,
+    all Ready admits. Returns it in words."""
+    checks = state.status.admission_checks or []
+    rejected = [c for c in checks if c.state == "Rejected"]
+    retrying = [c for c in checks if c.state == "Retry"]
+    if rejected:
+        deactivate_for_checks(state, rejected, now)
+        return "deactivated"
+    if retrying:
+        evict_for_retry(state, retrying, now)
+        at = requeue_at(state)
+        return f"evicted; back to the queue at {at.isoformat()}" if at else "evicted; back to the queue now"
+    before = wl.is_admitted(state)
+    wl.sync_admitted(state, now)
+    if wl.is_admitted(state):
+        return "admitted" if not before else "still admitted"
+    return "waiting for the other checks"
+
+
+def checks_message(checks: Sequence[AdmissionCheckState], state_name: str) -> str:
+    """Kueue's buildAdmissionChecksMessage: sorted by name, the message in parentheses if any."""
+    parts = [f'"{c.name}"' + (f" ({c.message})" if c.message else "") for c in sorted(checks, key=lambda c: c.name)]
+    noun = "AdmissionCheck" if len(parts) == 1 else "AdmissionChecks"
+    return f"{noun} in {state_name} state: {'; '.join(parts)}"
+
+
+def deactivate_for_checks(state: WorkloadState, rejected: Sequence[AdmissionCheckState], now: datetime) -> None:
+    """Kueue's DeactivationTarget, spec.active=false and the deactivation eviction, in one write."""
+    message = checks_message(rejected, "Rejected")
+    st = state.status
+    st.conditions = cond.set_condition(st.conditions, DEACTIVATION_TARGET, True, "AdmissionCheck", message, now)
+    wl.record(state, "AdmissionCheckRejected", f"Deactivated due to {message}", now, "Warning")
+    deactivate(state, now, cause="AdmissionCheck", message=f"The workload is deactivated due to {message}")
+
+
+def deactivate(state: WorkloadState, now: datetime, cause: str = "", message: str = "The workload is deactivated") -> None:
+    """spec.active=false: evicted (with the cause, if any), requeueState cleared, not in any queue."""
+    st = state.status
+    state.workload.spec.active = False
+    reason = "Deactivated" + (f"DueTo{cause}" if cause else "")
+    if wl.has_quota(state):
+        wl.evict(state, "Deactivated", message, now, underlying_cause=cause)
+    else:
+        st.conditions = cond.set_condition(st.conditions, wl.EVICTED, True, reason, message, now)
+        st.conditions = cond.set_condition(st.conditions, wl.REQUEUED, False, reason, message, now)
+    state.queued = False
+    st.requeue_state = None
+    st.conditions = cond.remove_condition(st.conditions, DEACTIVATION_TARGET)
+    st.conditions = cond.set_condition(st.conditions, wl.QUOTA_RESERVED, False, "Deactivated", "The workload is deactivated", now)
+
+
+def activate(state: WorkloadState, now: datetime) -> bool:
+    """spec.active=true; a workload deactivated for any cause is requeued (Kueue matches the
+    `Deactivated` prefix since PR #14874). Returns whether anything changed."""
+    if state.workload.spec.active is not False:
+        return False
+    st = state.status
+    state.workload.spec.active = True
+    requeued = cond.find(st.conditions, wl.REQUEUED)
+    if requeued is not None and requeued.status == "False" and (requeued.reason or "").startswith("Deactivated"):
+        st.conditions = cond.set_condition(st.conditions, wl.REQUEUED, True, "Reactivated", "The workload was reactivated", now)
+    wl.set_pending(state, "PendingEvaluation", "Workload is pending evaluation in the scheduling queue", now)
+    return True
+
+
+def evict_for_retry(state: WorkloadState, retrying: Sequence[AdmissionCheckState], now: datetime) -> None:
+    """Kueue's check-based eviction for Retry: requeueAt from each Retry check's own transition
+    time plus its delay (the latest wins), then the eviction resets the checks."""
+    _push_requeue_at(state, max_retry_time(retrying), now)
+    wl.evict(state, "AdmissionCheck", f"Evicted due to {checks_message(retrying, 'Retry')}", now)
+    finish_backoff_if_due(state, now)
+
+
+def max_retry_time(checks: Sequence[AdmissionCheckState]) -> datetime | None:
+    """Kueue's GetMaxRetryTime: the latest lastTransitionTime + requeueAfterSeconds of Retry checks."""
+    times = [
+        c.last_transition_time + timedelta(seconds=c.requeue_after_seconds)
+        for c in checks
+        if c.state == "Retry" and c.requeue_after_seconds is not None and c.last_transition_time
+    ]
+    return max(times, default=None)
+
+
+def _push_requeue_at(state: WorkloadState, at: datetime | None, now: datetime) -> bool:
+    """requeueAt only moves later, and only to a time still ahead (Kueue's SetRequeueState)."""
+    if at is None or at <= now:
+        return False
+    rs = state.status.requeue_state or RequeueState()
+    if rs.requeue_at is not None and rs.requeue_at >= at:
+        return False
+    state.status.requeue_state = rs.model_copy(update={"requeue_at": second(at)})
+    return True
+
+
+def _push_backoff(state: WorkloadState, index: int, v: Verdict, now: datetime) -> str:
+    """A Retry that arrives while the workload waits out its backoff: it may push the requeue
+    later, never earlier, and the check stays Pending so nothing can leave the workload stuck."""
+    check = state.status.admission_checks[index]
+    if v.requeue_after_seconds is not None:
+        state.status.admission_checks[index] = check.model_copy(update={"requeue_after_seconds": v.requeue_after_seconds})
+    at = now + timedelta(seconds=v.requeue_after_seconds or 0)
+    if _push_requeue_at(state, at, now):
+        return f"applied to the backoff: requeue pushed to {second(at).isoformat()}"
+    return "applied to the backoff: the requeue stays as it was"
+
+
+def requeue_at(state: WorkloadState) -> datetime | None:
+    rs = state.status.requeue_state
+    return rs.requeue_at if rs is not None else None
+
+
+def in_backoff(state: WorkloadState) -> bool:
+    """Evicted and waiting for requeueAt before going back to the queue."""
+    return requeue_at(state) is not None and not wl.has_quota(state)
+
+
+def finish_backoff_if_due(state: WorkloadState, now: datetime) -> bool:
+    """Kueue's requeue after a backoff: once requeueAt has passed (or there is none), it is cleared
+    and `Requeued=True` (`BackoffFinished`); the workload goes back to its queue. Returns whether
+    the backoff ended now."""
+    at = requeue_at(state)
+    if at is not None and at > now:
+        return False
+    requeued = cond.find(state.status.conditions, wl.REQUEUED)
+    if requeued is None or requeued.status == "True" or requeued.reason not in ("AdmissionCheck", "PodsReadyTimeout"):
+        return False
+    rs = state.status.requeue_state
+    if rs is not None:
+        state.status.requeue_state = None if rs.count is None else rs.model_copy(update={"requeue_at": None})
+    st = state.status
+    st.conditions = cond.set_condition(st.conditions, wl.REQUEUED, True, "BackoffFinished", "The workload backoff was finished", now)
+    return True

@@ -1,0 +1,362 @@
+"""Two-stage admission on the real dev server: KEP-993's and KEP-3258's test plans, one transition
+per test, each asserting the conditions, check states, retryCount, requeueAt and events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from admitflow import ids
+from admitflow.admission import workload as wl
+from admitflow.admission.checks import Verdict
+from admitflow.admission.workload import WorkloadState
+from admitflow.client import AdmitflowError
+from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
+from tests.integration.test_admission import eventually, loaded
+
+pytestmark = pytest.mark.integration
+
+
+def check_manifest(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "AdmissionCheck",
+        "metadata": {"name": name},
+        "spec": {"controllerName": "tests", **spec},
+    }
+
+
+async def setup(af, *names: str, cpu: str = "4") -> None:
+    await af.apply(loaded(*(check_manifest(n) for n in names)))
+    for n in names:
+        await af.set_admission_check_active(n)
+    await af.apply(
+        loaded(
+            flavor_manifest(),
+            cluster_queue_manifest(quotas={"default": {"cpu": cpu}}, checks=[{"name": n} for n in names] or None),
+            local_queue_manifest(),
+        )
+    )
+
+
+async def report(af, name: str = "job"):
+    return await af.workload(f"default/{name}")
+
+
+async def phase(af, name: str = "job") -> str:
+    return wl.phase(WorkloadState(workload=await report(af, name)))
+
+
+async def until(af, want: str, name: str = "job", timeout: float = 20.0):
+    async def reached():
+        return await phase(af, name) == want
+
+    await eventually(reached, timeout)
+    return await report(af, name)
+
+
+def cond(r, type_: str) -> tuple[str, str, str] | None:
+    c = r.status.condition(type_)
+    return (c.status, c.reason, c.message) if c else None
+
+
+def checks_of(r) -> list[tuple[str, str, int | None]]:
+    return [(c.name, c.state, c.retry_count) for c in r.status.admission_checks or ()]
+
+
+async def submit(af, name: str = "job", cpu: str = "2") -> None:
+    await af.apply(loaded(workload_manifest(name, cpu=cpu)))
+
+
+async def say(af, name: str, check: str, state: str, **more):
+    return await af.verdict(f"default/{name}", Verdict(name=check, state=state, **more))
+
+
+async def usage(af) -> int:
+    cq = await af.cluster_queue_report("cq")
+    return cq.status.admitted_workloads
+
+
+@pytest.mark.parametrize("names", [[], ["a"], ["a", "b"]], ids=["no-checks", "one-check", "two-checks"])
+async def test_admitted_once_every_check_is_ready(engine, names):
+    af = engine.admitflow
+    await setup(af, *names)
+    await submit(af)
+    r = await until(af, "QuotaReserved" if names else "Admitted")
+    for i, n in enumerate(names):
+        assert cond(r, "Admitted") == ("False", "UnsatisfiedAdmissionChecks", "The workload has not all checks ready")
+        status = await say(af, "job", n, "Ready")
+        assert [c.state for c in status.admission_checks][: i + 1] == ["Ready"] * (i + 1)
+    r = await until(af, "Admitted")
+    assert cond(r, "Admitted") == ("True", "Admitted", "The workload is admitted")
+    assert checks_of(r) == [(n, "Ready", None) for n in names]
+    assert [e.reason for e in r.events if e.reason in ("QuotaReserved", "Admitted")] == ["QuotaReserved", "Admitted"]
+    assert [e.reason for e in r.events].count("AdmissionCheckUpdated") == len(names)
+    await eventually(lambda: _admitted_count(af, 1))
+
+
+async def _admitted_count(af, n: int) -> bool:
+    return await usage(af) == n
+
+
+async def test_retry_with_one_check_backs_off_then_admits(engine):
+    af = engine.admitflow
+    await setup(af, "a")
+    await submit(af)
+    await until(af, "QuotaReserved")
+    await say(af, "job", "a", "Retry", requeueAfterSeconds=2, message="not yet")
+    r = await report(af)
+    assert wl.phase(WorkloadState(workload=r)) == "Backoff"
+    assert cond(r, "Evicted") == ("True", "AdmissionCheck", 'Evicted due to AdmissionCheck in Retry state: "a" (not yet)')
+    assert cond(r, "Requeued")[:2] == ("False", "AdmissionCheck")
+    retry_at = r.status.admission_checks[0].last_transition_time
+    assert r.status.requeue_state.requeue_at == retry_at + timedelta(seconds=2)
+    assert checks_of(r) == [("a", "Pending", 1)]
+    assert r.status.admission_checks[0].message == "Reset to Pending after eviction. Previously: Retry"
+    assert "EvictedDueToAdmissionCheck" in [e.reason for e in r.events]
+    r = await until(af, "QuotaReserved")
+    assert cond(r, "Requeued") == ("True", "BackoffFinished", "The workload backoff was finished")
+    assert r.status.requeue_state is None
+    await say(af, "job", "a", "Ready", attempt=2)
+    r = await until(af, "Admitted")
+    assert cond(r, "Evicted") == ("False", "QuotaReserved", 'Previously: Evicted due to AdmissionCheck in Retry state: "a" (not yet)')
+    assert r.status.scheduling_stats.evictions[0].count == 1
+
+
+async def test_retry_with_two_checks_waits_for_the_latest_end(engine):
+    af = engine.admitflow
+    await setup(af, "a", "b")
+    await submit(af)
+    await until(af, "QuotaReserved")
+    # b says Retry first with the longer delay; a later, with a shorter one: each counts from its own transition.
+    await say(af, "job", "b", "Retry", requeueAfterSeconds=3)
+    r = await report(af)
+    assert checks_of(r) == [("a", "Pending", None), ("b", "Pending", 1)], "b's Retry evicted at once"
+    b = r.status.admission_checks[1]
+    assert r.status.requeue_state.requeue_at == b.last_transition_time + timedelta(seconds=3)
+    await until(af, "QuotaReserved", timeout=10)
+    await say(af, "job", "a", "Retry", requeueAfterSeconds=1)
+    await say(af, "job", "b", "Ready", attempt=2)
+    r = await report(af)
+    assert checks_of(r)[0] == ("a", "Pending", 1)
+    await until(af, "QuotaReserved", timeout=10)
+    await say(af, "job", "a", "Ready")
+    await say(af, "job", "b", "Ready")
+    await until(af, "Admitted")
+
+
+async def test_max_delay_of_two_retry_checks_at_one_eviction(engine):
+    af = engine.admitflow
+    await setup(af, "a", "b")
+    await submit(af)
+    await until(af, "QuotaReserved")
+    # Both in Retry at the moment of eviction: the update applies a's verdict first, b's arrives
+    # during the backoff and may only push the requeue later.
+    await say(af, "job", "a", "Retry", requeueAfterSeconds=1)
+    first = (await report(af)).status.requeue_state.requeue_at
+    await say(af, "job", "b", "Retry", requeueAfterSeconds=4)
+    r = await report(af)
+    assert r.status.requeue_state.requeue_at > first
+    assert [v.detail.startswith("applied to the backoff: requeue pushed") for v in r.verdicts] == [False, True]
+    await say(af, "job", "b", "Retry", requeueAfterSeconds=0)
+    assert (await report(af)).status.requeue_state.requeue_at == r.status.requeue_state.requeue_at, "never earlier"
+    await until(af, "QuotaReserved", timeout=10)
+    await say(af, "job", "a", "Ready")
+    await say(af, "job", "b", "Ready")
+    await until(af, "Admitted")
+
+
+@pytest.mark.parametrize("names", [["a"], ["a", "b"]], ids=["one-check", "two-checks"])
+async def test_rejected_deactivates_and_activate_requeues(engine, names):
+    af = engine.admitflow
+    await setup(af, *names)
+    await submit(af)
+    await until(af, "QuotaReserved")
+    if len(names) == 2:
+        await say(af, "job", "a", "Ready")
+    await say(af, "job", names[-1], "Rejected", message="over budget")
+    r = await until(af, "Inactive")
+    message = f'AdmissionCheck in Rejected state: "{names[-1]}" (over budget)'
+    assert cond(r, "Evicted") == ("True", "DeactivatedDueToAdmissionCheck", f"The workload is deactivated due to {message}")
+    assert cond(r, "QuotaReserved") == ("False", "Deactivated", "The workload is deactivated")
+    assert r.spec.active is False and r.status.requeue_state is None
+    assert ("Warning", "AdmissionCheckRejected", f"Deactivated due to {message}") in [(e.type, e.reason, e.message) for e in r.events]
+    await eventually(lambda: _admitted_count(af, 0))
+    await af.activate("default/job")
+    r = await until(af, "QuotaReserved")
+    assert cond(r, "Requeued") == ("True", "Reactivated", "The workload was reactivated")
+    for n in names:
+        await say(af, "job", n, "Ready")
+    await until(af, "Admitted")
+
+
+async def test_deactivate_by_hand_gives_the_quota_back(engine):
+    af = engine.admitflow
+    await setup(af)
+    await submit(af, cpu="4")
+    await until(af, "Admitted")
+    await submit(af, "next", cpu="4")
+    await af.deactivate("default/job")
+    r = await until(af, "Inactive")
+    assert cond(r, "Evicted")[:2] == ("True", "Deactivated")
+    await until(af, "Admitted", name="next")
+
+
+@pytest.mark.parametrize(("state", "want"), [("Retry", "Backoff"), ("Rejected", "Inactive")])
+async def test_ready_then_changing_its_mind_after_admission(engine, state, want):
+    af = engine.admitflow
+    await setup(af, "a")
+    await submit(af)
+    await until(af, "QuotaReserved")
+    await say(af, "job", "a", "Ready")
+    await until(af, "Admitted")
+    await eventually(lambda: _admitted_count(af, 1))
+    await say(af, "job", "a", state, requeueAfterSeconds=60 if state == "Retry" else None)
+    r = await until(af, want)
+    assert cond(r, "Evicted")[:2] == ("True", "AdmissionCheck" if state == "Retry" else "DeactivatedDueToAdmissionCheck")
+    assert cond(r, "Admitted")[:2] == ("False", "NoReservation")
+    await eventually(lambda: _admitted_count(af, 0))
+
+
+async def test_a_check_list_change_reaches_a_workload_holding_quota(engine):
+    af = engine.admitflow
+    await setup(af, "a", "b")
+    await submit(af)
+    await until(af, "QuotaReserved")
+    await say(af, "job", "a", "Ready")
+    # b is removed from the queue: the workload no longer waits for it.
+    await af.apply(loaded(cluster_queue_manifest(checks=[{"name": "a"}])))
+    r = await until(af, "Admitted")
+    assert checks_of(r) == [("a", "Ready", None)]
+    # b comes back: added as Pending, and the admitted workload keeps its admission.
+    await af.apply(loaded(cluster_queue_manifest(checks=[{"name": "a"}, {"name": "b"}])))
+
+    async def b_added():
+        return checks_of(await report(af)) == [("a", "Ready", None), ("b", "Pending", None)]
+
+    await eventually(b_added)
+    assert await phase(af) == "Admitted"
+
+
+async def test_a_late_retry_pushes_the_requeue_and_the_workload_is_admitted_in_the_end(engine):
+    af = engine.admitflow
+    await setup(af, "a")
+    await submit(af)
+    await until(af, "QuotaReserved")
+    await af.verdict("default/job", Verdict(name="a", state="Retry", requeue_after_seconds=1))
+    # A second Retry for the same attempt, after the eviction (KEP-3258's race).
+    late = await af.verdict("default/job", Verdict(name="a", state="Retry", requeue_after_seconds=3))
+    assert [c.state for c in late.admission_checks] == ["Pending"], "never stuck in Retry"
+    r = await report(af)
+    assert r.status.requeue_state.requeue_at >= r.status.admission_checks[0].last_transition_time + timedelta(seconds=3)
+    await until(af, "QuotaReserved", timeout=10)
+    await say(af, "job", "a", "Ready")
+    await until(af, "Admitted")
+
+
+async def test_a_verdict_for_an_old_attempt_is_ignored(engine):
+    af = engine.admitflow
+    await setup(af, "a")
+    await submit(af)
+    await until(af, "QuotaReserved")
+    await say(af, "job", "a", "Retry", attempt=1)
+    await until(af, "QuotaReserved")
+    with pytest.raises(AdmitflowError, match='verdict for attempt 1 of check "a", which is at attempt 2: ignored'):
+        await say(af, "job", "a", "Rejected", attempt=1)
+    # The same stale verdict as a signal is recorded and changes nothing.
+    await engine.client.get_workflow_handle(ids.workload_id("default/job")).signal(
+        "set_admission_check_state", {"name": "a", "state": "Rejected", "attempt": 1}
+    )
+
+    async def recorded():
+        return (await report(af)).verdicts[-1].outcome == "ignored"
+
+    await eventually(recorded)
+    assert await phase(af) == "QuotaReserved"
+
+
+@pytest.mark.parametrize(
+    ("payload", "error"),
+    [
+        ({"name": "nope", "state": "Ready"}, 'workload default/job has no admission check "nope" (it has: a)'),
+        ({"name": "a", "state": "Maybe"}, 'unknown state "Maybe" for check "a": must be one of Pending, Ready, Retry, Rejected'),
+        ({"name": "a", "state": "Retry", "requeueAfterSeconds": -5}, "requeueAfterSeconds must be >= 0, got -5"),
+        ({"name": "a", "state": "Ready", "podSetUpdates": [{"name": "x"}]}, 'podSetUpdates: unknown podSet "x" (the workload has: main)'),
+    ],
+    ids=["unknown-check", "unknown-state", "negative-delay", "unknown-pod-set"],
+)
+async def test_a_bad_verdict_is_refused_by_the_update_and_recorded_from_a_signal(engine, payload, error):
+    af = engine.admitflow
+    await setup(af, "a")
+    await submit(af)
+    await until(af, "QuotaReserved")
+    handle = engine.client.get_workflow_handle(ids.workload_id("default/job"))
+    with pytest.raises(AdmitflowError, match="^" + _escaped(error) + "$"):
+        await af.verdict("default/job", Verdict.model_validate(payload))
+    await handle.signal("set_admission_check_state", payload)
+
+    async def recorded():
+        r = await report(af)
+        return r.verdicts and (r.verdicts[-1].outcome, r.verdicts[-1].detail) == ("rejected", error)
+
+    await eventually(recorded)
+    await say(af, "job", "a", "Ready")
+    await until(af, "Admitted")
+
+
+def _escaped(s: str) -> str:
+    import re
+
+    return re.escape(s)
+
+
+async def test_a_verdict_from_the_plain_temporal_cli_admits(engine):
+    af = engine.admitflow
+    await setup(af, "a")
+    await submit(af)
+    await until(af, "QuotaReserved")
+    temporal = str(Path(sys.executable).parent / "temporal")
+    proc = await asyncio.to_thread(
+        subprocess.run,
+        [
+            temporal, "workflow", "signal", "--address", engine.address, "--namespace", engine.namespace,
+            "--workflow-id", "workload/default/job", "--name", "set_admission_check_state",
+            "--input", json.dumps({"name": "a", "state": "Ready", "message": "approved by hand"}),
+        ],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    r = await until(af, "Admitted")
+    assert r.status.admission_checks[0].message == "approved by hand"
+
+
+async def test_pod_set_updates_are_merged_and_a_conflict_fails_the_start(engine):
+    af = engine.admitflow
+    await setup(af, "a", "b")
+    await af.apply(loaded(flavor_manifest(nodeLabels={"pool": "cpu"})))
+    await submit(af)
+    await until(af, "QuotaReserved")
+    await say(af, "job", "a", "Ready", podSetUpdates=[{"name": "main", "labels": {"team": "x"}, "nodeSelector": {"zone": "z1"}}])
+    await say(af, "job", "b", "Ready", podSetUpdates=[{"name": "main", "annotations": {"note": "ok"}}])
+    r = await until(af, "Admitted")
+    info = r.pod_sets_info[0]
+    assert (info.name, info.node_selector, info.labels, info.annotations) == (
+        "main", {"pool": "cpu", "zone": "z1"}, {"kueue.x-k8s.io/podset": "main", "team": "x"}, {"note": "ok"}
+    )
+    await submit(af, "clash")
+    await until(af, "QuotaReserved", name="clash")
+    await say(af, "clash", "a", "Ready", podSetUpdates=[{"name": "main", "labels": {"team": "x"}}])
+    await say(af, "clash", "b", "Ready", podSetUpdates=[{"name": "main", "labels": {"team": "y"}}])
+    r = await until(af, "Finished", name="clash")
+    assert cond(r, "Finished") == (
+        "True", "FailedToStart",
+        'in admission check "b": invalid admission check PodSetUpdate: conflict for labels: conflict for key=team, value1=x, value2=y',
+    )
+    await eventually(lambda: _admitted_count(af, 1))

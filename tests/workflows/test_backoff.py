@@ -1,0 +1,69 @@
+"""Hours of check backoff on the time-skipping server, in seconds of wall time, and the histories
+they wrote replayed against the current code."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from admitflow import ids
+from admitflow.admission.checks import Verdict
+from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
+from tests.workflows.test_lifecycle import loaded, replay_all, until_phase
+
+
+def check_manifest(name: str, **spec) -> dict:
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": name},
+            "spec": {"controllerName": "tests", **spec}}
+
+
+async def setup(engine, **check_spec) -> None:
+    af = engine.admitflow
+    await af.apply(loaded(check_manifest("budget", **check_spec)))
+    await af.set_admission_check_active("budget")
+    await af.apply(
+        loaded(flavor_manifest(), cluster_queue_manifest(checks=[{"name": "budget"}]), local_queue_manifest(), workload_manifest("job"))
+    )
+    await until_phase(engine, "job", "QuotaReserved")
+
+
+async def test_a_two_hour_retry_delay_is_waited_out_durably(skipping_env, skipping_engine):
+    engine = skipping_engine
+    af = engine.admitflow
+    started = time.monotonic()
+    await setup(engine)
+    await af.verdict("default/job", Verdict(name="budget", state="Retry", requeue_after_seconds=7200))
+    report = await af.workload("default/job")
+    check = report.status.admission_checks[0]
+    assert report.status.requeue_state.requeue_at == check.last_transition_time + timedelta(hours=2)
+    await skipping_env.sleep(timedelta(hours=1))
+    await until_phase(engine, "job", "Backoff")
+    await skipping_env.sleep(timedelta(hours=1, seconds=5))
+    await until_phase(engine, "job", "QuotaReserved")
+    await af.verdict("default/job", Verdict(name="budget", state="Ready", attempt=2))
+    await until_phase(engine, "job", "Admitted")
+    assert time.monotonic() - started < 60
+    await replay_all(engine, [ids.workload_id("default/job"), ids.cluster_queue_id("cq")])
+
+
+async def test_the_checks_retry_strategy_backs_off_exponentially_then_rejects(skipping_env, skipping_engine):
+    engine = skipping_engine
+    af = engine.admitflow
+    await setup(engine, retryStrategy={"baseDelaySeconds": 3600, "factor": 2, "jitter": 0, "maxDelaySeconds": 86400,
+                                       "backoffLimitCount": 2})
+    for n, hours in ((1, 1), (2, 2)):
+        status = await af.verdict("default/job", Verdict(name="budget", state="Retry", message="over budget"))
+        check = status.admission_checks[0]
+        assert (check.retry_count, check.requeue_after_seconds) == (n, hours * 3600)
+        assert status.requeue_state.requeue_at == check.last_transition_time + timedelta(hours=hours)
+        await skipping_env.sleep(timedelta(hours=hours, seconds=5))
+        await until_phase(engine, "job", "QuotaReserved")
+    await af.verdict("default/job", Verdict(name="budget", state="Retry", message="over budget"))
+    await until_phase(engine, "job", "Inactive")
+    report = await af.workload("default/job")
+    evicted = report.status.condition("Evicted")
+    assert (evicted.reason, evicted.message) == (
+        "DeactivatedDueToAdmissionCheck",
+        'The workload is deactivated due to AdmissionCheck in Rejected state: "budget" (retry limit of 2 reached: over budget)',
+    )
+    await replay_all(engine, [ids.workload_id("default/job")])
