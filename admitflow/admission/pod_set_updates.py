@@ -1,9 +1,21 @@
-"""What an admitted workload's pods start with (Kueue's podset.Merge, reference §1.9).
+"""What an admitted workload's pods start with (Kueue's podset.FromAssignment and Merge, reference §1.9).
 
-Per podSet: the podSet label, the node labels and tolerations of the flavors it was assigned, then
-the first podSetUpdate for that podSet from each admission check, in the order given (by check
-name). Labels, annotations and node selector are unions where the same key with another value is a
-conflict; tolerations are added once. A conflict is permanent: the workload fails to start.
+Per podSet, in the order of the quota assignment:
+
+- the podSet label `kueue.x-k8s.io/podset: <podSet>`;
+- the node labels of every flavor assigned to the podSet, as node selector, and the flavors'
+  tolerations. Two flavors disagreeing on a node label is not a conflict: the first flavor in the
+  assignment keeps its value, as Kueue's MergeKeepFirst does;
+- then, from each admission check in the order given (Kueue's `status.admissionChecks`, sorted by
+  name), the first podSetUpdate naming the podSet. Labels, annotations and node selector are unions
+  in which the same key with another value is a conflict and the same value is not; tolerations are
+  added once.
+
+A conflict is permanent: the job cannot start, and Kueue finishes the workload with reason
+`FailedToStart` and the conflict as message. A check's node selector that disagrees with a flavor's
+node label is such a conflict too, blamed on the check.
+
+Pure and deterministic: workflow code calls it.
 """
 
 from __future__ import annotations
@@ -12,8 +24,8 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from admitflow.api import Admission, AdmissionCheckState, ResourceFlavorSpec
-from admitflow.api.pod import Toleration
+from admitflow.api import Admission, AdmissionCheckState, ResourceFlavorSpec, Toleration
+from admitflow.api.workload import PodSetAssignment, PodSetUpdate
 from admitflow.wire import WireModel
 
 POD_SET_LABEL = "kueue.x-k8s.io/podset"
@@ -22,55 +34,78 @@ POD_SET_LABEL = "kueue.x-k8s.io/podset"
 class PodSetInfo(WireModel):
     """What the pods of one podSet are started with once admitted."""
 
-    name: str
-    count: int
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    tolerations: list[Toleration] = Field(default_factory=list)
+    name: str = Field(description="The podSet.")
+    count: int = Field(description="Pods admitted; the assignment's count, 1 when it has none.")
+    labels: dict[str, str] = Field(default_factory=dict, description="The podSet label plus the checks' labels.")
+    annotations: dict[str, str] = Field(default_factory=dict, description="The checks' annotations.")
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="The assigned flavors' node labels plus the checks' node selectors."
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=list, description="The assigned flavors' tolerations, then the checks', each once."
+    )
 
 
 class PodSetUpdateConflict(ValueError):
-    """Kueue's permanent start error; the message is Kueue's."""
+    """A check's podSetUpdate disagrees with what the pods already get. Permanent; the message is
+    Kueue's, e.g. `in admission check "budget": invalid admission check PodSetUpdate: conflict for
+    labels: conflict for key=team, value1=a, value2=b`."""
 
 
 def merge(
     admission: Admission, flavors: dict[str, ResourceFlavorSpec], checks: Sequence[AdmissionCheckState]
 ) -> list[PodSetInfo]:
-    out = []
-    for psa in admission.pod_set_assignments:
-        info = PodSetInfo(name=psa.name, count=psa.count if psa.count is not None else 1, labels={POD_SET_LABEL: psa.name})
-        for flavor in dict.fromkeys((psa.flavors or {}).values()):
-            spec = flavors.get(flavor)
-            if spec is None:
-                continue  # deleted since: it contributes nothing
-            info.node_selector.update(spec.node_labels or {})
-            _add_tolerations(info, spec.tolerations or ())
-        for check in checks:
-            update = next((u for u in check.pod_set_updates or () if u.name == psa.name), None)
-            if update is None:
-                continue
-            try:
-                _union(info.labels, update.labels, "labels")
-                _union(info.annotations, update.annotations, "annotations")
-                _union(info.node_selector, update.node_selector, "nodeSelector")
-            except PodSetUpdateConflict as err:
+    """One PodSetInfo per podSet assignment, in assignment order: the assignment first, then each
+    check's first update for that podSet. A flavor missing from `flavors` (deleted since) adds
+    nothing. Raises PodSetUpdateConflict at the first check that disagrees."""
+    return [_pod_set_info(assignment, flavors, checks) for assignment in admission.pod_set_assignments]
+
+
+def _pod_set_info(
+    assignment: PodSetAssignment, flavors: dict[str, ResourceFlavorSpec], checks: Sequence[AdmissionCheckState]
+) -> PodSetInfo:
+    info = PodSetInfo(
+        name=assignment.name,
+        count=assignment.count if assignment.count is not None else 1,
+        labels={POD_SET_LABEL: assignment.name},
+    )
+    # A flavor serving several resources of the podSet counts once.
+    for flavor in dict.fromkeys((assignment.flavors or {}).values()):
+        spec = flavors.get(flavor)
+        if spec is None:
+            continue
+        for key, value in (spec.node_labels or {}).items():
+            info.node_selector.setdefault(key, value)
+        _add_tolerations(info.tolerations, spec.tolerations)
+    for check in checks:
+        update = next((u for u in check.pod_set_updates or () if u.name == assignment.name), None)
+        if update is not None:
+            _apply(info, update, check.name)
+    return info
+
+
+def _apply(info: PodSetInfo, update: PodSetUpdate, check: str) -> None:
+    # Every field is checked before any is changed, in Kueue's order: annotations, labels, nodeSelector.
+    pairs = (
+        ("annotations", info.annotations, update.annotations or {}),
+        ("labels", info.labels, update.labels or {}),
+        ("nodeSelector", info.node_selector, update.node_selector or {}),
+    )
+    for field, have, extra in pairs:
+        # Kueue reports whichever conflicting key its map iteration meets first; we take the
+        # check's first, so the message is the same on every replay.
+        for key, value in extra.items():
+            if key in have and have[key] != value:
                 raise PodSetUpdateConflict(
-                    f'in admission check "{check.name}": invalid admission check PodSetUpdate: {err}'
-                ) from None
-            _add_tolerations(info, update.tolerations or ())
-        out.append(info)
-    return out
+                    f'in admission check "{check}": invalid admission check PodSetUpdate: '
+                    f"conflict for {field}: conflict for key={key}, value1={have[key]}, value2={value}"
+                )
+    for _, have, extra in pairs:
+        have.update(extra)
+    _add_tolerations(info.tolerations, update.tolerations)
 
 
-def _union(into: dict[str, str], extra: dict[str, str] | None, field: str) -> None:
-    for k, v in (extra or {}).items():
-        if k in into and into[k] != v:
-            raise PodSetUpdateConflict(f"conflict for {field}: conflict for key={k}, value1={into[k]}, value2={v}")
-        into[k] = v
-
-
-def _add_tolerations(info: PodSetInfo, tolerations: Sequence[Toleration]) -> None:
-    for t in tolerations:
-        if t not in info.tolerations:
-            info.tolerations.append(t)
+def _add_tolerations(into: list[Toleration], tolerations: Sequence[Toleration] | None) -> None:
+    for toleration in tolerations or ():
+        if toleration not in into:
+            into.append(toleration)

@@ -161,6 +161,9 @@ def search_attributes(state: WorkloadState) -> dict:
     pending_checks = [c.name for c in state.status.admission_checks or () if c.state != "Ready"]
     if pending_checks:
         out[sa.PENDING_CHECKS] = pending_checks
+    retries = sum(c.retry_count or 0 for c in state.status.admission_checks or ())
+    if retries:
+        out[sa.RETRY_COUNT] = retries
     if state.cluster_queue:
         out[sa.CLUSTER_QUEUE] = state.cluster_queue
     return out
