@@ -257,3 +257,28 @@ async def test_pending_workloads_and_a_workloads_position(engine):
 
     r = await run(engine, "get", "pending-workloads", "nope")
     assert (r.returncode, r.stderr.strip()) == (2, 'error: clusterqueues "nope" not found')
+
+
+async def test_verdict_deactivate_and_activate_from_the_command_line(engine):
+    from tests.integration.test_admission_checks import setup
+
+    await setup(engine.admitflow, "approval")
+    await run(engine, "apply", "-f", "-", stdin=workload_yaml("job", "1", 0))
+    await until(engine, lambda r: r.stdout.splitlines()[1:] and r.stdout.splitlines()[1].split()[3:5] == ["cq", "False"], "get", "workloads")
+    bad = await run(engine, "verdict", "job", "approval", "Maybe")
+    assert (bad.returncode, bad.stderr.strip().splitlines()) == (
+        2, ['error: unknown state "Maybe" for check "approval": must be one of Pending, Ready, Retry, Rejected']
+    )
+    ok = await run(engine, "verdict", "job", "approval", "Ready", "--message", "looks fine")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.split("\n")[1].split() == ["approval", "Ready", "0", "looks", "fine"]
+    await until(engine, lambda r: r.stdout.splitlines()[1].split()[3:5] == ["cq", "True"], "get", "workloads")
+    described = (await run(engine, "describe", "wl", "job")).stdout
+    verdicts = described.split("Verdicts:")[1].split("Events:")[0].splitlines()
+    assert [line.split()[:3] for line in verdicts[2:]] == [["approval", "Ready", "applied"]]
+    off = await run(engine, "deactivate", "job")
+    assert off.stdout.strip() == "workload.kueue.x-k8s.io/default/job deactivated"
+    await until(engine, lambda r: "Inactive" in r.stdout or "Deactivated" in r.stdout, "describe", "wl", "job")
+    on = await run(engine, "activate", "job")
+    assert on.stdout.strip() == "workload.kueue.x-k8s.io/default/job activated"
+    await until(engine, lambda r: "Reactivated" in r.stdout, "describe", "wl", "job")
