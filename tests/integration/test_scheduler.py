@@ -81,8 +81,10 @@ async def test_strict_fifo_blocks_and_best_effort_fifo_skips(engine, strategy, s
     await setup_queue(af, strategy=strategy)
     await af.apply(loaded(workload_manifest("filler", cpu="3")))
     await eventually(lambda: _is(engine, "filler", "Admitted"))
-    await af.apply(loaded(workload_manifest("big", cpu="2", priority=9), workload_manifest("small", cpu="1", priority=1)))
+    # big queues first, so small cannot slip in before it reaches the queue.
+    await af.apply(loaded(workload_manifest("big", cpu="2", priority=9)))
     await eventually(lambda: _reason(engine, "big", "WaitingForQuota"))
+    await af.apply(loaded(workload_manifest("small", cpu="1", priority=1)))
     if small_admitted:
         await eventually(lambda: _is(engine, "small", "Admitted"))
     else:
