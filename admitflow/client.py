@@ -303,17 +303,13 @@ class AdmitflowClient:
     async def deactivate(self, key: str) -> None:
         await self._signal_workload(key, "deactivate", None)
 
-    async def set_admission_check_active(self, name: str, active: bool = True, reason: str = "", message: str = "") -> bool:
-        """Set an AdmissionCheck's `Active` condition, as its controller would."""
-        request = AdmissionCheckActive(name=name, active=active)
-        if reason:
-            request.reason = reason
-        if message:
-            request.message = message
-        elif not active:
-            request.message = "The admission check is inactive"
-        if not active and not reason:
-            request.reason = "Inactive"
+    async def set_admission_check_active(self, name: str, active: bool = True) -> bool:
+        """Set an AdmissionCheck's `Active` condition, as its controller would; returns whether it changed."""
+        request = (
+            AdmissionCheckActive(name=name)
+            if active
+            else AdmissionCheckActive(name=name, active=False, reason="Inactive", message="The admission check is inactive")
+        )
         handle = self.client.get_workflow_handle(ids.CATALOG_ID)
         try:
             return await handle.execute_update("set_admission_check_active", request, result_type=bool)

@@ -47,7 +47,12 @@ class Verdict(WireModel):
 
 
 class VerdictError(ValueError):
-    """A verdict that cannot be applied; the message is the one-line reason."""
+    """A verdict that cannot be applied; the message is the one-line reason. `stale` when it is
+    well-formed but about an attempt that is over: ignored rather than wrong."""
+
+    def __init__(self, message: str, stale: bool = False) -> None:
+        super().__init__(message)
+        self.stale = stale
 
 
 def parse(payload: Any) -> Verdict:
@@ -83,7 +88,8 @@ def validate(state: WorkloadState, v: Verdict) -> AdmissionCheckState:
             raise VerdictError(f'podSetUpdates: unknown podSet "{update.name}" (the workload has: {", ".join(pod_sets)})')
     if v.attempt is not None and v.attempt < attempt_of(check):
         raise VerdictError(
-            f'verdict for attempt {v.attempt} of check "{v.name}", which is at attempt {attempt_of(check)}: ignored'
+            f'verdict for attempt {v.attempt} of check "{v.name}", which is at attempt {attempt_of(check)}: ignored',
+            stale=True,
         )
     return check
 
@@ -109,7 +115,7 @@ def receive(state: WorkloadState, payload: Any, now: datetime, random: float = 0
         v = parse(payload)
         validate(state, v)
     except VerdictError as err:
-        outcome = "ignored" if "ignored" in str(err) else "rejected"
+        outcome = "ignored" if err.stale else "rejected"
         remember(state, None, str(raw.get("name", "?")), str(raw.get("state", "?")), outcome, str(err), now)
         return str(err)
     return apply(state, v, now, random)
