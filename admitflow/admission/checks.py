@@ -129,11 +129,11 @@ def apply(state: WorkloadState, v: Verdict, now: datetime, random: float = 0.0) 
     backoff = in_backoff(state)
     if not holding and v.state in ("Retry", "Rejected"):
         if backoff and v.state == "Retry":
-            detail = _push_backoff(state, index, v, now)
+            outcome, detail = "applied", _push_backoff(state, index, v, now)
         else:
             where = "inactive" if state.workload.spec.active is False else "waiting for quota"
-            detail = f"not applied: the workload is {where}; {v.state} counts only while quota is reserved"
-        remember(state, v, v.name, v.state, "ignored" if detail.startswith("not") else "applied", detail, now)
+            outcome, detail = "ignored", f"not applied: the workload is {where}; {v.state} counts only while quota is reserved"
+        remember(state, v, v.name, v.state, outcome, detail, now)
         return detail
 
     new = check.model_copy(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from datetime import timedelta
@@ -298,7 +299,7 @@ async def test_a_bad_verdict_is_refused_by_the_update_and_recorded_from_a_signal
     await submit(af)
     await until(af, "QuotaReserved")
     handle = engine.client.get_workflow_handle(ids.workload_id("default/job"))
-    with pytest.raises(AdmitflowError, match="^" + _escaped(error) + "$"):
+    with pytest.raises(AdmitflowError, match="^" + re.escape(error) + "$"):
         await af.verdict("default/job", Verdict.model_validate(payload))
     await handle.signal("set_admission_check_state", payload)
 
@@ -309,12 +310,6 @@ async def test_a_bad_verdict_is_refused_by_the_update_and_recorded_from_a_signal
     await eventually(recorded)
     await say(af, "job", "a", "Ready")
     await until(af, "Admitted")
-
-
-def _escaped(s: str) -> str:
-    import re
-
-    return re.escape(s)
 
 
 async def test_a_verdict_from_the_plain_temporal_cli_admits(engine):
