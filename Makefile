@@ -11,10 +11,11 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
-# The main job: embedded Temporal dev server + UI on :8233, the worker, examples applied and
-# submitted, progress shown until every example workload is admitted; Ctrl-C stops it.
+# The main job: embedded Temporal dev server + UI on :8233, the worker and the sample budget check
+# controller, examples applied and submitted, progress shown until every example workload is
+# admitted; Ctrl-C stops it.
 run: $(BIN)/.installed
-	$(BIN)/admitflow dev -f examples/
+	$(BIN)/admitflow dev -f examples/ --controller examples/controllers/budget.py
 
 # Unit, workflow (time-skipping server) and integration (dev server) tests.
 test: $(BIN)/.installed

@@ -62,6 +62,10 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument("--ui-port", type=int, default=8233, help="Web UI port (default 8233)")
     dev.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"SQLite database file (default {DEFAULT_DB})")
     dev.add_argument("-f", "--filename", action="append", default=[], help="manifests to apply once started")
+    dev.add_argument(
+        "--controller", action="append", default=[], metavar="FILE",
+        help="a Python file defining check controllers (admitflow.controller.Controller) to run beside the worker",
+    )
 
     w = sub.add_parser("worker", parents=[conn], help="run the engine worker against a Temporal server")
     w.add_argument("--log-level", default="INFO")
@@ -148,7 +152,8 @@ def _load(paths: Sequence[str]):
 
 def _print_outcomes(outcomes) -> None:
     for o in outcomes:
-        print(f"{o.kind.lower()}.kueue.x-k8s.io/{o.key} {o.action}")
+        group = "admitflow.io" if o.kind == "AdmissionCheckParameters" else "kueue.x-k8s.io"
+        print(f"{o.kind.lower()}.{group}/{o.key} {o.action}")
 
 
 async def cmd_apply(args: argparse.Namespace) -> None:
@@ -310,7 +315,13 @@ async def cmd_dev(args: argparse.Namespace) -> None:
     from worker.logging import configure
     from worker.main import build_worker
 
+    from admitflow import controller as sdk
+
     manifests = _load(args.filename) if args.filename else []
+    try:
+        controllers = [c for path in args.controller for c in sdk.load(path)]
+    except Exception as err:
+        raise CLIError(f"--controller: {err}") from None
     configure("WARNING")
     server = DevServer(port=args.port, ui_port=args.ui_port, db=args.db)
     print(f"Starting the Temporal dev server on {server.address} (database {args.db}) ...", flush=True)
@@ -327,6 +338,9 @@ async def cmd_dev(args: argparse.Namespace) -> None:
         client = await _client(args)
         async with build_worker(client.client, client.task_queue):
             print(f"Temporal Web UI: {server.ui_url}   worker on task queue '{client.task_queue}'", flush=True)
+            running = [asyncio.ensure_future(c.run(client.client)) for c in controllers]
+            for c in controllers:
+                print(f"Check controller {c.name} serving its task queue", flush=True)
             if manifests:
                 outcomes = await client.apply(manifests)
                 _print_outcomes(outcomes)
@@ -339,6 +353,8 @@ async def cmd_dev(args: argparse.Namespace) -> None:
                 print(f"Everything is running. Open {server.ui_url} to read each workload's history. Ctrl-C stops.", flush=True)
                 await stop.wait()
             print("Stopping ...", flush=True)
+            for task in running:
+                task.cancel()
     finally:
         server.stop()
 

@@ -56,6 +56,7 @@ KIND_NAMES = {
     "LocalQueue": ("localqueue", "localqueues", "lq", "queue", "queues"),
     "AdmissionCheck": ("admissioncheck", "admissionchecks", "ac"),
     "ProvisioningRequestConfig": ("provisioningrequestconfig", "provisioningrequestconfigs", "prc"),
+    "AdmissionCheckParameters": ("admissioncheckparameters", "acp", "parameters"),
     "Configuration": ("configuration", "configurations", "config"),
     "Workload": ("workload", "workloads", "wl"),
 }
@@ -303,13 +304,16 @@ class AdmitflowClient:
     async def deactivate(self, key: str) -> None:
         await self._signal_workload(key, "deactivate", None)
 
-    async def set_admission_check_active(self, name: str, active: bool = True) -> bool:
+    async def set_admission_check_active(
+        self, name: str, active: bool = True, reason: str | None = None, message: str | None = None
+    ) -> bool:
         """Set an AdmissionCheck's `Active` condition, as its controller would; returns whether it changed."""
         request = (
             AdmissionCheckActive(name=name)
             if active
             else AdmissionCheckActive(name=name, active=False, reason="Inactive", message="The admission check is inactive")
         )
+        request = request.model_copy(update={"reason": reason or request.reason, "message": message or request.message})
         handle = self.client.get_workflow_handle(ids.CATALOG_ID)
         try:
             return await handle.execute_update("set_admission_check_active", request, result_type=bool)

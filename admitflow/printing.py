@@ -82,6 +82,10 @@ COLUMNS: dict[str, tuple[list[str], Row]] = {
             age(_meta(o, "creationTimestamp")),
         ],
     ),
+    "AdmissionCheckParameters": (
+        ["NAME", "FIELDS", "AGE"],
+        lambda o: [_meta(o, "name"), ",".join(sorted(o.get("spec") or {})), age(_meta(o, "creationTimestamp"))],
+    ),
     "Configuration": (["NAME", "AGE"], lambda o: [_meta(o, "name") or "config", age(_meta(o, "creationTimestamp"))]),
     "Workload": (
         ["NAMESPACE", "NAME", "QUEUE", "RESERVED IN", "ADMITTED", "FINISHED", "AGE"],

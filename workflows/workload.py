@@ -13,7 +13,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from admitflow import ids
@@ -35,6 +35,11 @@ with workflow.unsafe.imports_passed_through():
     )
 
 ENQUEUE = "enqueue_workload"
+ADMISSION_CHECK = "admission_check"
+# A controller's transient errors are retried for as long as it takes, at most this far apart; the
+# attempts cost no history (only the last one is recorded).
+CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), maximum_attempts=0)
+CHECK_TIMEOUT = timedelta(minutes=5)
 
 Message = tuple[str, Any]
 
@@ -48,6 +53,9 @@ class WorkloadWorkflow:
         self.published: TypedSearchAttributes | None = None
         self.handled = 0  # messages taken from the inbox so far, for updates waiting on theirs
         self.taken = 0
+        # Controllers being asked now: check name -> (attempt, activity). Not carried across
+        # continue-as-new: the next run asks again whatever is still unanswered.
+        self.asking: dict[str, tuple[int, workflow.ActivityHandle]] = {}
 
     # --- messages -----------------------------------------------------------------------------
 
@@ -120,6 +128,7 @@ class WorkloadWorkflow:
     async def run(self, input: WorkloadInput) -> WorkloadReport:
         self._publish()
         while not (wl.is_finished(self.state) or self.state.deleted):
+            self._ask_controllers()
             if checks.finish_backoff_if_due(self.state, workflow.now()):
                 self._publish()
             if self._needs_enqueue():
@@ -141,7 +150,47 @@ class WorkloadWorkflow:
                     workflow.continue_as_new(WorkloadInput(workload=input.workload, state=self.state))
             await self._drain_inbox()
             self._publish()
+        self._ask_controllers()
         return self.state.report()
+
+    def _ask_controllers(self) -> None:
+        """Ask the controllers of the checks that wait for them, and cancel what is no longer
+        needed: the check was answered by a signal, or the workload lost its quota or finished."""
+        wanted = checks.to_ask(self.state)
+        for name, (_, handle) in list(self.asking.items()):
+            if name not in wanted:
+                del self.asking[name]
+                handle.cancel()
+        for name in wanted:
+            if name not in self.asking:
+                self._ask(name)
+
+    def _ask(self, name: str) -> None:
+        req = checks.request(self.state, name, workflow.info().workflow_id)
+        handle = workflow.start_activity(
+            ADMISSION_CHECK,
+            req,
+            task_queue=self.state.checks_info[name].controller_name,
+            start_to_close_timeout=CHECK_TIMEOUT,
+            retry_policy=CHECK_RETRY,
+            summary=f"check {name} (attempt {req.attempt})",
+        )
+        self.asking[name] = (req.attempt, handle)
+
+        def done(task: Any) -> None:
+            result, error = None, ""
+            try:
+                result = task.result()
+            except ActivityError as err:
+                if isinstance(err.cause, CancelledError):
+                    return
+                error = _message(err)  # only a non-retryable error ends the retries: it counts as Retry
+            except asyncio.CancelledError:
+                return
+            if self.asking.get(name, (0, None))[1] is handle:  # else a verdict, an eviction or the finish came first
+                self.inbox.append(("answer", (name, req.attempt, result, error)))
+
+        handle.add_done_callback(done)
 
     def _needs_enqueue(self) -> bool:
         st = self.state
@@ -210,6 +259,11 @@ class WorkloadWorkflow:
                 checks.reconcile(st, now)
             elif kind == "verdict":
                 checks.receive(st, m, now, workflow.random().random())
+            elif kind == "answer":
+                name, attempt, result, error = m
+                if self.asking.get(name, (0, None))[0] == attempt:
+                    del self.asking[name]
+                checks.answer(st, name, attempt, result, error, now, workflow.random().random())
             elif kind == "deactivate":
                 if st.workload.spec.active is not False:
                     checks.deactivate(st, now)
@@ -228,7 +282,7 @@ class WorkloadWorkflow:
             elif kind == "delete":
                 if wl.delete(st):
                     await self._release()
-            if kind in ("reserved", "checks", "verdict", "deactivate"):
+            if kind in ("reserved", "checks", "verdict", "answer", "deactivate"):
                 # Admitted along with a reservation without checks: the queue already counts it.
                 told = kind == "reserved" and not m.admission_checks
                 await self._settle(held, queued, admitted, queue_knows=told)
@@ -287,3 +341,8 @@ class WorkloadWorkflow:
         if changes:
             workflow.upsert_search_attributes(changes)
         self.published = TypedSearchAttributes([SearchAttributePair(k, v) for k, v in wanted.items()])
+
+
+def _message(err: ActivityError) -> str:
+    cause = err.cause
+    return (cause.message if isinstance(cause, ApplicationError) else str(cause or err)) or type(cause).__name__

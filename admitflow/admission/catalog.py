@@ -30,6 +30,7 @@ PLURALS = {
     "LocalQueue": "localqueues",
     "AdmissionCheck": "admissionchecks",
     "ProvisioningRequestConfig": "provisioningrequestconfigs",
+    "AdmissionCheckParameters": "admissioncheckparameters",
     "Configuration": "configurations",
     "Workload": "workloads",
 }
@@ -171,12 +172,29 @@ def delete(state: CatalogState, refs: Sequence[ObjectRef]) -> list[Outcome]:
 # --- resolution ---------------------------------------------------------------------------------
 
 
-def admission_check_info(ac: AdmissionCheck) -> AdmissionCheckInfo:
+# What an AdmissionCheck's `spec.parameters` may refer to: (apiGroup, kind) -> the catalog kind.
+PARAMETER_KINDS = {
+    ("admitflow.io", "AdmissionCheckParameters"): "AdmissionCheckParameters",
+    ("kueue.x-k8s.io", "ProvisioningRequestConfig"): "ProvisioningRequestConfig",
+}
+
+
+def parameters_of(state: CatalogState, ac: AdmissionCheck) -> dict | None:
+    """The `spec` of the object the check's parameters refer to, or None (no reference, or nothing
+    there: its controller reports that as `BadParametersRef`)."""
+    ref = ac.spec.parameters
+    kind = PARAMETER_KINDS.get((ref.api_group, ref.kind)) if ref is not None else None
+    obj = state.get(kind, ref.name) if kind is not None else None
+    return obj.to_wire().get("spec", {}) if obj is not None else None
+
+
+def admission_check_info(state: CatalogState, ac: AdmissionCheck) -> AdmissionCheckInfo:
     conditions = (ac.status.conditions if ac.status else None) or []
     return AdmissionCheckInfo(
         controller_name=ac.spec.controller_name,
         active=is_true(conditions, "Active"),
         retry_strategy=ac.spec.retry_strategy,
+        parameters=parameters_of(state, ac),
     )
 
 
@@ -208,7 +226,7 @@ def view_of(state: CatalogState, name: str) -> ClusterQueueView:
     check_names = {r.name for r in (strategy.admission_checks if strategy else None) or ()}
     flavors = {n: state.get("ResourceFlavor", n).spec for n in sorted(flavor_names) if state.get("ResourceFlavor", n)}
     checks = {
-        n: admission_check_info(state.get("AdmissionCheck", n))
+        n: admission_check_info(state, state.get("AdmissionCheck", n))
         for n in sorted(check_names)
         if state.get("AdmissionCheck", n)
     }

@@ -25,7 +25,7 @@ from admitflow.admission import workload as wl
 from admitflow.admission.conditions import MAX_CONDITION_MESSAGE, second, truncate
 from admitflow.admission.workload import VerdictRecord, WorkloadState
 from admitflow.api import AdmissionCheckState, RequeueState
-from admitflow.api.admission_check import AdmissionCheckRetryStrategy
+from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME, AdmissionCheckRetryStrategy
 from admitflow.api.workload import PodSetUpdate
 from admitflow.wire import WireModel
 
@@ -53,6 +53,17 @@ class VerdictError(ValueError):
     def __init__(self, message: str, stale: bool = False) -> None:
         super().__init__(message)
         self.stale = stale
+
+
+class CheckRequest(WireModel):
+    """The input of activity `admission_check`, run on the task queue named by the AdmissionCheck's
+    `controllerName` (the contract, docs/controllers.md)."""
+
+    workload: dict[str, Any] = Field(description="The Workload in Kueue's shape, with its status.")
+    admission_check: str = Field(description="The AdmissionCheck asked about.")
+    parameters: dict[str, Any] | None = Field(description="The spec of the check's parameters object, if any.")
+    attempt: int = Field(description="The check's retryCount + 1; verdicts may carry it back.")
+    workflow_id: str = Field(description="Where verdicts go: signal or update this workflow.")
 
 
 def parse(payload: Any) -> Verdict:
@@ -149,6 +160,8 @@ def apply(state: WorkloadState, v: Verdict, now: datetime, random: float = 0.0) 
     if v.state != check.state:
         note = f"Admission check {v.name} updated state from {check.state} to {v.state}"
         wl.record(state, "AdmissionCheckUpdated", note + (f" with message: {v.message}" if v.message else ""), now)
+    if holding:
+        state.answered[v.name] = attempt_of(check)  # the controller spoke: no need to ask it
     detail = reconcile(state, now) if holding else "kept until quota is reserved"
     remember(state, v, v.name, v.state, "applied", detail, now)
     return detail
@@ -157,7 +170,8 @@ def apply(state: WorkloadState, v: Verdict, now: datetime, random: float = 0.0) 
 def _with_strategy(state: WorkloadState, check: AdmissionCheckState, v: Verdict, random: float) -> Verdict:
     """A Retry without its own delay takes the AdmissionCheck's retry strategy, and past its limit
     becomes Rejected (admitflow's extension, KEP-3258 "Future outlook")."""
-    strategy = state.retry_strategies.get(v.name)
+    info = state.checks_info.get(v.name)
+    strategy = info.retry_strategy if info is not None else None
     if v.state != "Retry" or v.requeue_after_seconds is not None or strategy is None:
         return v
     n = (check.retry_count or 0) + 1
@@ -310,3 +324,70 @@ def finish_backoff_if_due(state: WorkloadState, now: datetime) -> bool:
     st = state.status
     st.conditions = cond.set_condition(st.conditions, wl.REQUEUED, True, "BackoffFinished", "The workload backoff was finished", now)
     return True
+
+
+# --- asking controllers ---------------------------------------------------------------------------
+
+
+def to_ask(state: WorkloadState) -> list[str]:
+    """The checks whose controller must be asked now: the workload holds quota, the check is
+    Pending, and its controller has not answered this attempt in this reservation. The built-in
+    ProvisioningRequest check is answered by the engine itself."""
+    if not wl.has_quota(state) or wl.is_finished(state) or state.deleted:
+        return []
+    out = []
+    for c in state.status.admission_checks or ():
+        info = state.checks_info.get(c.name)
+        if (
+            c.state == "Pending"
+            and info is not None
+            and info.controller_name != PROVISIONING_REQUEST_CONTROLLER_NAME
+            and state.answered.get(c.name) != attempt_of(c)
+        ):
+            out.append(c.name)
+    return out
+
+
+def request(state: WorkloadState, name: str, workflow_id: str) -> CheckRequest:
+    check = next(c for c in state.status.admission_checks or () if c.name == name)
+    info = state.checks_info[name]
+    return CheckRequest(
+        workload=state.workload.to_wire(),
+        admission_check=name,
+        parameters=info.parameters,
+        attempt=attempt_of(check),
+        workflow_id=workflow_id,
+    )
+
+
+def answer(
+    state: WorkloadState, name: str, attempt: int, result: Any, error: str, now: datetime, random: float = 0.0
+) -> str:
+    """What a controller's activity came back with: its first verdict for that attempt (`Pending`:
+    it will send one later), or the message of its non-retryable error, which counts as `Retry`.
+    `name` and `attempt` are filled in when the result leaves them out; a result that is not a
+    verdict also counts as `Retry`, so that a broken controller cannot leave the workload waiting.
+    An answer that comes after a verdict for that attempt, or after the workload lost its quota,
+    is recorded and ignored."""
+    payload = dict(result) if isinstance(result, dict) else {"state": result}
+    payload.setdefault("name", name)
+    payload.setdefault("attempt", attempt)
+    if not _asked(state, name, attempt):
+        detail = "ignored: a verdict for this attempt came first, or the workload no longer holds quota"
+        remember(state, None, name, "Error" if error else str(payload.get("state", "?")), "ignored", detail, now)
+        return detail
+    if not error:
+        try:
+            v = parse(payload)
+            if v.name != name:
+                raise VerdictError(f'answered for check "{v.name}"')
+            validate(state, v)
+            return apply(state, v, now, random)
+        except VerdictError as err:
+            error = f"invalid verdict from the controller: {err}"
+    return receive(state, {"name": name, "state": "Retry", "message": error, "attempt": attempt}, now, random)
+
+
+def _asked(state: WorkloadState, name: str, attempt: int) -> bool:
+    """The controller's answer for this attempt is still awaited."""
+    return name in to_ask(state) and any(c.name == name and attempt_of(c) == attempt for c in state.status.admission_checks or ())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr
 
@@ -45,9 +45,14 @@ RELEASED_MEMORY = 1000
 
 
 class AdmissionCheckInfo(WireModel):
+    """What the engine needs of an AdmissionCheck: who answers it, whether it is active, its retry
+    strategy, and the `spec` of the object its `parameters` refer to (None without one, or when
+    that object does not exist)."""
+
     controller_name: str
     active: bool = False
     retry_strategy: AdmissionCheckRetryStrategy | None = None
+    parameters: dict[str, Any] | None = None
 
 
 class LocalQueueInfo(WireModel):
@@ -105,8 +110,8 @@ class Notice(WireModel):
     admission_checks: list[str] = Field(
         default_factory=list, description="With reserved, pending and checks: the checks the workload has."
     )
-    retry_strategies: dict[str, AdmissionCheckRetryStrategy] = Field(
-        default_factory=dict, description="With reserved and checks: the retry strategies of those checks."
+    checks_info: dict[str, AdmissionCheckInfo] = Field(
+        default_factory=dict, description="With reserved and checks: those checks' controllers, parameters and retry strategies."
     )
     flavors: dict[str, ResourceFlavorSpec] = Field(
         default_factory=dict, description="With reserved: the assigned flavors, for the pods' node selectors."
@@ -326,9 +331,8 @@ def mark_admitted(state: ClusterQueueState, key: str, uid: str, ticket: int) -> 
     return True
 
 
-def retry_strategies(view: ClusterQueueView, checks: Iterable[str]) -> dict[str, AdmissionCheckRetryStrategy]:
-    infos = view.admission_checks
-    return {n: infos[n].retry_strategy for n in checks if n in infos and infos[n].retry_strategy is not None}
+def checks_info(view: ClusterQueueView, checks: Iterable[str]) -> dict[str, AdmissionCheckInfo]:
+    return {n: view.admission_checks[n] for n in checks if n in view.admission_checks}
 
 
 def sync_reservation_checks(state: ClusterQueueState) -> list[Notice]:
@@ -346,7 +350,7 @@ def sync_reservation_checks(state: ClusterQueueState) -> list[Notice]:
         notices.append(
             Notice(
                 key=r.key, uid=r.uid, ticket=r.ticket, kind="checks", admission_checks=wanted,
-                retry_strategies=retry_strategies(view, wanted),
+                checks_info=checks_info(view, wanted),
             )
         )
     return notices

@@ -17,7 +17,7 @@ from admitflow.wire import WireModel
 from admitflow.admission.cluster_queue import (
     ClusterQueueState,
     Notice,
-    retry_strategies,
+    checks_info,
     send_back_strangers,
     sync_reservation_checks,
     Reservation,
@@ -211,7 +211,7 @@ def _reserve(result: PassResult, state: ClusterQueueState, e: QueueEntry, assign
     result.notices.append(
         Notice(
             key=e.key, uid=e.uid, ticket=e.ticket, kind="reserved", assignment=assignment, admission_checks=checks,
-            retry_strategies=retry_strategies(state.view, checks),
+            checks_info=checks_info(state.view, checks),
             flavors={f: state.view.flavors[f] for f in sorted(used) if f in state.view.flavors},
         )
     )

@@ -16,14 +16,13 @@ from admitflow.wire import WireModel
 
 from admitflow import search_attributes as sa
 from admitflow.admission import conditions as cond
-from admitflow.admission.cluster_queue import Notice
+from admitflow.admission.cluster_queue import AdmissionCheckInfo, Notice
 from admitflow.admission.conditions import MAX_EVENT_MESSAGE, second, truncate
 from admitflow.admission.flavor_assignment import Assignment
 from admitflow.admission.requests import PodSetRequest, format_requests, pod_set_request
 from admitflow.api import Admission, AdmissionCheckState, ResourceFlavorSpec, Workload, WorkloadStatus
 from admitflow.admission import pod_set_updates
 from admitflow.admission.pod_set_updates import PodSetInfo
-from admitflow.api.admission_check import AdmissionCheckRetryStrategy
 from admitflow.api.workload import SchedulingStats, WorkloadSchedulingStatsEviction
 
 QUOTA_RESERVED = "QuotaReserved"
@@ -80,8 +79,12 @@ class WorkloadState(WireModel):
     )
     deleted: bool = False
     verdicts: list[VerdictRecord] = Field(default_factory=list, description="The last check verdicts received.")
-    retry_strategies: dict[str, AdmissionCheckRetryStrategy] = Field(
-        default_factory=dict, description="Retry strategies of its checks that have one, by check name."
+    checks_info: dict[str, AdmissionCheckInfo] = Field(
+        default_factory=dict, description="Its checks' controllers, parameters and retry strategies, by check name."
+    )
+    answered: dict[str, int] = Field(
+        default_factory=dict,
+        description="Checks whose controller has answered in this reservation, with the attempt it answered.",
     )
     flavors: dict[str, ResourceFlavorSpec] = Field(default_factory=dict, description="The flavors it was assigned.")
     pod_sets_info: list[PodSetInfo] | None = Field(default=None, description="Set when admitted.")
@@ -314,7 +317,8 @@ def reserve_quota(state: WorkloadState, notice: Notice, now: datetime) -> None:
         if old is not None and old.status == "True":
             st.conditions = cond.set_condition(st.conditions, type_, False, "QuotaReserved", f"Previously: {old.message}", now)
     st.admission_checks = sync_admission_checks(st.admission_checks, notice.admission_checks, now)
-    state.retry_strategies = dict(notice.retry_strategies)
+    state.checks_info = dict(notice.checks_info)
+    state.answered = {}
     state.flavors = dict(notice.flavors)
     record(
         state,
@@ -356,7 +360,7 @@ def take_checks_before_reservation(state: WorkloadState, wanted: list[str], now:
 def take_checks(state: WorkloadState, notice: Notice, now: datetime) -> None:
     """The ClusterQueue's checks changed while this workload holds quota there."""
     state.status.admission_checks = sync_admission_checks(state.status.admission_checks, notice.admission_checks, now)
-    state.retry_strategies = dict(notice.retry_strategies)
+    state.checks_info = dict(notice.checks_info)
 
 
 def set_pod_sets_info(state: WorkloadState) -> None:

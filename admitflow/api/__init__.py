@@ -13,6 +13,7 @@ from .admission_check import (
     CheckState,
 )
 from .base import KueueModel
+from .check_parameters import AdmissionCheckParameters
 from .cluster_queue import (
     AdmissionChecksStrategy,
     AdmissionCheckStrategyRule,
@@ -97,6 +98,7 @@ from .workload import (
 __all__ = [
     "Admission",
     "AdmissionCheck",
+    "AdmissionCheckParameters",
     "AdmissionCheckParametersReference",
     "AdmissionCheckRetryStrategy",
     "AdmissionCheckSpec",

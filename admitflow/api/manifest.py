@@ -7,6 +7,8 @@ from typing import Annotated, Union
 from pydantic import Field
 
 from .admission_check import AdmissionCheck
+from .check_parameters import API_VERSION as PARAMETERS_API_VERSION
+from .check_parameters import AdmissionCheckParameters
 from .cluster_queue import ClusterQueue
 from .configuration import Configuration
 from .local_queue import LocalQueue
@@ -20,6 +22,7 @@ CONFIG_TYPES: tuple[type, ...] = (
     LocalQueue,
     AdmissionCheck,
     ProvisioningRequestConfig,
+    AdmissionCheckParameters,
     Configuration,
 )
 """The configuration kinds (held by the catalog). Their status belongs to the system: a status given
@@ -36,7 +39,7 @@ Manifest = Annotated[Union[MANIFEST_TYPES], Field(discriminator="kind")]  # noqa
 
 NAMESPACED_TYPES: tuple[type, ...] = (LocalQueue, Workload)
 
-_KUEUE_KINDS = {t.__name__: t for t in MANIFEST_TYPES if t is not Configuration}
+_KUEUE_KINDS = {t.__name__: t for t in MANIFEST_TYPES if t not in (Configuration, AdmissionCheckParameters)}
 
 
 def model_for(api_version: object, kind: object) -> type | None:
@@ -45,4 +48,6 @@ def model_for(api_version: object, kind: object) -> type | None:
         return _KUEUE_KINDS.get(kind)
     if api_version in ("config.kueue.x-k8s.io/v1beta1", "config.kueue.x-k8s.io/v1beta2") and kind == "Configuration":
         return Configuration
+    if api_version == PARAMETERS_API_VERSION and kind == "AdmissionCheckParameters":
+        return AdmissionCheckParameters
     return None

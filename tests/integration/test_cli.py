@@ -145,9 +145,15 @@ async def test_apply_get_describe_finish_delete(engine, tmp_path):
     assert (r.returncode, r.stderr.strip()) == (2, 'error: the server doesn\'t have a resource type "widgets"')
 
 
+def _main_job_args() -> list[str]:
+    """The arguments `make run` gives `admitflow dev`, read from the Makefile so they cannot drift."""
+    line = next(ln for ln in (ROOT / "Makefile").read_text().splitlines() if "admitflow dev " in ln)
+    return line.split("admitflow dev ", 1)[1].split()
+
+
 def _start_main_job(db: Path, port: int, ui_port: int) -> subprocess.Popen:
     return subprocess.Popen(
-        [ADMITFLOW, "dev", "--port", str(port), "--ui-port", str(ui_port), "--db", str(db), "-f", "examples/"],
+        [ADMITFLOW, "dev", "--port", str(port), "--ui-port", str(ui_port), "--db", str(db), *_main_job_args()],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -177,7 +183,15 @@ def test_the_main_job_admits_the_examples_and_a_second_run_reuses_the_database(t
     try:
         lines = _read_until(proc, "All 4 workloads admitted.")
         assert "workload.kueue.x-k8s.io/team-b/sweep created" in lines
+        assert "Check controller admitflow.io/budget serving its task queue" in lines
         _read_until(proc, "Ctrl-C stops")
+        described = subprocess.run(
+            [ADMITFLOW, "get", "workload", "team-b/sweep", "-o", "json", "--address", f"localhost:{port}"],
+            capture_output=True, text=True, timeout=30, cwd=ROOT,
+        )
+        [budget] = json.loads(described.stdout)["status"]["admissionChecks"]
+        # 12.5 cpu-hours used (examples/controllers/consumption.json) + 6 trials x 1 cpu x 1 h, of 50.
+        assert (budget["name"], budget["state"], budget["message"]) == ("budget", "Ready", "18.5 of 50 cpu-hours this week")
         with urllib.request.urlopen(f"http://localhost:{ui_port}/", timeout=5) as resp:
             assert resp.status == 200
     finally:

@@ -9,6 +9,7 @@ import pytest
 
 from admitflow.admission import checks
 from admitflow.admission import workload as wl
+from admitflow.admission.cluster_queue import AdmissionCheckInfo
 from admitflow.api.admission_check import AdmissionCheckRetryStrategy
 from tests.unit.test_workload_status import T0, conditions, reserved_notice, submitted
 
@@ -318,14 +319,17 @@ def test_retry_delay(strategy, n, random, want):
     assert checks.retry_delay(AdmissionCheckRetryStrategy.model_validate(strategy), n, random) == want
 
 
+STRATEGY = AdmissionCheckRetryStrategy.model_validate({"baseDelaySeconds": 10, "backoffLimitCount": 1})
+
+
 def test_a_retry_without_delay_takes_the_checks_strategy_and_past_its_limit_is_rejected():
     st = holding("a")
-    st.retry_strategies = {"a": AdmissionCheckRetryStrategy.model_validate({"baseDelaySeconds": 10, "backoffLimitCount": 1})}
+    st.checks_info = {"a": AdmissionCheckInfo(controller_name="c", retry_strategy=STRATEGY)}
     checks.receive(st, verdict("a", "Retry"), T0)
     assert checks.requeue_at(st) == T0 + timedelta(seconds=10)
     checks.finish_backoff_if_due(st, T0 + timedelta(seconds=10))
     wl.reserve_quota(st, reserved_notice(checks=["a"]), T0 + timedelta(seconds=11))
-    st.retry_strategies = {"a": AdmissionCheckRetryStrategy.model_validate({"baseDelaySeconds": 10, "backoffLimitCount": 1})}
+    st.checks_info = {"a": AdmissionCheckInfo(controller_name="c", retry_strategy=STRATEGY)}
     checks.receive(st, verdict("a", "Retry", message="still no"), T0 + timedelta(seconds=12))
     assert wl.phase(st) == "Inactive"
     assert conditions(st)["Evicted"][2].endswith('"a" (retry limit of 1 reached: still no)')

@@ -6,8 +6,11 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
+import pytest_asyncio
+
 from admitflow import ids
 from admitflow.admission.checks import Verdict
+from admitflow.controller import Controller, pending
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.workflows.test_lifecycle import loaded, replay_all, until_phase
 
@@ -18,6 +21,7 @@ def check_manifest(name: str, **spec) -> dict:
 
 
 async def setup(engine, **check_spec) -> None:
+    """A ClusterQueue with check `budget`, whose controller says it will send its verdicts later."""
     af = engine.admitflow
     await af.apply(loaded(check_manifest("budget", **check_spec)))
     await af.set_admission_check_active("budget")
@@ -25,6 +29,18 @@ async def setup(engine, **check_spec) -> None:
         loaded(flavor_manifest(), cluster_queue_manifest(checks=[{"name": "budget"}]), local_queue_manifest(), workload_manifest("job"))
     )
     await until_phase(engine, "job", "QuotaReserved")
+
+
+@pytest_asyncio.fixture(autouse=True)
+async def controller(skipping_env):
+    """The controller of `budget` answers that it will decide later; the tests send the verdicts.
+    (An activity nobody picks up would also hold the time-skipping server's clock.)"""
+
+    async def later(request):
+        return pending("deciding")
+
+    async with Controller("tests", check=later).worker(skipping_env.client):
+        yield
 
 
 async def test_a_two_hour_retry_delay_is_waited_out_durably(skipping_env, skipping_engine):
