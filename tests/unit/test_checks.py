@@ -333,3 +333,96 @@ def test_a_retry_without_delay_takes_the_checks_strategy_and_past_its_limit_is_r
     checks.receive(st, verdict("a", "Retry", message="still no"), T0 + timedelta(seconds=12))
     assert wl.phase(st) == "Inactive"
     assert conditions(st)["Evicted"][2].endswith('"a" (retry limit of 1 reached: still no)')
+
+
+# --- asking controllers (activity admission_check) ---------------------------------------------------
+
+
+def served(*names: str, controller: str = "example.com/c", at=T0) -> wl.WorkloadState:
+    """A workload holding quota, with checks whose controller is `controller`."""
+    st = submitted()
+    notice = reserved_notice(checks=list(names))
+    notice.checks_info = {n: AdmissionCheckInfo(controller_name=controller, parameters={"n": n}) for n in names}
+    wl.reserve_quota(st, notice, at)
+    return st
+
+
+def test_a_workload_holding_quota_asks_the_controllers_of_its_pending_checks():
+    st = served("a", "b")
+    assert checks.to_ask(st) == ["a", "b"]
+    req = checks.request(st, "a", "workload/default/job")
+    assert req.to_wire() == {
+        "workload": st.workload.to_wire(), "admissionCheck": "a", "parameters": {"n": "a"}, "attempt": 1,
+        "workflowId": "workload/default/job",
+    }
+
+
+def test_nothing_is_asked_while_waiting_for_quota_or_of_the_built_in_provisioning_check():
+    st = submitted()
+    wl.take_checks_before_reservation(st, ["a"], T0)
+    assert checks.to_ask(st) == []
+    assert checks.to_ask(served("a", controller="kueue.x-k8s.io/provisioning-request")) == []
+
+
+@pytest.mark.parametrize(
+    ("result", "state", "message", "phase"),
+    [
+        pytest.param({"state": "Ready", "message": "ok"}, "Ready", "ok", "Admitted", id="ready-admits"),
+        pytest.param("Ready", "Ready", "", "Admitted", id="a-bare-state-is-a-verdict"),
+        pytest.param({"state": "Pending", "message": "in review"}, "Pending", "in review", "QuotaReserved", id="pending-waits-for-a-signal"),
+        pytest.param({"state": "Maybe"}, "Pending", "Reset to Pending after eviction. Previously: Retry", "Pending", id="not-a-verdict-counts-as-retry"),
+        pytest.param({"state": "Ready", "name": "b"}, "Pending", "Reset to Pending after eviction. Previously: Retry", "Pending", id="another-checks-name-counts-as-retry"),
+    ],
+)
+def test_the_controllers_answer_is_the_first_verdict(result, state, message, phase):
+    st = served("a")
+    checks.answer(st, "a", 1, result, "", T0 + timedelta(seconds=1))
+    assert (st.status.admission_checks[0].state, st.status.admission_checks[0].message, wl.phase(st)) == (state, message, phase)
+    assert checks.to_ask(st) == []  # answered, admitted or evicted: nothing more to ask
+
+
+def test_an_answer_that_is_not_a_verdict_is_retried_with_the_reason():
+    st = served("a")
+    checks.answer(st, "a", 1, {"state": "Maybe"}, "", T0)
+    assert st.verdicts[-1].detail.startswith("evicted")
+    assert conditions(st)["Evicted"][2] == (
+        'Evicted due to AdmissionCheck in Retry state: "a" (invalid verdict from the controller: '
+        'unknown state "Maybe" for check "a": must be one of Pending, Ready, Retry, Rejected)'
+    )
+
+
+def test_a_non_retryable_controller_error_is_a_retry_with_its_message():
+    st = served("a")
+    checks.answer(st, "a", 1, None, "budget service refused: 403", T0 + timedelta(seconds=1))
+    assert wl.phase(st) == "Pending"
+    assert conditions(st)["Evicted"][2] == 'Evicted due to AdmissionCheck in Retry state: "a" (budget service refused: 403)'
+    assert st.status.admission_checks[0].retry_count == 1
+
+
+def test_a_pending_answer_is_not_asked_again_but_a_retry_asks_the_next_attempt_after_requeue():
+    st = served("a", "b")
+    checks.answer(st, "a", 1, {"state": "Pending"}, "", T0)
+    assert checks.to_ask(st) == ["b"]
+    checks.answer(st, "b", 1, {"state": "Retry"}, "", T0)
+    assert checks.to_ask(st) == []  # evicted: nobody is asked without quota
+    notice = reserved_notice(checks=["a", "b"], ticket=2)
+    notice.checks_info = {n: AdmissionCheckInfo(controller_name="c") for n in "ab"}
+    st.ticket = 2
+    wl.reserve_quota(st, notice, T0 + timedelta(seconds=9))
+    assert checks.to_ask(st) == ["a", "b"]  # a new reservation asks every Pending check again
+    assert [checks.request(st, n, "w").attempt for n in "ab"] == [1, 2]
+
+
+def test_a_signalled_verdict_answers_the_check_and_a_later_activity_result_is_ignored():
+    st = served("a")
+    checks.receive(st, verdict("a", "Ready", message="by hand"), T0)
+    assert checks.to_ask(st) == []
+    checks.answer(st, "a", 1, {"state": "Pending", "message": "late"}, "", T0 + timedelta(seconds=1))
+    assert (st.status.admission_checks[0].state, wl.phase(st)) == ("Ready", "Admitted")
+    assert st.verdicts[-1].outcome == "ignored"
+
+
+def test_a_signalled_pending_also_stops_the_asking():
+    st = served("a")
+    checks.receive(st, verdict("a", "Pending", message="queued for review"), T0)
+    assert checks.to_ask(st) == []
