@@ -160,7 +160,7 @@ class Controller(Generic[P]):
         self.client = client
         return Worker(client, task_queue=self.name, activities=[self.admission_check], **options)
 
-    async def run(self, client: Client, activation_interval: timedelta = timedelta(seconds=10)) -> None:
+    async def run(self, client: Client, activation_interval: timedelta = timedelta(seconds=3)) -> None:
         """Serve until cancelled, keeping the `Active` condition of its AdmissionChecks current."""
         async with self.worker(client):
             self.log.info("controller_started")

@@ -1,7 +1,10 @@
 """Histories written by earlier releases replay against the current workflow code.
 
-`histories/` holds what the main job wrote before admission checks existed (the examples admitted,
-one finished). A change that breaks them needs `workflow.patched`; this test says so first.
+Each set under `histories/` is what the main job's scenario wrote with the code of its time:
+`before-checks/` (the examples admitted, one finished), `check-controllers/` (admitted through the
+budget controller's activities, two sent back by a late Retry into their backoff, one finished).
+`python -m tests.replay.record NAME` records a new set. A change that breaks them needs
+`workflow.patched`; this test says so first.
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ from temporalio.client import WorkflowHistory
 
 from worker.main import replayer
 
-HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+ROOT = Path(__file__).parent / "histories"
+HISTORIES = sorted(ROOT.glob("*/*.json"))
 
 
-@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+@pytest.mark.parametrize("path", HISTORIES, ids=[f"{p.parent.name}/{p.stem}" for p in HISTORIES])
 async def test_a_recorded_history_replays(path: Path):
     workflow_id = path.stem.replace("__", "/")
     result = await replayer().replay_workflow(WorkflowHistory.from_json(workflow_id, path.read_text()))
