@@ -163,17 +163,24 @@ async def test_a_signalled_verdict_cancels_the_activity_nobody_picked_up(engine)
     await replay_all(engine, [ids.workload_id("default/job")])
 
 
-async def test_finishing_a_workload_cancels_the_check_it_still_waits_for(engine):
+@pytest.mark.parametrize("ending", ["finish", "deactivate"])
+async def test_finishing_or_evicting_a_workload_cancels_the_check_it_still_waits_for(engine, ending):
     af = engine.admitflow
     await queue_with(af, check("human", "tests/nobody-serves-this"), checks=["human"])
     await af.set_admission_check_active("human")
     await submit(af, "job")
     await until(af, "QuotaReserved")
-    await af.finish("default/job", succeeded=False, message="given up")
-    result = await engine.client.get_workflow_handle(ids.workload_id("default/job")).result()
-    assert result is not None
-    k = kinds(await history_events(engine, "job"))
-    assert k["EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED"] == 1
+    if ending == "finish":
+        await af.finish("default/job", succeeded=False, message="given up")
+        await engine.client.get_workflow_handle(ids.workload_id("default/job")).result()
+    else:
+        await af.deactivate("default/job")
+        await until(af, "Inactive")
+
+    async def cancel_requested() -> bool:
+        return kinds(await history_events(engine, "job"))["EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED"] == 1
+
+    await eventually(cancel_requested, 10)
 
 
 CONTROLLER_FILE = """
