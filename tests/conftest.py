@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 import socket
 import sys
@@ -31,9 +30,14 @@ from admitflow.codec import DATA_CONVERTER
 from admitflow.devserver import DevServer
 from worker.main import build_worker
 
-NAMESPACE_POOL = 48
-
 _EXIT_STATUS = pytest.StashKey[int]()
+# How many namespaces the dev server creates at start: one per collected test that takes `engine`
+# (creating one later costs a wait for the frontend's namespace cache).
+_ENGINE_TESTS = pytest.StashKey[int]()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    config.stash[_ENGINE_TESTS] = sum("engine" in getattr(item, "fixturenames", ()) for item in items)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -67,25 +71,24 @@ class Engine:
 
 
 @pytest_asyncio.fixture(scope="session")
-async def dev_server() -> AsyncIterator[DevServer]:
+async def dev_server(pytestconfig: pytest.Config) -> AsyncIterator[DevServer]:
+    pool = pytestconfig.stash.get(_ENGINE_TESTS, 0)
     server = DevServer(
         port=free_port(),
         db=None,
         headless=True,
-        namespaces=tuple(f"test-{i}" for i in range(NAMESPACE_POOL)),
+        namespaces=tuple(f"test-{i}" for i in range(pool)),
         log_file=Path(f"/tmp/admitflow-test-devserver-{uuid.uuid4().hex[:8]}.log"),
     )
     await server.start()
-    server.pool = itertools.count()  # type: ignore[attr-defined]
+    server.pool = iter(server.namespaces)  # type: ignore[attr-defined]
     yield server
     server.stop()
 
 
 @pytest_asyncio.fixture
 async def engine(dev_server: DevServer) -> AsyncIterator[Engine]:
-    n = next(dev_server.pool)  # type: ignore[attr-defined]
-    assert n < NAMESPACE_POOL, "raise NAMESPACE_POOL: more dev-server tests than namespaces"
-    namespace = f"test-{n}"
+    namespace = next(dev_server.pool)  # type: ignore[attr-defined]
     client = await Client.connect(dev_server.address, namespace=namespace, data_converter=DATA_CONVERTER)
     async with build_worker(client, "admitflow"):
         yield Engine(client, AdmitflowClient(client, "admitflow"), namespace, dev_server.address)
