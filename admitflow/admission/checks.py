@@ -26,7 +26,9 @@ from admitflow.admission.conditions import MAX_CONDITION_MESSAGE, second, trunca
 from admitflow.admission.workload import VerdictRecord, WorkloadState
 from admitflow.api import AdmissionCheckState, RequeueState
 from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME, AdmissionCheckRetryStrategy
-from admitflow.api.workload import PodSetUpdate
+from admitflow.api import field_error as fe
+from admitflow.api.pod import toleration_rule_errors
+from admitflow.api.workload import PodSetUpdate, pod_set_update_errors
 from admitflow.wire import WireModel
 
 STATES = ("Pending", "Ready", "Retry", "Rejected")
@@ -94,14 +96,25 @@ def validate(state: WorkloadState, v: Verdict) -> AdmissionCheckState:
     if v.requeue_after_seconds is not None and v.requeue_after_seconds < 0:
         raise VerdictError(f"requeueAfterSeconds must be >= 0, got {v.requeue_after_seconds}")
     pod_sets = [ps.name for ps in state.workload.spec.pod_sets]
-    for update in v.pod_set_updates or ():
+    seen: set[str] = set()
+    for i, update in enumerate(v.pod_set_updates or ()):
         if update.name not in pod_sets:
             raise VerdictError(f'podSetUpdates: unknown podSet "{update.name}" (the workload has: {", ".join(pod_sets)})')
+        path = f"podSetUpdates[{i}]"
+        if update.name in seen:
+            # Kueue would take only the first one; saying so beats dropping the second unseen.
+            raise VerdictError(f"{fe.duplicate(f'{path}.name', update.name)}: one podSetUpdate per podSet")
+        seen.add(update.name)
+        errors = toleration_rule_errors(update.tolerations, f"{path}.tolerations") + pod_set_update_errors(update, path)
+        if errors:
+            raise VerdictError(str(errors[0]))
     if v.attempt is not None and v.attempt < attempt_of(check):
         raise VerdictError(
             f'verdict for attempt {v.attempt} of check "{v.name}", which is at attempt {attempt_of(check)}: ignored',
             stale=True,
         )
+    if check.state == "Ready" and v.state == "Ready" and (v.pod_set_updates or None) != (check.pod_set_updates or None):
+        raise VerdictError(f'podSetUpdates: field is immutable while check "{v.name}" stays Ready')
     return check
 
 

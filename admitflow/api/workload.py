@@ -389,8 +389,16 @@ class Workload(KueueModel):
                 item = f"{status_path}.admissionChecks[{i}].podSetUpdates[{j}]"
                 if update.name not in pod_sets:
                     errors.append(fe.not_supported(f"{item}.name", update.name, sorted(pod_sets)))
-                errors += toleration_key_errors(update.tolerations, f"{item}.tolerations")
-                errors += annotation_errors(update.annotations, f"{item}.annotations")
-                errors += label_errors(update.node_selector, f"{item}.nodeSelector")
-                errors += label_errors(update.labels, f"{item}.labels")
+                errors += pod_set_update_errors(update, item)
         return errors
+
+
+def pod_set_update_errors(update: PodSetUpdate, path: str) -> list[FieldError]:
+    """Kueue's webhook checks of one podSetUpdate's toleration keys, annotations, nodeSelector and
+    labels (its podSet name and the tolerations' CEL rules are checked beside it)."""
+    return (
+        toleration_key_errors(update.tolerations, f"{path}.tolerations")
+        + annotation_errors(update.annotations, f"{path}.annotations")
+        + label_errors(update.node_selector, f"{path}.nodeSelector")
+        + label_errors(update.labels, f"{path}.labels")
+    )

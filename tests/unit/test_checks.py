@@ -276,6 +276,33 @@ def test_a_verdict_for_an_old_attempt_is_ignored():
             'podSetUpdates: unknown podSet "workers" (the workload has: main)',
             id="unknown-pod-set",
         ),
+        pytest.param(
+            verdict("a", "Ready", podSetUpdates=[{"name": "main"}, {"name": "main", "labels": {"x": "y"}}]),
+            'podSetUpdates[1].name: Duplicate value: "main": one podSetUpdate per podSet',
+            id="two-updates-of-one-pod-set",
+        ),
+        pytest.param(
+            verdict("a", "Ready", podSetUpdates=[{"name": "main", "nodeSelector": {"pool": "not valid!"}}]),
+            'podSetUpdates[0].nodeSelector: Invalid value: "not valid!": a valid label must be an empty string or '
+            "consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+            "character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is "
+            "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+            id="a-node-selector-value-kubernetes-refuses",
+        ),
+        pytest.param(
+            verdict("a", "Ready", podSetUpdates=[{"name": "main", "tolerations": [{"operator": "Equal", "value": "x"}]}]),
+            "podSetUpdates[0].tolerations: Invalid value: \"array\": operator must be Exists when 'key' is empty, "
+            "which means 'match all values and all keys'",
+            id="a-toleration-kueues-rules-refuse",
+        ),
+        pytest.param(
+            verdict("a", "Ready", podSetUpdates=[{"name": "main", "annotations": {"a/b/c": "x"}}]),
+            'podSetUpdates[0].annotations: Invalid value: "a/b/c": a qualified name must consist of alphanumeric '
+            "characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or "
+            "'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with "
+            "an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+            id="an-annotation-key-kubernetes-refuses",
+        ),
         pytest.param({"state": "Ready"}, "invalid verdict: name: Field required", id="no-name"),
         pytest.param("Ready", "invalid verdict: verdict: Input should be a valid dictionary or instance of Verdict", id="not-an-object"),
         pytest.param(verdict("a", "Ready", requeueAfterSeconds="soon"), "invalid verdict: requeueAfterSeconds: Input should be a valid integer, unable to parse string as an integer", id="delay-not-a-number"),
@@ -287,6 +314,19 @@ def test_a_bad_verdict_is_recorded_with_its_reason_and_changes_nothing(payload, 
     assert checks.receive(st, payload, T0 + timedelta(seconds=9)) == error
     assert st.workload.model_dump() == before
     assert (st.verdicts[-1].outcome, st.verdicts[-1].detail) == ("rejected", error)
+
+
+def test_the_pod_set_updates_of_a_ready_check_cannot_change_until_it_leaves_ready():
+    st = holding("a", "b")
+    checks.receive(st, verdict("a", "Ready", podSetUpdates=[{"name": "main", "labels": {"x": "y"}}]), T0)
+    kept = st.status.admission_checks[0].model_dump()
+    for changed in ([{"name": "main", "labels": {"x": "z"}}], None):
+        assert checks.receive(st, verdict("a", "Ready", podSetUpdates=changed), T0) == (
+            'podSetUpdates: field is immutable while check "a" stays Ready'
+        )
+    assert st.status.admission_checks[0].model_dump() == kept
+    same = verdict("a", "Ready", message="still fine", podSetUpdates=[{"name": "main", "labels": {"x": "y"}}])
+    assert checks.receive(st, same, T0) == "waiting for the other checks"
 
 
 def test_a_verdict_for_a_finished_workload_is_refused():
