@@ -16,9 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
+from pydantic import ValidationError
 
 from admitflow import ids, registration
 from admitflow.api import ManifestError, load_manifests
+from admitflow.api import field_error as fe
+from admitflow.api.workload import PodSetUpdate
 from admitflow.client import (
     KIND_NAMES,
     NAMESPACED,
@@ -27,10 +30,22 @@ from admitflow.client import (
     kind_of,
 )
 from admitflow.devserver import DEFAULT_DB, DevServer, DevServerError
-from admitflow.printing import age, describe, render, table
+from admitflow.printing import age, controller_lines, describe, render, table
 
 EXIT_BAD_INPUT = 2
 EXIT_UNREACHABLE = 1
+
+
+VERDICT_EPILOG = """\
+--pod-set-update takes one podSetUpdate of the check's status, as a JSON object with Kueue's field
+names: "name" (the podSet, required), "labels", "annotations", "nodeSelector" (string maps) and
+"tolerations" (a list of core/v1 tolerations, at most 8). Give it once for each podSet that gets
+updates. The pods get them when the workload is admitted. For example:
+
+  admitflow verdict team-a/release approval Ready --message "approved by alice" \\
+    --pod-set-update '{"name": "main", "nodeSelector": {"pool": "gpu"}, "labels": {"approved-by": "alice"},
+                       "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}'
+"""
 
 
 class CLIError(Exception):
@@ -97,7 +112,10 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--message", default="", help="message of the Finished condition")
 
     v = sub.add_parser(
-        "verdict", parents=[conn], help="set a workload's admission check state (through the workflow's update)"
+        "verdict", parents=[conn], help="set a workload's admission check state (through the workflow's update)",
+        description="Send a check's verdict as its controller would, through the workload's update "
+        "apply_admission_check_state, and print the workload's check states; a refused verdict changes nothing.",
+        epilog=VERDICT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     v.add_argument("workload", help="namespace/name (or name in namespace default)")
     v.add_argument("check", help="the AdmissionCheck's name")
@@ -105,6 +123,10 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--message", default="", help="the check's message")
     v.add_argument("--requeue-after", help="with Retry: the least wait before the retry, e.g. 90s or 5m")
     v.add_argument("--attempt", type=int, help="the attempt (retryCount + 1) this verdict is about")
+    v.add_argument(
+        "--pod-set-update", action="append", default=[], metavar="JSON",
+        help="a podSetUpdate as a JSON object in Kueue's shape, one per podSet (repeatable; see below)",
+    )
     for name, text in (
         ("activate", "activate a deactivated workload; it goes back to its queue"),
         ("deactivate", "deactivate a workload; it gives back its quota or its place in the queue"),
@@ -214,7 +236,8 @@ async def cmd_describe(args: argparse.Namespace) -> None:
     (obj,) = await client.get(kind, key)
     extra = []
     if kind == "Workload":
-        pending = await client.position(await client.workload(key))
+        report = await client.workload(key)
+        pending = await client.position(report)
         if pending is not None:
             extra.append(
                 f"Position:     {pending.position_in_cluster_queue} in ClusterQueue, "
@@ -225,6 +248,7 @@ async def cmd_describe(args: argparse.Namespace) -> None:
             extra.append("Verdicts:")
             rows = [[v["check"], v["state"], v["outcome"], age(v.get("time")), v.get("detail", "")] for v in verdicts]
             extra.extend("  " + line for line in table(["Check", "State", "Outcome", "Age", "Detail"], rows).splitlines())
+        extra.extend(controller_lines(key, await client.controller_calls(report)))
     print(describe(obj, obj.pop("events", []), extra))
 
 
@@ -233,6 +257,27 @@ async def cmd_finish(args: argparse.Namespace) -> None:
     key = _key("Workload", args.workload)
     await client.finish(key, succeeded=not args.failed, message=args.message)
     print(f"workload.kueue.x-k8s.io/{key} finished")
+
+
+POD_SET_UPDATE_SHAPE = 'give an object such as {"name": "main", "nodeSelector": {"pool": "gpu"}}'
+
+
+def pod_set_updates(values: Sequence[str]) -> list[PodSetUpdate] | None:
+    """The `--pod-set-update` values as podSetUpdates, or a CLIError naming what is not one. What
+    Kueue checks beyond their shape (the podSet, labels, tolerations) the workload's update checks."""
+    updates = []
+    for value in values:
+        try:
+            obj = json.loads(value)
+        except json.JSONDecodeError as err:
+            raise CLIError(f"--pod-set-update {value!r}: not JSON ({err.msg} at column {err.colno}); {POD_SET_UPDATE_SHAPE}") from None
+        if not isinstance(obj, dict):
+            raise CLIError(f"--pod-set-update {value!r}: not a JSON object; {POD_SET_UPDATE_SHAPE}")
+        try:
+            updates.append(PodSetUpdate.model_validate(obj))
+        except ValidationError as err:
+            raise CLIError(f"--pod-set-update {value!r}: {fe.from_pydantic(err.errors()[0], PodSetUpdate)}") from None
+    return updates or None
 
 
 async def cmd_verdict(args: argparse.Namespace) -> None:
@@ -245,10 +290,16 @@ async def cmd_verdict(args: argparse.Namespace) -> None:
             delay = int(parse_duration(args.requeue_after).total_seconds())
         except ValueError as err:
             raise CLIError(f"--requeue-after: {err}") from None
+    updates = pod_set_updates(args.pod_set_update)
     client = await _client(args)
     key = _key("Workload", args.workload)
     verdict = Verdict(
-        name=args.check, state=args.state, message=args.message, requeue_after_seconds=delay, attempt=args.attempt
+        name=args.check,
+        state=args.state,
+        message=args.message,
+        requeue_after_seconds=delay,
+        pod_set_updates=updates,
+        attempt=args.attempt,
     )
     status = await client.verdict(key, verdict)
     rows = [[c.name, c.state, str(c.retry_count or 0), c.message] for c in status.admission_checks or ()]

@@ -10,8 +10,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from temporalio.api.enums.v1 import PendingActivityState, TaskQueueKind, TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflow.v1 import PendingActivityInfo
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
@@ -31,8 +36,9 @@ from admitflow import search_attributes as sa
 from admitflow.admission.catalog import CATALOG_KINDS, PLURALS, ObjectRef, Outcome
 from admitflow.admission.workload import WorkloadReport
 from admitflow.api import LoadedManifest, Workload
-from admitflow.admission.checks import Verdict
+from admitflow.admission.checks import CheckRequest, Verdict
 from admitflow.api import WorkloadStatus
+from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
 from admitflow.messages import (
     AdmissionCheckActive,
     ApplyRequest,
@@ -61,6 +67,35 @@ KIND_NAMES = {
     "Workload": ("workload", "workloads", "wl"),
 }
 NAMESPACED = {"LocalQueue", "Workload"}
+
+# The contract: a workload asks a check's controller through this activity, on the task queue
+# named by the AdmissionCheck's controllerName.
+ADMISSION_CHECK_ACTIVITY = "admission_check"
+# A live worker polls again within a minute (a poll waits up to 60 s on the server); a task queue
+# whose last poll is older than this has nobody serving it.
+SERVED_WITHIN = timedelta(seconds=90)
+_OUTSTANDING = {
+    PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED: "scheduled",
+    PendingActivityState.PENDING_ACTIVITY_STATE_STARTED: "started",
+}
+
+
+@dataclass(frozen=True)
+class ControllerCall:
+    """What a Pending check of a workload holding quota waits for: the controller asked (the task
+    queue of activity `admission_check`), the call if one is outstanding, and whether any worker
+    polls that task queue."""
+
+    check: str
+    controller: str
+    activity_state: str | None = None  # "scheduled" (no worker took it yet) or "started"; None: no call outstanding
+    activity_attempt: int | None = None  # Temporal's attempt of that activity (its retries of the call)
+    worker: str = ""  # identity of the worker that last took it
+    last_error: str = ""  # why the previous attempt failed
+    pollers: int = 0
+    last_poll: datetime | None = None
+    served: bool = False
+    lookup_error: str = ""  # the task queue could not be described
 
 
 class AdmitflowError(Exception):
@@ -268,6 +303,94 @@ class AdmitflowClient:
         if missing_ok:
             return None
         raise AdmitflowError(f'workloads "{key}" not found')
+
+    async def controller_calls(self, report: WorkloadReport, now: datetime | None = None) -> list[ControllerCall]:
+        """For each Pending check of a workload that holds quota (the built-in ProvisioningRequest
+        check aside): who was asked, the call still outstanding, and whether anyone serves it."""
+        status = report.status
+        if not status.has_condition("QuotaReserved") or status.has_condition("Finished"):
+            return []
+        pending = [c.name for c in status.admission_checks or () if c.state == "Pending"]
+        if not pending:
+            return []
+        catalog = {ac.metadata.name: ac.spec.controller_name for ac in await self.catalog_objects("AdmissionCheck")}
+        controllers = {
+            name: catalog[name]
+            for name in pending
+            if name in catalog and catalog[name] != PROVISIONING_REQUEST_CONTROLLER_NAME
+        }
+        if not controllers:
+            return []
+        handle = self.client.get_workflow_handle(ids.workload_id(report.key))
+        desc = await handle.describe()
+        activities = [
+            a
+            for a in desc.raw_description.pending_activities
+            if a.activity_type.name == ADMISSION_CHECK_ACTIVITY and a.state in _OUTSTANDING
+        ]
+        calls = await self._calls_by_check(handle, activities, controllers)
+        queues = sorted(set(controllers.values()))
+        polled = dict(zip(queues, await asyncio.gather(*(self._pollers(q) for q in queues)), strict=True))
+        now = now or datetime.now(UTC)
+        out = []
+        for name, queue in controllers.items():
+            pollers, last_poll, lookup_error = polled[queue]
+            a = calls.get(name)
+            out.append(
+                ControllerCall(
+                    check=name,
+                    controller=queue,
+                    activity_state=_OUTSTANDING[a.state] if a else None,
+                    activity_attempt=a.attempt if a else None,
+                    worker=a.last_worker_identity if a else "",
+                    last_error=a.last_failure.message.splitlines()[0] if a and a.last_failure.message else "",
+                    pollers=pollers,
+                    last_poll=last_poll,
+                    served=last_poll is not None and now - last_poll <= SERVED_WITHIN,
+                    lookup_error=lookup_error,
+                )
+            )
+        return out
+
+    async def _calls_by_check(
+        self, handle: Any, activities: list[PendingActivityInfo], controllers: dict[str, str]
+    ) -> dict[str, PendingActivityInfo]:
+        """Which check each outstanding `admission_check` activity asks about. Its task queue tells
+        when only one pending check has that controller; otherwise its input, in the history."""
+        checks_of: dict[str, list[str]] = {}
+        for name, queue in controllers.items():
+            checks_of.setdefault(queue, []).append(name)
+        found: dict[str, PendingActivityInfo] = {}
+        unsure: dict[str, PendingActivityInfo] = {}
+        for a in activities:
+            names = checks_of.get(a.activity_options.task_queue.name, [])
+            if len(names) == 1:
+                found[names[0]] = a
+            else:
+                unsure[a.activity_id] = a
+        if unsure:
+            async for event in handle.fetch_history_events():
+                if not event.HasField("activity_task_scheduled_event_attributes"):
+                    continue
+                attrs = event.activity_task_scheduled_event_attributes
+                if attrs.activity_id in unsure and attrs.activity_type.name == ADMISSION_CHECK_ACTIVITY:
+                    (request,) = await self.client.data_converter.decode(attrs.input.payloads, [CheckRequest])
+                    found[request.admission_check] = unsure[attrs.activity_id]
+        return found
+
+    async def _pollers(self, task_queue: str) -> tuple[int, datetime | None, str]:
+        """Activity pollers of a task queue: how many, the latest poll, or why it could not be told."""
+        request = DescribeTaskQueueRequest(
+            namespace=self.client.namespace,
+            task_queue=TaskQueue(name=task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+        )
+        try:
+            response = await self.client.workflow_service.describe_task_queue(request)
+        except RPCError as err:
+            return 0, None, err.message
+        times = [p.last_access_time.ToDatetime(tzinfo=UTC) for p in response.pollers if p.HasField("last_access_time")]
+        return len(response.pollers), max(times, default=None), ""
 
     async def workloads(self) -> list[WorkloadReport]:
         """Every workload that is running or finished (not deleted), from Temporal's visibility."""

@@ -47,7 +47,6 @@ from admitflow.messages import AdmissionCheckActive
 __all__ = ["CheckRequest", "Controller", "Verdict", "pending", "ready", "rejected", "retry"]
 
 P = TypeVar("P", bound=BaseModel)
-log = structlog.get_logger("admitflow.controller")
 
 ACTIVE = ("Active", "The admission check is active")
 BAD_PARAMETERS = "BadParametersRef"
@@ -106,7 +105,12 @@ class Controller(Generic[P]):
         self._check = check
         self._background: list[Callable[[], Awaitable[None]]] = []
         self.client: Client | None = None
-        self.log = log.bind(controller=name)
+
+    @property
+    def log(self) -> Any:
+        """structlog bound to this controller (looked up on use, so that logging configured after
+        the controller was created applies)."""
+        return structlog.get_logger("admitflow.controller").bind(controller=self.name)
 
     def check(self, fn: CheckFunction) -> CheckFunction:
         """Decorator: the function that answers each check request."""

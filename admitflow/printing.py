@@ -6,9 +6,12 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from admitflow.client import ControllerCall
 
 Row = Callable[[dict[str, Any]], list[str]]
 
@@ -178,3 +181,36 @@ def describe(obj: dict[str, Any], events: Sequence[dict[str, Any]] = (), extra: 
             rows = [[e.get("type", ""), e.get("reason", ""), age(e.get("time")), e.get("message", "")] for e in events]
             lines.extend("  " + line for line in table(["Type", "Reason", "Age", "Message"], rows).splitlines())
     return "\n".join(lines)
+
+
+def controller_lines(workload: str, calls: Sequence[ControllerCall], now: datetime | None = None) -> list[str]:
+    """`describe workload`'s section on the check controllers it waits for: who was asked, how the
+    call goes, and, when nobody serves the controller's task queue, how to answer by hand."""
+    if not calls:
+        return []
+    lines = ["Admission Check Controllers:"]
+    for c in calls:
+        if c.activity_state is None:
+            lines.append(f"  {c.check}: asked {c.controller}, which answered Pending; waiting for its verdict")
+        else:
+            how = [f"attempt {c.activity_attempt} of the activity"]
+            if c.activity_state == "scheduled":
+                how.append("not picked up yet")
+            else:
+                how.append(f"running on {c.worker}" if c.worker else "running")
+            if c.last_error:
+                how.append(f"last error: {c.last_error}")
+            lines.append(f"  {c.check}: asked {c.controller} ({', '.join(how)})")
+        queue = f'task queue "{c.controller}"'
+        last = f"last poll {age(c.last_poll.isoformat(), now)} ago" if c.last_poll else ""
+        if c.lookup_error:
+            lines.append(f"  {c.check}: cannot tell who serves {queue}: {c.lookup_error}")
+        elif c.served:
+            workers = f"{c.pollers} worker" + ("" if c.pollers == 1 else "s")
+            lines.append(f"  {c.check}: {queue} is served by {workers} ({last})")
+        else:
+            lines.append(
+                f"  {c.check}: nobody is serving {queue}" + (f" ({last})" if last else "")
+                + f"; send the verdict with admitflow verdict {workload} {c.check} Ready|Retry|Rejected"
+            )
+    return lines

@@ -296,3 +296,103 @@ async def test_verdict_deactivate_and_activate_from_the_command_line(engine):
     on = await run(engine, "activate", "job")
     assert on.stdout.strip() == "workload.kueue.x-k8s.io/default/job activated"
     await until(engine, lambda r: "Reactivated" in r.stdout, "describe", "wl", "job")
+
+
+APPROVAL = [str(ROOT / "examples" / "cluster.yaml"), str(ROOT / "examples" / "controllers" / "approval.yaml")]
+
+
+def _conditions(r: subprocess.CompletedProcess) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in json.loads(r.stdout)["status"]["conditions"]}
+
+
+async def test_the_approval_example_waits_for_a_human_verdict_and_its_pod_set_updates(engine):
+    applied = await run(engine, "apply", *(arg for path in APPROVAL for arg in ("-f", path)))
+    assert applied.returncode == 0, applied.stderr
+    assert "workload.kueue.x-k8s.io/team-a/release created" in applied.stdout.splitlines()
+    on = await run(engine, "admissioncheck", "activate", "approval")
+    assert on.stdout.strip() == "admissioncheck.kueue.x-k8s.io/approval active"
+    await until(
+        engine, lambda r: _conditions(r).get("QuotaReserved") == "True", "get", "workload", "team-a/release", "-o", "json"
+    )
+
+    marker = 'approval: nobody is serving task queue "admitflow.io/approval"'
+    described = await until(engine, lambda r: marker in r.stdout, "describe", "workload", "team-a/release")
+    section = described.stdout.split("Admission Check Controllers:\n")[1].split("Events:")[0].splitlines()
+    assert section == [
+        "  approval: asked admitflow.io/approval (attempt 1 of the activity, not picked up yet)",
+        '  approval: nobody is serving task queue "admitflow.io/approval"; '
+        "send the verdict with admitflow verdict team-a/release approval Ready|Retry|Rejected",
+    ]
+
+    ok = await run(
+        engine, "verdict", "team-a/release", "approval", "Ready", "--message", "approved by alice", "--pod-set-update",
+        '{"name": "main", "nodeSelector": {"pool": "gpu"}, "labels": {"approved-by": "alice"}, '
+        '"tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}',
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.splitlines()[1].split() == ["approval", "Ready", "0", "approved", "by", "alice"]
+    r = await until(engine, lambda r: _conditions(r).get("Admitted") == "True", "get", "workload", "team-a/release", "-o", "json")
+    [check] = json.loads(r.stdout)["status"]["admissionChecks"]
+    assert check["podSetUpdates"] == [
+        {
+            "name": "main",
+            "labels": {"approved-by": "alice"},
+            "nodeSelector": {"pool": "gpu"},
+            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        }
+    ]
+    [info] = (await engine.admitflow.workload("team-a/release")).pod_sets_info
+    assert info.node_selector == {"instance-type": "on-demand", "pool": "gpu"}
+    assert info.labels["approved-by"] == "alice"
+    assert [t.to_wire() for t in info.tolerations] == [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert "Admission Check Controllers:" not in (await run(engine, "describe", "workload", "team-a/release")).stdout
+
+
+@pytest.mark.parametrize(
+    ("updates", "error"),
+    [
+        pytest.param(
+            ["main:nodeSelector.pool=gpu"],
+            "--pod-set-update 'main:nodeSelector.pool=gpu': not JSON (Expecting value at column 1); "
+            'give an object such as {"name": "main", "nodeSelector": {"pool": "gpu"}}',
+            id="a-short-form-is-not-json",
+        ),
+        pytest.param(
+            ['{"name": "main", "nodeselector": {"pool": "gpu"}}'],
+            "--pod-set-update '{\"name\": \"main\", \"nodeselector\": {\"pool\": \"gpu\"}}': "
+            'nodeselector: unknown field "nodeselector"',
+            id="a-misspelled-field",
+        ),
+        pytest.param(
+            ['{"name": "main", "tolerations": [{"operator": "Equal", "value": "x"}]}'],
+            "podSetUpdates[0].tolerations: Invalid value: \"array\": "
+            "operator must be Exists when 'key' is empty, which means 'match all values and all keys'",
+            id="a-toleration-kueue-refuses",
+        ),
+        pytest.param(
+            ['{"name": "driver", "labels": {"a": "b"}}'],
+            'podSetUpdates: unknown podSet "driver" (the workload has: main)',
+            id="a-podset-the-workload-does-not-have",
+        ),
+        pytest.param(
+            ['{"name": "main", "nodeSelector": {"pool": "gpu"}}', '{"name": "main", "labels": {"a": "b"}}'],
+            'podSetUpdates[1].name: Duplicate value: "main": one podSetUpdate per podSet',
+            id="two-updates-of-one-podset",
+        ),
+    ],
+)
+async def test_a_bad_pod_set_update_exits_2_with_one_line_and_changes_nothing(engine, updates, error):
+    from tests.integration.test_admission_checks import setup
+
+    await setup(engine.admitflow, "approval")
+    await run(engine, "apply", "-f", "-", stdin=workload_yaml("job", "1", 0))
+    await until(engine, lambda r: _conditions(r).get("QuotaReserved") == "True", "get", "workload", "job", "-o", "json")
+    before = (await engine.admitflow.workload("default/job")).status.admission_checks
+
+    bad = await run(engine, "verdict", "job", "approval", "Ready", *(a for u in updates for a in ("--pod-set-update", u)))
+    assert (bad.returncode, bad.stdout, bad.stderr.splitlines()) == (2, "", [f"error: {error}"])
+
+    report = await engine.admitflow.workload("default/job")
+    assert report.status.admission_checks == before
+    assert report.verdicts == []
+    assert not report.status.has_condition("Admitted")
