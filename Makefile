@@ -12,10 +12,10 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 # The main job: embedded Temporal dev server + UI on :8233, the worker and the sample budget check
-# controller, examples applied and submitted, progress shown until every example workload is
-# admitted; Ctrl-C stops it.
+# controller, examples applied and submitted (the approval sample's workload waits for a person),
+# every phase change shown; Ctrl-C stops it.
 run: $(BIN)/.installed
-	$(BIN)/admitflow dev -f examples/ --controller examples/controllers/budget.py
+	$(BIN)/admitflow dev -f examples/ -f examples/controllers/approval.yaml --controller examples/controllers/budget.py
 
 # Unit, workflow (time-skipping server) and integration (dev server) tests.
 test: $(BIN)/.installed

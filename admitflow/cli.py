@@ -71,7 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     dev = sub.add_parser(
         "dev", parents=[conn], help="embedded Temporal dev server with its Web UI, plus the worker",
         description="Start the Temporal dev server (UI included) and an admitflow worker; optionally apply "
-        "manifests and follow their workloads until admitted. Runs until Ctrl-C.",
+        "manifests and follow their workloads: each phase change, and for a workload that waits for a check "
+        "nobody serves, the command that answers in its controller's place. Runs until Ctrl-C.",
     )
     dev.add_argument("--port", type=int, default=7233, help="gRPC port of the dev server (default 7233)")
     dev.add_argument("--ui-port", type=int, default=8233, help="Web UI port (default 8233)")
@@ -248,7 +249,10 @@ async def cmd_describe(args: argparse.Namespace) -> None:
             extra.append("Verdicts:")
             rows = [[v["check"], v["state"], v["outcome"], age(v.get("time")), v.get("detail", "")] for v in verdicts]
             extra.extend("  " + line for line in table(["Check", "State", "Outcome", "Age", "Detail"], rows).splitlines())
-        extra.extend(controller_lines(key, await client.controller_calls(report)))
+        calls = await client.controller_calls(report) or await client.inactive_checks(report)
+        if calls:
+            extra.append("Admission Check Controllers:")
+            extra.extend(controller_lines(key, calls))
     print(describe(obj, obj.pop("events", []), extra))
 
 
@@ -362,7 +366,7 @@ async def cmd_setup(args: argparse.Namespace) -> None:
 
 
 async def cmd_dev(args: argparse.Namespace) -> None:
-    from admitflow.progress import follow_until_admitted
+    from admitflow.progress import follow
     from worker.logging import configure
     from worker.main import build_worker
 
@@ -395,11 +399,14 @@ async def cmd_dev(args: argparse.Namespace) -> None:
             if manifests:
                 outcomes = await client.apply(manifests)
                 _print_outcomes(outcomes)
+                # Followed until Ctrl-C, so that what a person does later (a verdict) shows here too.
+                settled = asyncio.Event()
                 keys = [o.key for o in outcomes if o.kind == "Workload"]
-                follow = asyncio.ensure_future(follow_until_admitted(client, keys))
-                waiter = asyncio.ensure_future(stop.wait())
-                await asyncio.wait({follow, waiter}, return_when=asyncio.FIRST_COMPLETED)
-                follow.cancel()
+                running.append(asyncio.ensure_future(follow(client, keys, settled.set)))
+                await asyncio.wait(
+                    {asyncio.ensure_future(settled.wait()), asyncio.ensure_future(stop.wait())},
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
             if not stop.is_set():
                 print(f"Everything is running. Open {server.ui_url} to read each workload's history. Ctrl-C stops.", flush=True)
                 await stop.wait()

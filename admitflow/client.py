@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -82,9 +82,9 @@ _OUTSTANDING = {
 
 @dataclass(frozen=True)
 class ControllerCall:
-    """What a Pending check of a workload holding quota waits for: the controller asked (the task
-    queue of activity `admission_check`), the call if one is outstanding, and whether any worker
-    polls that task queue."""
+    """What a workload waits for from a check's controller: the call of activity `admission_check`
+    on the controller's task queue if one is outstanding (a Pending check of a workload holding
+    quota), or the check's `Active` condition (`inactive`); and whether any worker polls that queue."""
 
     check: str
     controller: str
@@ -96,6 +96,12 @@ class ControllerCall:
     last_poll: datetime | None = None
     served: bool = False
     lookup_error: str = ""  # the task queue could not be described
+    inactive: bool = False  # the AdmissionCheck is not Active: the workload's ClusterQueue admits nothing new
+
+    @property
+    def unanswered(self) -> bool:
+        """Nobody serves the controller: a person has to act in its place."""
+        return not self.served and not self.lookup_error
 
 
 class AdmitflowError(Exception):
@@ -329,21 +335,56 @@ class AdmitflowClient:
             if a.activity_type.name == ADMISSION_CHECK_ACTIVITY and a.state in _OUTSTANDING
         ]
         calls = await self._calls_by_check(handle, activities, controllers)
+        out = []
+        for served in await self._served(controllers, now):
+            a = calls.get(served.check)
+            if a is None:
+                out.append(served)
+                continue
+            out.append(
+                replace(
+                    served,
+                    activity_state=_OUTSTANDING[a.state],
+                    activity_attempt=a.attempt,
+                    worker=a.last_worker_identity,
+                    last_error=a.last_failure.message.splitlines()[0] if a.last_failure.message else "",
+                )
+            )
+        return out
+
+    async def inactive_checks(self, report: WorkloadReport, now: datetime | None = None) -> list[ControllerCall]:
+        """The AdmissionChecks that keep a waiting workload's ClusterQueue from admitting anything
+        because they are not `Active` (reference §1.8), with whether anyone serves their controllers."""
+        status = report.status
+        if status.has_condition("QuotaReserved") or status.has_condition("Finished"):
+            return []
+        lqs = await self.catalog_objects("LocalQueue", _lq_key(report))
+        cqs = await self.catalog_objects("ClusterQueue", lqs[0].spec.cluster_queue) if lqs else []
+        strategy = cqs[0].spec.admission_checks_strategy if cqs else None
+        if strategy is None:
+            return []
+        wanted = {rule.name for rule in strategy.admission_checks}
+        controllers = {
+            ac.metadata.name: ac.spec.controller_name
+            for ac in await self.catalog_objects("AdmissionCheck")
+            if ac.metadata.name in wanted
+            and not ac.active
+            and ac.spec.controller_name != PROVISIONING_REQUEST_CONTROLLER_NAME
+        }
+        return [replace(c, inactive=True) for c in await self._served(controllers, now)]
+
+    async def _served(self, controllers: dict[str, str], now: datetime | None = None) -> list[ControllerCall]:
+        """For each check (name -> its controller's task queue): whether any worker polls that queue."""
         queues = sorted(set(controllers.values()))
         polled = dict(zip(queues, await asyncio.gather(*(self._pollers(q) for q in queues)), strict=True))
         now = now or datetime.now(UTC)
         out = []
         for name, queue in controllers.items():
             pollers, last_poll, lookup_error = polled[queue]
-            a = calls.get(name)
             out.append(
                 ControllerCall(
                     check=name,
                     controller=queue,
-                    activity_state=_OUTSTANDING[a.state] if a else None,
-                    activity_attempt=a.attempt if a else None,
-                    worker=a.last_worker_identity if a else "",
-                    last_error=a.last_failure.message.splitlines()[0] if a and a.last_failure.message else "",
                     pollers=pollers,
                     last_poll=last_poll,
                     served=last_poll is not None and now - last_poll <= SERVED_WITHIN,

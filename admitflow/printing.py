@@ -184,13 +184,14 @@ def describe(obj: dict[str, Any], events: Sequence[dict[str, Any]] = (), extra: 
 
 
 def controller_lines(workload: str, calls: Sequence[ControllerCall], now: datetime | None = None) -> list[str]:
-    """`describe workload`'s section on the check controllers it waits for: who was asked, how the
-    call goes, and, when nobody serves the controller's task queue, how to answer by hand."""
-    if not calls:
-        return []
-    lines = ["Admission Check Controllers:"]
+    """What a workload waits for from check controllers (`describe workload`, the main job): who was
+    asked and how the call goes, or which inactive check keeps its ClusterQueue shut; and, when
+    nobody serves the controller's task queue, what to run in its place."""
+    lines = []
     for c in calls:
-        if c.activity_state is None:
+        if c.inactive:
+            lines.append(f"  {c.check}: not Active, so the ClusterQueue admits nothing new until {c.controller} marks it Active")
+        elif c.activity_state is None:
             lines.append(f"  {c.check}: asked {c.controller}, which answered Pending; waiting for its verdict")
         else:
             how = [f"attempt {c.activity_attempt} of the activity"]
@@ -209,8 +210,10 @@ def controller_lines(workload: str, calls: Sequence[ControllerCall], now: dateti
             workers = f"{c.pollers} worker" + ("" if c.pollers == 1 else "s")
             lines.append(f"  {c.check}: {queue} is served by {workers} ({last})")
         else:
-            lines.append(
-                f"  {c.check}: nobody is serving {queue}" + (f" ({last})" if last else "")
-                + f"; send the verdict with admitflow verdict {workload} {c.check} Ready|Retry|Rejected"
+            instead = (
+                f"mark it Active with admitflow admissioncheck activate {c.check}"
+                if c.inactive
+                else f"send the verdict with admitflow verdict {workload} {c.check} Ready|Retry|Rejected"
             )
+            lines.append(f"  {c.check}: nobody is serving {queue}" + (f" ({last})" if last else "") + f"; {instead}")
     return lines

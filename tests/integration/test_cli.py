@@ -179,28 +179,45 @@ def _read_until(proc: subprocess.Popen, marker: str, timeout: float = 90.0) -> l
 def test_the_main_job_admits_the_examples_and_a_second_run_reuses_the_database(tmp_path):
     db = tmp_path / "temporal.db"
     port, ui_port = free_port(), free_port()
+    address = ["--address", f"localhost:{port}"]
+
+    def admitflow(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([ADMITFLOW, *args, *address], capture_output=True, text=True, timeout=30, cwd=ROOT)
+
     proc = _start_main_job(db, port, ui_port)
     try:
-        lines = _read_until(proc, "All 4 workloads admitted.")
+        lines = _read_until(proc, "4 of 5 workloads admitted; 1 waits for you (see above).")
         assert "workload.kueue.x-k8s.io/team-b/sweep created" in lines
         assert "Check controller admitflow.io/budget serving its task queue" in lines
+        # The approval sample: nobody serves its check, so the main job says what a person runs instead.
+        assert lines[-4:-1] == [
+            "  team-a/release waits for you:",
+            "    approval: not Active, so the ClusterQueue admits nothing new until admitflow.io/approval marks it Active",
+            '    approval: nobody is serving task queue "admitflow.io/approval"; '
+            "mark it Active with admitflow admissioncheck activate approval",
+        ]
         _read_until(proc, "Ctrl-C stops")
-        described = subprocess.run(
-            [ADMITFLOW, "get", "workload", "team-b/sweep", "-o", "json", "--address", f"localhost:{port}"],
-            capture_output=True, text=True, timeout=30, cwd=ROOT,
-        )
+        described = admitflow("get", "workload", "team-b/sweep", "-o", "json")
         [budget] = json.loads(described.stdout)["status"]["admissionChecks"]
         # 12.5 cpu-hours used (examples/controllers/consumption.json) + 6 trials x 1 cpu x 1 h, of 50.
         assert (budget["name"], budget["state"], budget["message"]) == ("budget", "Ready", "18.5 of 50 cpu-hours this week")
         with urllib.request.urlopen(f"http://localhost:{ui_port}/", timeout=5) as resp:
             assert resp.status == 200
+
+        assert admitflow("admissioncheck", "activate", "approval").returncode == 0
+        lines = _read_until(proc, "send the verdict with admitflow verdict team-a/release approval Ready|Retry|Rejected")
+        assert "  team-a/release                   QuotaReserved: Quota reserved in ClusterQueue reviewed" in lines
+        approved = admitflow("verdict", "team-a/release", "approval", "Ready", "--message", "approved by the test")
+        assert approved.returncode == 0, approved.stderr
+        lines = _read_until(proc, "All 5 workloads admitted.")
+        assert "  team-a/release                   Admitted: The workload is admitted" in lines
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
 
     proc = _start_main_job(db, port, ui_port)
     try:
-        lines = _read_until(proc, "All 4 workloads admitted.")
+        lines = _read_until(proc, "All 5 workloads admitted.")
         assert "workload.kueue.x-k8s.io/team-b/sweep unchanged" in lines
         assert "clusterqueue.kueue.x-k8s.io/research unchanged" in lines
     finally:
@@ -309,6 +326,12 @@ async def test_the_approval_example_waits_for_a_human_verdict_and_its_pod_set_up
     applied = await run(engine, "apply", *(arg for path in APPROVAL for arg in ("-f", path)))
     assert applied.returncode == 0, applied.stderr
     assert "workload.kueue.x-k8s.io/team-a/release created" in applied.stdout.splitlines()
+    inactive = "approval: not Active, so the ClusterQueue admits nothing new until admitflow.io/approval marks it Active"
+    described = await until(engine, lambda r: inactive in r.stdout, "describe", "workload", "team-a/release")
+    assert (
+        '  approval: nobody is serving task queue "admitflow.io/approval"; '
+        "mark it Active with admitflow admissioncheck activate approval"
+    ) in described.stdout.splitlines()
     on = await run(engine, "admissioncheck", "activate", "approval")
     assert on.stdout.strip() == "admissioncheck.kueue.x-k8s.io/approval active"
     await until(
