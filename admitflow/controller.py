@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
+import os
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -49,6 +52,10 @@ __all__ = ["CheckRequest", "Controller", "Verdict", "pending", "ready", "rejecte
 P = TypeVar("P", bound=BaseModel)
 
 ACTIVE = ("Active", "The admission check is active")
+# The Workload itself in a `workload` query's report (which adds events and verdicts).
+WORKLOAD_FIELDS = set(Workload.model_fields)
+# A background function that failed or returned is started again after this.
+RESTART_AFTER = timedelta(seconds=5)
 BAD_PARAMETERS = "BadParametersRef"
 
 
@@ -67,7 +74,9 @@ def retry(message: str = "", after: timedelta | float | None = None) -> Verdict:
     """Give the quota back and try again after `after` (seconds or a timedelta); without it the
     AdmissionCheck's retryStrategy decides, else the workload is requeued at once."""
     seconds = after.total_seconds() if isinstance(after, timedelta) else after
-    return Verdict(name="", state="Retry", message=message, requeue_after_seconds=None if seconds is None else int(seconds))
+    # Rounded up: a retry must never come before the moment the controller named.
+    delay = None if seconds is None else math.ceil(seconds)
+    return Verdict(name="", state="Retry", message=message, requeue_after_seconds=delay)
 
 
 def rejected(message: str = "") -> Verdict:
@@ -119,9 +128,20 @@ class Controller(Generic[P]):
 
     def background(self, fn: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
         """Decorator: a coroutine function that `run` runs beside the worker (a watch loop that sends
-        verdicts later, say); it is cancelled when the controller stops."""
+        verdicts later, say); it is cancelled when the controller stops. If it raises, or returns,
+        it is logged and started again after `RESTART_AFTER`."""
         self._background.append(fn)
         return fn
+
+    async def _keep_running(self, fn: Callable[[], Awaitable[None]]) -> None:
+        name = getattr(fn, "__name__", repr(fn))
+        while True:
+            try:
+                await fn()
+                self.log.warning("background_returned", function=name)
+            except Exception as err:
+                self.log.exception("background_failed", function=name, error=str(err))
+            await asyncio.sleep(RESTART_AFTER.total_seconds())
 
     # --- serving --------------------------------------------------------------------------------
 
@@ -168,7 +188,7 @@ class Controller(Generic[P]):
         """Serve until cancelled, keeping the `Active` condition of its AdmissionChecks current."""
         async with self.worker(client):
             self.log.info("controller_started")
-            tasks = [asyncio.ensure_future(fn()) for fn in self._background]
+            tasks = [asyncio.ensure_future(self._keep_running(fn)) for fn in self._background]
             try:
                 while True:
                     try:
@@ -188,11 +208,12 @@ class Controller(Generic[P]):
         p = argparse.ArgumentParser(description=f"admission check controller {self.name}")
         p.add_argument("--address", help="Temporal frontend host:port (default: TEMPORAL_ADDRESS or localhost:7233)")
         p.add_argument("--namespace", help="Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
+        p.add_argument("--profile", help="profile in Temporal's TOML client config file (TEMPORAL_PROFILE)")
         args = p.parse_args(argv)
         configure("INFO")
 
         async def serve() -> None:
-            client = await Connection(args.address, args.namespace).connect()
+            client = await Connection(args.address, args.namespace, args.profile).connect()
             task = asyncio.ensure_future(self.run(client))
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -203,6 +224,11 @@ class Controller(Generic[P]):
                 pass
 
         asyncio.run(serve())
+        # The Temporal SDK's native runtime can abort the interpreter while it finalizes
+        # (sdk-python#300, `PyGILState_Release`); the controller has stopped, so leave without that.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
     # --- talking to the engine ------------------------------------------------------------------
 
@@ -254,6 +280,30 @@ class Controller(Generic[P]):
                     problem = str(err)
             out.append((ac, params, problem))
         return out
+
+    async def outstanding(self) -> list[CheckRequest[P]]:
+        """The requests still waiting for this controller's verdict: every workload holding quota
+        whose check of this controller is Pending, as the engine asked (or is asking) about it. A
+        controller that answers `pending()` calls this when it starts, to pick up what it owed before
+        a restart: the engine does not ask again about an attempt that was answered."""
+        params = await self.check_parameters()
+        found = []
+        for report in await self.admitflow.workloads():
+            status = report.status
+            if not status.has_condition("QuotaReserved") or status.has_condition("Finished"):
+                continue
+            for state in status.admission_checks or ():
+                if state.state == "Pending" and state.name in params:
+                    found.append(
+                        CheckRequest(
+                            workload=Workload.model_validate(report.model_dump(include=WORKLOAD_FIELDS)),
+                            admission_check=state.name,
+                            parameters=params[state.name],
+                            attempt=attempt_of(state),
+                            workflow_id=ids.workload_id(report.key),
+                        )
+                    )
+        return found
 
     async def send(self, to: CheckRequest[Any] | str, verdict: Verdict, check: str | None = None) -> None:
         """Send a verdict later: to the workload of a request (name and attempt filled in), or to a

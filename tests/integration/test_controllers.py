@@ -310,3 +310,65 @@ async def test_the_budget_controller_admits_retries_rejects_and_flips_on_late_co
         assert "over budget after a consumption update: 11 > 10 cpu-hours" in cond(r, "Evicted")[2]
     finally:
         task.cancel()
+
+
+async def test_a_restarted_controller_finds_the_pending_answers_it_still_owes(engine):
+    af = engine.admitflow
+    first = Controller("tests/forgetful")
+
+    @first.check
+    async def _(request):
+        return pending("a person will look at it")
+
+    await queue_with(af, check("review", "tests/forgetful"), checks=["review"])
+    async with first.worker(engine.client):
+        await first.activate_checks()
+        for name in ("one", "two"):
+            await submit(af, name)
+        for name in ("one", "two"):
+            await eventually(lambda name=name: _answered_pending(af, name), 20)
+    await submit(af, "waits-for-quota", cpu="100")  # holds no quota: nobody was asked about it
+
+    restarted = Controller("tests/forgetful")  # a new process would start like this: nothing in memory
+    async with restarted.worker(engine.client):
+        owed = await restarted.outstanding()
+        assert sorted((r.key, r.admission_check, r.attempt, r.workflow_id) for r in owed) == [
+            ("default/one", "review", 1, "workload/default/one"),
+            ("default/two", "review", 1, "workload/default/two"),
+        ]
+        assert owed[0].workload.status.admission_checks[0].message == "a person will look at it"
+        for request in owed:
+            await restarted.send(request, ready("approved after the restart"))
+        for name in ("one", "two"):
+            r = await until(af, "Admitted", name)
+            assert r.status.admission_checks[0].message == "approved after the restart"
+        assert await restarted.outstanding() == []
+
+
+async def _answered_pending(af, name: str) -> bool:
+    r = await report(af, name)
+    return any(v.state == "Pending" and v.outcome == "applied" for v in r.verdicts)
+
+
+async def test_a_background_function_that_fails_is_started_again(engine, monkeypatch):
+    import admitflow.controller as sdk
+
+    monkeypatch.setattr(sdk, "RESTART_AFTER", timedelta(seconds=0.1))
+    controller = Controller("tests/background")
+    runs: list[int] = []
+    again = asyncio.Event()
+
+    @controller.background
+    async def watch() -> None:
+        runs.append(len(runs) + 1)
+        if len(runs) == 1:
+            raise RuntimeError("the budget service is down")
+        again.set()
+        await asyncio.Event().wait()
+
+    task = asyncio.ensure_future(controller.run(engine.client))
+    try:
+        await asyncio.wait_for(again.wait(), 10)
+    finally:
+        task.cancel()
+    assert runs == [1, 2]
