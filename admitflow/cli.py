@@ -96,7 +96,10 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("-f", "--filename", action="append", required=True)
 
     kinds = ", ".join(sorted(n for names in KIND_NAMES.values() for n in names[:2]))
-    g_ = sub.add_parser("get", parents=[conn], help="show objects", description=f"KIND is one of: {kinds}")
+    g_ = sub.add_parser(
+        "get", parents=[conn], help="show objects",
+        description=f"KIND is one of: {kinds}; or pending-workloads CLUSTERQUEUE (Kueue's visibility API)",
+    )
     g_.add_argument("kind")
     g_.add_argument("name", nargs="?", help="name, or namespace/name for localqueues and workloads")
     g_.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")

@@ -126,7 +126,10 @@ def render(kind: str, objects: list[dict[str, Any]], output: str, single: bool) 
 
 
 def _title(key: str) -> str:
-    """kubectl describe's field titles: `nominalQuota` -> `Nominal Quota`."""
+    """kubectl describe's field titles: `nominalQuota` -> `Nominal Quota`; a key that is not a
+    field name (a label such as `example.com/team`) is shown as it is."""
+    if not key.isalnum():
+        return key
     words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", key)
     return words[:1].upper() + words[1:]
 

@@ -221,7 +221,8 @@ def reconcile(state: WorkloadState, now: datetime) -> str:
     wl.sync_admitted(state, now)
     if wl.is_admitted(state):
         return "admitted" if not before else "still admitted"
-    return "waiting for the other checks"
+    waiting = ", ".join(c.name for c in checks if c.state != "Ready")
+    return f"waiting for {waiting}"
 
 
 def checks_message(checks: Sequence[AdmissionCheckState], state_name: str) -> str:

@@ -326,7 +326,7 @@ def test_the_pod_set_updates_of_a_ready_check_cannot_change_until_it_leaves_read
         )
     assert st.status.admission_checks[0].model_dump() == kept
     same = verdict("a", "Ready", message="still fine", podSetUpdates=[{"name": "main", "labels": {"x": "y"}}])
-    assert checks.receive(st, same, T0) == "waiting for the other checks"
+    assert checks.receive(st, same, T0) == "waiting for b"
 
 
 def test_a_verdict_for_a_finished_workload_is_refused():
