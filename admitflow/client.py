@@ -34,6 +34,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from admitflow import ids
 from admitflow import search_attributes as sa
 from admitflow.admission.catalog import CATALOG_KINDS, PLURALS, ObjectRef, Outcome
+from admitflow.admission import workload as wl
 from admitflow.admission.workload import WorkloadReport
 from admitflow.api import LoadedManifest, Workload
 from admitflow.admission.checks import CheckRequest, Verdict
@@ -314,7 +315,7 @@ class AdmitflowClient:
         """For each Pending check of a workload that holds quota (the built-in ProvisioningRequest
         check aside): who was asked, the call still outstanding, and whether anyone serves it."""
         status = report.status
-        if not status.has_condition("QuotaReserved") or status.has_condition("Finished"):
+        if not wl.holds_quota(status):
             return []
         pending = [c.name for c in status.admission_checks or () if c.state == "Pending"]
         if not pending:
@@ -356,7 +357,7 @@ class AdmitflowClient:
         """The AdmissionChecks that keep a waiting workload's ClusterQueue from admitting anything
         because they are not `Active` (reference §1.8), with whether anyone serves their controllers."""
         status = report.status
-        if status.has_condition("QuotaReserved") or status.has_condition("Finished"):
+        if wl.holds_quota(status) or status.has_condition("Finished"):
             return []
         lqs = await self.catalog_objects("LocalQueue", _lq_key(report))
         cqs = await self.catalog_objects("ClusterQueue", lqs[0].spec.cluster_queue) if lqs else []

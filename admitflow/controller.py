@@ -39,6 +39,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from admitflow import ids
+from admitflow.admission import workload as wl
 from admitflow.admission.checks import CheckRequest as CheckInput
 from admitflow.admission.checks import Verdict, attempt_of
 from admitflow.api import AdmissionCheck, Workload
@@ -290,7 +291,7 @@ class Controller(Generic[P]):
         found = []
         for report in await self.admitflow.workloads():
             status = report.status
-            if not status.has_condition("QuotaReserved") or status.has_condition("Finished"):
+            if not wl.holds_quota(status):
                 continue
             for state in status.admission_checks or ():
                 if state.state == "Pending" and state.name in params:

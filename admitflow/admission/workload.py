@@ -133,6 +133,12 @@ def has_quota(state: WorkloadState) -> bool:
     return cond.is_true(state.status.conditions, QUOTA_RESERVED)
 
 
+def holds_quota(status: WorkloadStatus) -> bool:
+    """Quota is reserved and the workload has not finished: its checks' controllers are asked now
+    (what clients read from a `workload` report, which carries no WorkloadState)."""
+    return status.has_condition(QUOTA_RESERVED) and not status.has_condition(FINISHED)
+
+
 def is_admitted(state: WorkloadState) -> bool:
     return cond.is_true(state.status.conditions, ADMITTED)
 

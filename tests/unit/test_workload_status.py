@@ -10,6 +10,7 @@ from admitflow.admission import conditions as cond
 from admitflow.admission import workload as wl
 from admitflow.admission.cluster_queue import Notice
 from admitflow.admission.flavor_assignment import Assignment, PodSetAssignment
+from admitflow.api import WorkloadStatus
 from tests.builders import manifest, workload_manifest
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
@@ -213,3 +214,22 @@ def test_a_retry_check_counts_one_more_retry_when_reset():
         "Pending", 3, 60, "Reset to Pending after eviction. Previously: Retry"
     )
     assert b is checks[1]
+
+
+@pytest.mark.parametrize(
+    ("conditions", "holds"),
+    [
+        pytest.param({"QuotaReserved": "True"}, True, id="reserved"),
+        pytest.param({"QuotaReserved": "True", "Finished": "True"}, False, id="finished-with-its-reservation-left"),
+        pytest.param({"QuotaReserved": "False"}, False, id="waiting-for-quota"),
+        pytest.param({}, False, id="new"),
+    ],
+)
+def test_holds_quota_while_its_checks_are_decided(conditions, holds):
+    status = WorkloadStatus.model_validate(
+        {"conditions": [
+            {"type": t, "status": s, "reason": "R", "message": "", "lastTransitionTime": "2026-01-05T09:00:00Z"}
+            for t, s in conditions.items()
+        ]}
+    )
+    assert wl.holds_quota(status) is holds
