@@ -12,6 +12,7 @@ from admitflow.admission.catalog import CatalogObject, CatalogState, ObjectRef, 
 from admitflow.admission.cluster_queue import ClusterQueueState, QueueEntry
 from admitflow.admission.workload import WorkloadState
 from admitflow.api import ClusterQueueStatus, LocalQueueStatus, Workload
+from admitflow.api.provisioning_request import PodTemplate, ProvisioningRequest
 from admitflow.wire import WireModel
 
 # --- delivery -----------------------------------------------------------------------------------
@@ -184,3 +185,32 @@ class DeleteWorkload(WireModel):
     reason: str = ""
 
 
+
+
+# --- ProvisioningRequest check (activities/provisioning) ----------------------------------------
+
+
+class CreateProvisioningRequest(WireModel):
+    request: ProvisioningRequest
+    pod_templates: list[PodTemplate]
+    watcher: str = Field(description="Workflow ID a push backend signals status changes to.")
+
+
+class CreatedProvisioningRequest(WireModel):
+    request: ProvisioningRequest = Field(description="As stored, with its status.")
+    push: bool = Field(description="The backend signals status changes; else the watcher polls.")
+
+
+class ProvisioningRequestRef(WireModel):
+    namespace: str
+    name: str
+
+
+class WatchProvisioningRequest(WireModel):
+    namespace: str
+    name: str
+    resource_version: str = ""
+
+
+class WatchedProvisioningRequest(WireModel):
+    request: ProvisioningRequest | None = Field(default=None, description="None when it is gone.")
