@@ -19,6 +19,7 @@ from pydantic import Field
 from admitflow.admission.cluster_queue import AdmissionCheckInfo, ClusterQueueView, LocalQueueInfo
 from admitflow.admission.conditions import is_true, second, set_condition
 from admitflow.api import CONFIG_TYPES, AdmissionCheck, CatalogObject, ClusterQueue, LocalQueue
+from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
 from admitflow.wire import WireModel
 
 CATALOG_KINDS = tuple(t.__name__ for t in CONFIG_TYPES)
@@ -149,6 +150,7 @@ def apply(
         changed = True
     if changed:
         state.revision += 1
+        sync_provisioning_checks(state, now)
     return outcomes
 
 
@@ -160,12 +162,13 @@ def validate_delete(state: CatalogState, refs: Sequence[ObjectRef]) -> None:
             raise CatalogError(i, f'{PLURALS[ref.kind]} "{ref.key}" not found')
 
 
-def delete(state: CatalogState, refs: Sequence[ObjectRef]) -> list[Outcome]:
+def delete(state: CatalogState, refs: Sequence[ObjectRef], now: datetime) -> list[Outcome]:
     validate_delete(state, refs)
     for ref in refs:
         del state.objects[ref.kind][ref.key]
     if refs:
         state.revision += 1
+        sync_provisioning_checks(state, now)
     return [Outcome(kind=r.kind, key=r.key, action="deleted") for r in refs]
 
 
@@ -198,14 +201,55 @@ def admission_check_info(state: CatalogState, ac: AdmissionCheck) -> AdmissionCh
     )
 
 
+def provisioning_config_error(state: CatalogState, ac: AdmissionCheck) -> str:
+    """Why a ProvisioningRequest check's parameters do not lead to a ProvisioningRequestConfig
+    (Kueue's ConfigFromRef errors), or "" when they do."""
+    ref = ac.spec.parameters
+    if ref is None:
+        return "missing parameters reference"
+    if (ref.api_group, ref.kind) != ("kueue.x-k8s.io", "ProvisioningRequestConfig"):
+        return "bad parameters reference"
+    if state.get("ProvisioningRequestConfig", ref.name) is None:
+        return f'provisioningrequestconfigs.kueue.x-k8s.io "{ref.name}" not found'
+    return ""
+
+
+def sync_provisioning_checks(state: CatalogState, now: datetime) -> None:
+    """The built-in ProvisioningRequest controller's AdmissionCheck reconciler: `Active=True` when
+    the parameters lead to a ProvisioningRequestConfig, else `Active=False` with reason
+    `BadParametersRef`; written only when the status changes, as Kueue does."""
+    for ac in state.all("AdmissionCheck"):
+        if ac.spec.controller_name != PROVISIONING_REQUEST_CONTROLLER_NAME:
+            continue
+        error = provisioning_config_error(state, ac)
+        active = not error
+        if any(c.type == "Active" for c in ac.status.conditions) and is_true(ac.status.conditions, "Active") == active:
+            continue
+        updated = ac.model_copy(deep=True)
+        updated.status.conditions = set_condition(
+            ac.status.conditions, "Active", active, "Active" if active else "BadParametersRef",
+            "The admission check is active" if active else error, now,
+        )
+        state.objects["AdmissionCheck"][ac.key] = updated
+
+
+def validate_set_admission_check_active(state: CatalogState, name: str) -> AdmissionCheck:
+    ac: AdmissionCheck | None = state.get("AdmissionCheck", name)
+    if ac is None:
+        raise CatalogError(0, f'admissionchecks "{name}" not found')
+    if ac.spec.controller_name == PROVISIONING_REQUEST_CONTROLLER_NAME:
+        raise CatalogError(
+            0, f'admissionchecks "{name}" is managed by the built-in {PROVISIONING_REQUEST_CONTROLLER_NAME} controller'
+        )
+    return ac
+
+
 def set_admission_check_active(
     state: CatalogState, name: str, active: bool, reason: str, message: str, now: datetime
 ) -> bool:
     """A check controller reports whether its AdmissionCheck is `Active` (reference §1.8); the
     condition is written only when its status changes. Returns whether it changed."""
-    ac: AdmissionCheck | None = state.get("AdmissionCheck", name)
-    if ac is None:
-        raise CatalogError(0, f'admissionchecks "{name}" not found')
+    ac = validate_set_admission_check_active(state, name)
     conditions = ac.status.conditions
     if is_true(conditions, "Active") == active and any(c.type == "Active" for c in conditions):
         return False

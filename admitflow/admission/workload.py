@@ -23,6 +23,7 @@ from admitflow.admission.requests import PodSetRequest, format_requests, pod_set
 from admitflow.api import Admission, AdmissionCheckState, ResourceFlavorSpec, Workload, WorkloadStatus
 from admitflow.admission import pod_set_updates
 from admitflow.admission.pod_set_updates import PodSetInfo
+from admitflow.api.provisioning_request import ProvisioningRequest
 from admitflow.api.workload import SchedulingStats, WorkloadSchedulingStatsEviction
 
 QUOTA_RESERVED = "QuotaReserved"
@@ -57,6 +58,20 @@ class VerdictRecord(WireModel):
     detail: str = ""
 
 
+class ProvisioningAttempt(WireModel):
+    """One ProvisioningRequest attempt of a check (admitflow.admission.provisioning): what was asked
+    for, and what the autoscaler said last."""
+
+    check: str
+    attempt: int
+    name: str = Field(description="The ProvisioningRequest, `<workload>-<check>-<attempt>`.")
+    workflow_id: str = Field(description="Its ProvisioningCheckWorkflow.")
+    class_name: str
+    parameters: dict[str, str] = Field(default_factory=dict)
+    pod_sets: list[str] = Field(default_factory=list, description="The podSet each request podSet stands for.")
+    request: ProvisioningRequest | None = Field(default=None, description="As last reported; None until created.")
+
+
 class WorkloadReport(Workload):
     """The `workload` query: the Workload in Kueue's shape, plus its recent events, the verdicts it
     received, and what its pods start with once admitted (flavors and checks' podSetUpdates merged)."""
@@ -88,6 +103,12 @@ class WorkloadState(WireModel):
     )
     flavors: dict[str, ResourceFlavorSpec] = Field(default_factory=dict, description="The flavors it was assigned.")
     pod_sets_info: list[PodSetInfo] | None = Field(default=None, description="Set when admitted.")
+    provisioning: dict[str, ProvisioningAttempt] = Field(
+        default_factory=dict, description="The current ProvisioningRequest attempt of each provisioning check."
+    )
+    stopping: list[str] = Field(
+        default_factory=list, description="ProvisioningCheckWorkflows told to delete their request, not yet ended."
+    )
 
     @property
     def key(self) -> str:

@@ -79,11 +79,11 @@ def test_immutable_fields(before, after, message):
 
 def test_delete_and_not_found():
     st = applied(flavor_manifest())
-    assert actions(catalog.delete(st, [ObjectRef(kind="ResourceFlavor", key="default")])) == [
+    assert actions(catalog.delete(st, [ObjectRef(kind="ResourceFlavor", key="default")], T0)) == [
         ("ResourceFlavor", "default", "deleted")
     ]
     with pytest.raises(CatalogError, match='resourceflavors "default" not found'):
-        catalog.delete(st, [ObjectRef(kind="ResourceFlavor", key="default")])
+        catalog.delete(st, [ObjectRef(kind="ResourceFlavor", key="default")], T0)
 
 
 def test_views_are_published_only_when_they_change():
@@ -93,7 +93,7 @@ def test_views_are_published_only_when_they_change():
     assert catalog.changed_views(st) == []
     catalog.apply(st, [manifest(flavor_manifest("unrelated"))], uids(), T0)
     assert catalog.changed_views(st) == [], "a flavor the queue does not use changes nothing for it"
-    catalog.delete(st, [ObjectRef(kind="ClusterQueue", key="cq")])
+    catalog.delete(st, [ObjectRef(kind="ClusterQueue", key="cq")], T0)
     (gone,) = catalog.changed_views(st)
     assert gone.spec is None
 

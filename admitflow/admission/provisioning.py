@@ -1,0 +1,432 @@
+"""The built-in ProvisioningRequest check (KEP-1136), as Kueue's provisioning controller implements it
+(reference `kueue-behaviour.md` §2): which request an attempt creates, what its conditions mean for
+the check, and which requests must go.
+
+The workload workflow is the controller. `reconcile` runs whenever the workload changes: it says
+which attempts start (one `ProvisioningCheckWorkflow` each) and which are deleted, and sets the
+check states that need no request (`the check is not active`, `the provisioning request is not
+needed`). `on_status` maps a request's conditions to the check's state, in Kueue's order: Failed,
+CapacityRevoked, BookingExpired, Provisioned, Accepted.
+
+Pure and deterministic: the workflow passes `now` and a random number for the jitter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from admitflow.admission import pod_set_updates
+from admitflow.admission import workload as wl
+from admitflow.admission.checks import Verdict
+from admitflow.admission.workload import ProvisioningAttempt as Attempt
+from admitflow.admission.workload import WorkloadState
+from admitflow.api import AdmissionCheckState
+from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
+from admitflow.api.pod import PodTemplateSpec
+from admitflow.api.provisioning_request import (
+    ACCEPTED,
+    BOOKING_EXPIRED,
+    CAPACITY_REVOKED,
+    CLASS_NAME_ANNOTATION,
+    CONSUME_ANNOTATION,
+    FAILED,
+    MANAGED_LABEL,
+    PARAMETER_ANNOTATION_PREFIX,
+    PROVISIONED,
+    WORKLOAD_ANNOTATION,
+    PodTemplate,
+    ProvisioningRequest,
+)
+from admitflow.api.provisioning_request_config import ProvisioningRequestConfigSpec, ProvisioningRequestRetryStrategy
+from admitflow.api.workload import PodSet, PodSetUpdate
+from admitflow.wire import WireModel
+
+NOT_NEEDED_MESSAGE = "the provisioning request is not needed"
+INACTIVE_MESSAGE = "the check is not active"
+WORKFLOW_PREFIX = "provisioning/"
+
+# Kueue's limitObjectName: 253 characters at most, the tail replaced by a hash when longer.
+_MAX_PREFIX = 247
+_HASH_LENGTH = 5
+
+
+class Plan(WireModel):
+    """What one attempt creates."""
+
+    attempt: Attempt
+    request: ProvisioningRequest
+    pod_templates: list[PodTemplate]
+
+
+class Commands(WireModel):
+    """What `reconcile` asks the workflow to carry out."""
+
+    start: list[Plan] = Field(default_factory=list)
+    stop: list[Attempt] = Field(default_factory=list, description="Delete their requests and end their workflows.")
+
+
+# --- names ----------------------------------------------------------------------------------------
+
+
+def limit_object_name(full: str) -> str:
+    if len(full) <= _MAX_PREFIX:
+        return full
+    digest = hashlib.sha1(full.encode()).hexdigest()[:_HASH_LENGTH]
+    return f"{full[:_MAX_PREFIX]}-{digest}"
+
+
+def request_name(workload: str, check: str, attempt: int) -> str:
+    return limit_object_name(f"{workload}-{check}-{attempt}")
+
+
+def pod_template_name(request: str, pod_set: str) -> str:
+    return limit_object_name(f"ppt-{request}-{pod_set}")
+
+
+def workflow_id(namespace: str, workload: str, check: str, attempt: int) -> str:
+    return f"{WORKFLOW_PREFIX}{namespace}/{workload}/{check}/{attempt}"
+
+
+# --- config -----------------------------------------------------------------------------------------
+
+
+def is_provisioning(state: WorkloadState, check: str) -> bool:
+    info = state.checks_info.get(check)
+    return info is not None and info.controller_name == PROVISIONING_REQUEST_CONTROLLER_NAME
+
+
+def config_of(state: WorkloadState, check: str) -> ProvisioningRequestConfigSpec | None:
+    """The check's ProvisioningRequestConfig, or None when it is missing (the check is inactive)."""
+    info = state.checks_info.get(check)
+    if info is None or info.parameters is None:
+        return None
+    try:
+        return ProvisioningRequestConfigSpec.model_validate(info.parameters)
+    except ValidationError:
+        return None  # the parameters reference names another kind
+
+
+def parameters(config: ProvisioningRequestConfigSpec, annotations: dict[str, str] | None) -> dict[str, str]:
+    """The config's parameters, overridden by `provreq.kueue.x-k8s.io/<key>` workload annotations."""
+    out = dict(config.parameters or {})
+    for key, value in (annotations or {}).items():
+        if key.startswith(PARAMETER_ANNOTATION_PREFIX) and len(key) > len(PARAMETER_ANNOTATION_PREFIX):
+            out[key[len(PARAMETER_ANNOTATION_PREFIX) :]] = value
+    return out
+
+
+def in_sync(attempt: Attempt, config: ProvisioningRequestConfigSpec) -> bool:
+    """Kueue keeps a request only while it matches its config: same class, and every parameter of
+    the config present with the same value."""
+    if attempt.class_name != config.provisioning_class_name:
+        return False
+    return all(attempt.parameters.get(k) == v for k, v in (config.parameters or {}).items())
+
+
+def backoff_seconds(strategy: ProvisioningRequestRetryStrategy, n: int, random: float) -> int:
+    """Kueue's delay before the n-th retry: min(base * 2^(n-1), max) * (1 + U * 0.0001), in whole
+    seconds (the docs' base^n is wrong, reference §2.4)."""
+    delay = min(strategy.backoff_base_seconds * 2 ** (n - 1), strategy.backoff_max_seconds)
+    return int(delay * (1 + random * 0.0001))
+
+
+# --- what a request holds ---------------------------------------------------------------------------
+
+
+def _needs(pod_set: PodSet, managed: Sequence[str]) -> bool:
+    """Without managedResources every podSet counts; with them, those whose containers or init
+    containers request or limit one of them."""
+    if not managed:
+        return True
+    spec = pod_set.template.spec
+    for c in [*spec.containers, *(spec.init_containers or [])]:
+        r = c.resources
+        names = set((r.requests or {}) if r else {}) | set((r.limits or {}) if r else {})
+        if names & set(managed):
+            return True
+    return False
+
+
+def _template(pod_set: PodSet, node_selector: dict[str, str], tolerations: list) -> PodTemplateSpec:
+    """The podSet's template with its flavors' node labels and tolerations merged in, and limits
+    standing in for missing requests (Kueue's podset.Merge and UseLimitsAsMissingRequestsInPod)."""
+    wire = pod_set.template.to_wire()
+    spec = wire.setdefault("spec", {})
+    if node_selector:
+        spec["nodeSelector"] = {**node_selector, **(spec.get("nodeSelector") or {})}
+    if tolerations:
+        have = spec.setdefault("tolerations", [])
+        for t in tolerations:
+            if t not in have:
+                have.append(t)
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or ():
+            resources = c.get("resources") or {}
+            limits = resources.get("limits") or {}
+            if limits:
+                resources["requests"] = {**limits, **(resources.get("requests") or {})}
+                c["resources"] = resources
+    return PodTemplateSpec.model_validate(wire)
+
+
+def _scheduling_requirements(t: PodTemplateSpec) -> Any:
+    spec = t.to_wire()["spec"]
+    requests = lambda cs: [((c.get("resources") or {}).get("requests") or {}) for c in cs or ()]  # noqa: E731
+    return (
+        requests(spec.get("containers")),
+        requests(spec.get("initContainers")),
+        spec.get("resources"),
+        spec.get("nodeSelector"),
+        spec.get("tolerations"),
+        spec.get("affinity"),
+        spec.get("resourceClaims"),
+    )
+
+
+def _same(policy: str | None, a: PodTemplateSpec, b: PodTemplateSpec) -> bool:
+    if policy == "IdenticalPodTemplates":
+        return a.to_wire() == b.to_wire()
+    if policy == "IdenticalWorkloadSchedulingRequirements":
+        return _scheduling_requirements(a) == _scheduling_requirements(b)
+    return False
+
+
+def plan(state: WorkloadState, check: str, attempt: int, config: ProvisioningRequestConfigSpec) -> Plan | None:
+    """The request an attempt creates, or None when no podSet needs one (then the check is Ready
+    without a request). Podsets of interest: admitted with pods, and (with managedResources)
+    asking for one of them; merged by podSetMergePolicy, the first one standing for the group."""
+    meta = state.workload.metadata
+    admission = state.status.admission
+    if admission is None:
+        return None
+    assigned = {a.name: a for a in admission.pod_set_assignments}
+    infos = {i.name: i for i in pod_set_updates.merge(admission, state.flavors, [])}
+    groups: list[tuple[str, PodTemplateSpec, int]] = []
+    for ps in state.workload.spec.pod_sets:
+        a = assigned.get(ps.name)
+        count = a.count if a is not None and a.count is not None else ps.count
+        if ps.count <= 0 or count <= 0 or not _needs(ps, config.managed_resources or []):
+            continue
+        info = infos.get(ps.name)
+        template = _template(ps, info.node_selector if info else {}, [t.to_wire() for t in info.tolerations] if info else [])
+        for i, (name, t, n) in enumerate(groups):
+            if _same(config.pod_set_merge_policy, t, template):
+                groups[i] = (name, t, n + count)
+                break
+        else:
+            groups.append((ps.name, template, count))
+    if not groups:
+        return None
+    name = request_name(meta.name, check, attempt)
+    labels = {MANAGED_LABEL: "true"}
+    templates = [
+        PodTemplate.model_validate(
+            {
+                "metadata": {"name": pod_template_name(name, ps), "namespace": meta.namespace, "labels": labels},
+                "template": t.to_wire(),
+            }
+        )
+        for ps, t, _ in groups
+    ]
+    params = parameters(config, meta.annotations)
+    request = ProvisioningRequest.model_validate(
+        {
+            "metadata": {
+                "name": name,
+                "namespace": meta.namespace,
+                "labels": labels,
+                "annotations": {WORKLOAD_ANNOTATION: state.key},
+            },
+            "spec": {
+                "provisioningClassName": config.provisioning_class_name,
+                "parameters": params or None,
+                "podSets": [
+                    {"podTemplateRef": {"name": tpl.metadata.name}, "count": n} for tpl, (_, _, n) in zip(templates, groups)
+                ],
+            },
+        }
+    )
+    return Plan(
+        attempt=Attempt(
+            check=check,
+            attempt=attempt,
+            name=name,
+            workflow_id=workflow_id(meta.namespace, meta.name, check, attempt),
+            class_name=config.provisioning_class_name,
+            parameters=params,
+            pod_sets=[ps for ps, _, _ in groups],
+        ),
+        request=request,
+        pod_templates=templates,
+    )
+
+
+# --- reconcile ---------------------------------------------------------------------------------------
+
+
+def reconcile(state: WorkloadState) -> tuple[Commands, list[Verdict]]:
+    """Kueue's provisioning Reconcile for this workload: the attempts to start and to delete, and
+    the verdicts for checks that need no request. `state.provisioning` and `state.stopping` are
+    updated; the verdicts are for the caller to apply. An attempt whose workflow ID is still
+    stopping (the same attempt number again, after a config change or a preemption) starts on a
+    later call, once that workflow has ended."""
+    cmds = Commands()
+    verdicts: list[Verdict] = []
+    current = state.provisioning
+    if not wl.has_quota(state) or wl.is_finished(state) or state.deleted:
+        # Finished, evicted, deactivated or deleted: every request goes (Kueue's cleanup on
+        # eviction is on by default). Quota released without an eviction keeps them.
+        evicted = any(c.type == wl.EVICTED and c.status == "True" for c in state.status.conditions or ())
+        if wl.is_finished(state) or state.deleted or evicted or state.workload.spec.active is False:
+            for name in list(current):
+                _stop(state, cmds, name)
+        return cmds, verdicts
+    checks = {c.name: c for c in state.status.admission_checks or () if is_provisioning(state, c.name)}
+    for name in [n for n in current if n not in checks]:
+        _stop(state, cmds, name)  # the queue no longer asks for this check
+    for name, check in checks.items():
+        config = config_of(state, name)
+        attempt = current.get(name)
+        if config is None:
+            _stop(state, cmds, name)
+            verdicts += _change(check, "Pending", INACTIVE_MESSAGE)
+            continue
+        p = plan(state, name, (check.retry_count or 0) + 1, config)
+        if p is None:
+            _stop(state, cmds, name)
+            verdicts += _change(check, "Ready", NOT_NEEDED_MESSAGE)
+            continue
+        if attempt is not None and not in_sync(attempt, config):
+            _stop(state, cmds, name)
+            attempt = None
+        if check.state == "Ready":
+            continue  # a request deleted after Ready is not made again
+        if attempt is None:
+            number = (check.retry_count or 0) + 1
+        elif check.state == "Pending" and attempt.request is not None and (
+            attempt.request.is_true(FAILED) or (attempt.request.is_true(BOOKING_EXPIRED) and not wl.is_admitted(state))
+        ):
+            number = attempt.attempt + 1
+            _stop(state, cmds, name)
+        else:
+            continue
+        p = p if number == p.attempt.attempt else plan(state, name, number, config)
+        if p is None or p.attempt.workflow_id in state.stopping:
+            continue
+        current[name] = p.attempt
+        cmds.start.append(p)
+    return cmds, verdicts
+
+
+def _stop(state: WorkloadState, cmds: Commands, check: str) -> None:
+    attempt = state.provisioning.pop(check, None)
+    if attempt is not None:
+        cmds.stop.append(attempt)
+        if attempt.workflow_id not in state.stopping:
+            state.stopping.append(attempt.workflow_id)
+
+
+def stopped(state: WorkloadState, check: str, attempt: int) -> None:
+    """An attempt's workflow ended (its request deleted, by us or by someone else): a current
+    attempt that vanished is made again by the next reconcile."""
+    current = attempt_for(state, check, attempt)
+    if current is not None:
+        del state.provisioning[check]
+        wid = current.workflow_id
+    else:
+        meta = state.workload.metadata
+        wid = workflow_id(meta.namespace, meta.name, check, attempt)
+    if wid in state.stopping:
+        state.stopping.remove(wid)
+
+
+def _change(check: AdmissionCheckState, state: str, message: str) -> list[Verdict]:
+    if check.state == state and check.message == message:
+        return []
+    return [Verdict(name=check.name, state=state, message=message)]
+
+
+# --- conditions -> check state ------------------------------------------------------------------------
+
+
+def on_status(state: WorkloadState, attempt: Attempt, random: float) -> Verdict | None:
+    """Kueue's syncCheckStates for one check: what the request's conditions make of the check, or
+    None when nothing changes."""
+    check = next((c for c in state.status.admission_checks or () if c.name == attempt.check), None)
+    config = config_of(state, attempt.check)
+    pr = attempt.request
+    if check is None or config is None or pr is None or not wl.has_quota(state):
+        return None
+    retry_count = check.retry_count or 0
+    limit = config.retry_strategy.backoff_limit_count
+    admitted = wl.is_admitted(state)
+
+    def failed(condition: str, prefix: str) -> Verdict | None:
+        message = _message(pr, condition)
+        if attempt.attempt > limit:
+            return _verdict(check, "Rejected", message)
+        if attempt.attempt <= retry_count:
+            return None  # a stale request
+        delay = backoff_seconds(config.retry_strategy, retry_count + 1, random)
+        return _verdict(check, "Retry", f"{prefix}: {message}", requeue_after_seconds=delay)
+
+    if pr.is_true(FAILED):
+        return failed(FAILED, "Retrying after failure")
+    if pr.is_true(CAPACITY_REVOKED):
+        if state.workload.spec.active is False or wl.is_finished(state):
+            return None
+        return _verdict(check, "Rejected", _message(pr, CAPACITY_REVOKED))
+    if pr.is_true(BOOKING_EXPIRED):
+        return None if admitted else failed(BOOKING_EXPIRED, "Retrying after booking expired")
+    if pr.is_true(PROVISIONED):
+        if check.state == "Ready":
+            return None
+        return _verdict(check, "Ready", _message(pr, PROVISIONED), pod_set_updates=_pod_set_updates(attempt, config))
+    provisioned = pr.condition(PROVISIONED)
+    if pr.is_true(ACCEPTED):
+        return _verdict(check, "Pending", provisioned.message) if provisioned is not None else None
+    return _verdict(check, "Pending", "")
+
+
+def _message(pr: ProvisioningRequest, type_: str) -> str:
+    c = pr.condition(type_)
+    return c.message if c is not None else ""
+
+
+def _verdict(check: AdmissionCheckState, state: str, message: str, **extra: Any) -> Verdict | None:
+    v = Verdict(name=check.name, state=state, message=message, **extra)
+    same = (
+        check.state == v.state
+        and check.message == v.message
+        and (check.pod_set_updates or None) == (v.pod_set_updates or None)
+        and (v.requeue_after_seconds is None or check.requeue_after_seconds == v.requeue_after_seconds)
+    )
+    return None if same else v
+
+
+def _pod_set_updates(attempt: Attempt, config: ProvisioningRequestConfigSpec) -> list[PodSetUpdate]:
+    """What pods need to land on the provisioned capacity: the consume and class annotations on the
+    podSet each request podSet stands for, and node selectors from the class details."""
+    details = (attempt.request.status.provisioning_class_details if attempt.request else None) or {}
+    selectors = (config.pod_set_updates.node_selector if config.pod_set_updates else None) or []
+    node_selector = {s.key: details[s.value_from_provisioning_class_detail] for s in selectors if s.value_from_provisioning_class_detail in details}
+    return [
+        PodSetUpdate.model_validate(
+            {
+                "name": ps,
+                "annotations": {CONSUME_ANNOTATION: attempt.name, CLASS_NAME_ANNOTATION: attempt.class_name},
+                **({"nodeSelector": node_selector} if selectors else {}),
+            }
+        )
+        for ps in attempt.pod_sets
+    ]
+
+
+def attempt_for(state: WorkloadState, check: str, number: int) -> Attempt | None:
+    """The current attempt of a check, if it is that one."""
+    a = state.provisioning.get(check)
+    return a if a is not None and a.attempt == number else None

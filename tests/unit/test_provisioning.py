@@ -1,0 +1,354 @@
+"""The ProvisioningRequest check as Kueue's controller implements it (reference kueue-behaviour.md §2):
+names, what a request holds, which attempts start and go, and what conditions make of the check."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from admitflow.admission import checks
+from admitflow.admission import provisioning as prov
+from admitflow.admission import workload as wl
+from admitflow.admission.cluster_queue import AdmissionCheckInfo, Notice
+from admitflow.admission.flavor_assignment import Assignment, PodSetAssignment
+from admitflow.api import ResourceFlavorSpec
+from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
+from admitflow.api.provisioning_request import ProvisioningRequest
+from admitflow.api.provisioning_request_config import ProvisioningRequestRetryStrategy
+from tests.builders import manifest
+from tests.unit.test_workload_status import T0
+
+GPU = "nvidia.com/gpu"
+CLASS = "check-capacity.autoscaling.x-k8s.io"
+
+
+def pod_set(name: str, count: int = 1, **resources: Any) -> dict:
+    return {
+        "name": name,
+        "count": count,
+        "template": {"spec": {"containers": [{"name": "c", "image": "x", "resources": resources}]}},
+    }
+
+
+def holding(
+    pod_sets: list[dict] | None = None, config: dict | None = None, annotations: dict | None = None, counts: dict | None = None
+) -> wl.WorkloadState:
+    """A workload holding quota in flavor `a100` (node label pool=a100, a toleration), with one
+    ProvisioningRequest check `prov` whose config is `config` (None: missing)."""
+    pod_sets = pod_sets or [pod_set("main", 2, limits={GPU: "1"}, requests={"cpu": "1"})]
+    meta: dict = {"name": "job", "namespace": "team-a"}
+    if annotations:
+        meta["annotations"] = annotations
+    st = wl.new_state(
+        manifest({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": meta, "spec": {"queueName": "lq", "podSets": pod_sets}}),
+        "uid-1",
+        T0,
+    )
+    st.cluster_queue, st.ticket, st.queued = "cq", 1, True
+    info = AdmissionCheckInfo(
+        controller_name=PROVISIONING_REQUEST_CONTROLLER_NAME,
+        active=config is not None,
+        parameters=None if config is None else {"provisioningClassName": CLASS, **config},
+    )
+    notice = Notice(
+        key="team-a/job", uid="uid-1", ticket=1, kind="reserved", admission_checks=["prov"],
+        checks_info={"prov": info},
+        flavors={"a100": ResourceFlavorSpec.model_validate({"nodeLabels": {"pool": "a100"}, "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]})},
+        assignment=Assignment(
+            mode="Fit",
+            pod_sets=[
+                PodSetAssignment(name=ps["name"], flavors={"cpu": "a100"}, resource_usage={}, count=(counts or {}).get(ps["name"], ps["count"]))
+                for ps in pod_sets
+            ],
+        ),
+    )
+    wl.reserve_quota(st, notice, T0)
+    return st
+
+
+def status(*conds: tuple[str, str, str], details: dict | None = None, rv: str = "2") -> ProvisioningRequest:
+    return ProvisioningRequest.model_validate(
+        {
+            "metadata": {"name": "job-prov-1", "namespace": "team-a", "resourceVersion": rv},
+            "spec": {"provisioningClassName": CLASS, "podSets": [{"podTemplateRef": {"name": "ppt-job-prov-1-main"}, "count": 2}]},
+            "status": {
+                "conditions": [
+                    {"type": t, "status": s, "reason": "R", "message": m, "lastTransitionTime": "2026-11-22T10:00:00Z"} for t, s, m in conds
+                ],
+                **({"provisioningClassDetails": details} if details else {}),
+            },
+        }
+    )
+
+
+def started(st: wl.WorkloadState) -> prov.Plan:
+    cmds, verdicts = prov.reconcile(st)
+    assert verdicts == [] and cmds.stop == []
+    (p,) = cmds.start
+    return p
+
+
+def check(st: wl.WorkloadState):
+    return next(c for c in st.status.admission_checks if c.name == "prov")
+
+
+# --- names ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("workload", "attempt", "expected_length", "suffix"),
+    [
+        pytest.param("wl", 1, len("wl-prov-1"), "wl-prov-1", id="short-names-are-kept"),
+        pytest.param("w" * 240, 3, 247, None, id="247-characters-are-kept"),
+        pytest.param("w" * 250, 1, 253, None, id="longer-names-end-in-a-dash-and-five-hex-of-sha1"),
+    ],
+)
+def test_request_names_follow_kueues_limit(workload, attempt, expected_length, suffix):
+    name = prov.request_name(workload, "prov", attempt)
+    assert len(name) == expected_length
+    if suffix:
+        assert name == suffix
+    if expected_length == 253:
+        import hashlib
+
+        full = f"{workload}-prov-{attempt}"
+        assert name == full[:247] + "-" + hashlib.sha1(full.encode()).hexdigest()[:5]
+
+
+def test_pod_template_names_and_workflow_ids():
+    assert prov.pod_template_name("wl-check1-1", "main") == "ppt-wl-check1-1-main"
+    assert prov.workflow_id("ns", "wl", "prov", 2) == "provisioning/ns/wl/prov/2"
+
+
+# --- what a request holds ------------------------------------------------------------------------
+
+
+def test_a_request_holds_the_podsets_with_their_flavor_and_limits_as_requests():
+    p = started(holding(config={"parameters": {"noRetry": "true"}}, annotations={"provreq.kueue.x-k8s.io/ValidUntilSeconds": "0", "other/x": "1"}))
+    req = p.request.to_wire()
+    assert req["metadata"]["name"] == "job-prov-1"
+    assert req["metadata"]["labels"] == {"kueue.x-k8s.io/managed": "true"}
+    assert req["spec"] == {
+        "provisioningClassName": CLASS,
+        "parameters": {"noRetry": "true", "ValidUntilSeconds": "0"},
+        "podSets": [{"podTemplateRef": {"name": "ppt-job-prov-1-main"}, "count": 2}],
+    }
+    (tpl,) = [t.to_wire() for t in p.pod_templates]
+    assert tpl["metadata"]["name"] == "ppt-job-prov-1-main" and tpl["metadata"]["namespace"] == "team-a"
+    spec = tpl["template"]["spec"]
+    assert spec["nodeSelector"] == {"pool": "a100"}
+    assert spec["tolerations"] == [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert spec["containers"][0]["resources"]["requests"] == {GPU: "1", "cpu": "1"}
+    assert p.attempt.workflow_id == "provisioning/team-a/job/prov/1"
+
+
+def test_an_annotation_overrides_a_config_parameter():
+    p = started(holding(config={"parameters": {"noRetry": "false"}}, annotations={"provreq.kueue.x-k8s.io/noRetry": "true"}))
+    assert p.request.spec.parameters == {"noRetry": "true"}
+
+
+@pytest.mark.parametrize(
+    ("pod_sets", "counts", "managed", "expected"),
+    [
+        pytest.param([pod_set("main", 2, requests={GPU: "1"})], None, [], [("ppt-job-prov-1-main", 2)], id="without-managed-resources-every-podset-counts"),
+        pytest.param(
+            [pod_set("driver", 1, requests={"cpu": "1"}), pod_set("workers", 4, limits={GPU: "1"})], None, [GPU],
+            [("ppt-job-prov-1-workers", 4)], id="managed-resources-keep-podsets-that-request-or-limit-them",
+        ),
+        pytest.param(
+            [pod_set("a", 0, requests={GPU: "1"}), pod_set("b", 3, requests={GPU: "1"})], None, [],
+            [("ppt-job-prov-1-b", 3)], id="zero-count-podsets-are-skipped",
+        ),
+        pytest.param(
+            [pod_set("a", 2, requests={GPU: "1"}), pod_set("b", 3, requests={GPU: "1"})], {"a": 0}, [],
+            [("ppt-job-prov-1-b", 3)], id="podsets-admitted-with-zero-pods-are-skipped",
+        ),
+    ],
+)
+def test_podsets_of_interest(pod_sets, counts, managed, expected):
+    p = started(holding(pod_sets=pod_sets, counts=counts, config={"managedResources": managed} if managed else {}))
+    assert [(ps.pod_template_ref.name, ps.count) for ps in p.request.spec.pod_sets] == expected
+
+
+@pytest.mark.parametrize(
+    ("policy", "second", "expected"),
+    [
+        pytest.param(None, {"requests": {GPU: "1"}}, [("a", 2), ("b", 3)], id="without-a-policy-nothing-merges"),
+        pytest.param("IdenticalPodTemplates", {"requests": {GPU: "1"}}, [("a", 5)], id="identical-templates-merge-into-the-first"),
+        pytest.param("IdenticalPodTemplates", {"requests": {GPU: "2"}}, [("a", 2), ("b", 3)], id="different-templates-stay-apart"),
+    ],
+)
+def test_pod_set_merge_policy(policy, second, expected):
+    pod_sets = [pod_set("a", 2, requests={GPU: "1"}), pod_set("b", 3, **second)]
+    p = started(holding(pod_sets=pod_sets, config={"podSetMergePolicy": policy} if policy else {}))
+    assert [(n, ps.count) for n, ps in zip(p.attempt.pod_sets, p.request.spec.pod_sets)] == expected
+
+
+def test_scheduling_requirements_ignore_what_does_not_schedule():
+    a = pod_set("a", 2, requests={GPU: "1"})
+    b = pod_set("b", 3, requests={GPU: "1"})
+    b["template"]["spec"]["containers"][0]["image"] = "another"
+    p = started(holding(pod_sets=[a, b], config={"podSetMergePolicy": "IdenticalWorkloadSchedulingRequirements"}))
+    assert [(n, ps.count) for n, ps in zip(p.attempt.pod_sets, p.request.spec.pod_sets)] == [("a", 5)]
+
+
+# --- reconcile ------------------------------------------------------------------------------------
+
+
+def test_no_podset_of_interest_makes_the_check_ready_without_a_request():
+    st = holding(pod_sets=[pod_set("main", 1, requests={"cpu": "1"})], config={"managedResources": [GPU]})
+    cmds, verdicts = prov.reconcile(st)
+    assert cmds.start == [] and [(v.state, v.message) for v in verdicts] == [("Ready", "the provisioning request is not needed")]
+
+
+def test_a_missing_config_leaves_the_check_pending_and_inactive():
+    st = holding(config=None)
+    cmds, verdicts = prov.reconcile(st)
+    assert cmds.start == [] and [(v.state, v.message) for v in verdicts] == [("Pending", "the check is not active")]
+
+
+def test_the_same_attempt_is_not_started_twice():
+    st = holding(config={})
+    started(st)
+    assert prov.reconcile(st) == (prov.Commands(), [])
+
+
+def test_a_changed_config_deletes_the_request_and_makes_it_again_once_it_is_gone():
+    st = holding(config={"parameters": {"a": "1"}})
+    first = started(st)
+    st.checks_info["prov"] = st.checks_info["prov"].model_copy(update={"parameters": {"provisioningClassName": CLASS, "parameters": {"a": "2"}}})
+    cmds, _ = prov.reconcile(st)
+    assert [a.name for a in cmds.stop] == ["job-prov-1"] and cmds.start == [], "the same name waits for the old request to go"
+    assert st.stopping == [first.attempt.workflow_id]
+    prov.stopped(st, "prov", 1)
+    again = started(st)
+    assert again.request.spec.parameters == {"a": "2"} and again.attempt.name == "job-prov-1"
+
+
+def test_a_removed_check_deletes_its_request():
+    st = holding(config={})
+    started(st)
+    st.status.admission_checks = None
+    cmds, _ = prov.reconcile(st)
+    assert [a.name for a in cmds.stop] == ["job-prov-1"] and st.provisioning == {}
+
+
+@pytest.mark.parametrize(
+    "leave",
+    [
+        pytest.param(lambda st: checks.receive(st, {"name": "prov", "state": "Retry"}, T0), id="eviction"),
+        pytest.param(lambda st: wl.finish(st, True, "", T0), id="finish"),
+        pytest.param(lambda st: checks.deactivate(st, T0), id="deactivation"),
+        pytest.param(lambda st: wl.delete(st), id="deletion"),
+    ],
+)
+def test_every_request_goes_when_the_workload_leaves(leave):
+    st = holding(config={})
+    started(st)
+    leave(st)
+    cmds, _ = prov.reconcile(st)
+    assert [a.name for a in cmds.stop] == ["job-prov-1"] and st.provisioning == {}
+
+
+def test_the_next_attempt_after_a_retry_is_retry_count_plus_one():
+    st = holding(config={})
+    started(st)
+    check_ = check(st)
+    st.status.admission_checks[0] = check_.model_copy(update={"retry_count": 2})
+    st.provisioning.clear()
+    assert started(st).attempt.name == "job-prov-3"
+
+
+# --- conditions -> the check ----------------------------------------------------------------------
+
+
+def reported(st: wl.WorkloadState, pr: ProvisioningRequest, random: float = 0.0):
+    p = st.provisioning["prov"]
+    p.request = pr
+    return prov.on_status(st, p, random)
+
+
+@pytest.mark.parametrize(
+    ("conds", "limit", "retry_count", "expected"),
+    [
+        pytest.param([("Failed", "True", "out of GPUs")], 3, 0, ("Retry", "Retrying after failure: out of GPUs", 60), id="failed-with-retries-left-is-retry-after-60s"),
+        pytest.param([("Failed", "True", "out of GPUs")], 3, 2, ("Retry", "Retrying after failure: out of GPUs", 240), id="the-third-failure-waits-240s"),
+        pytest.param([("Failed", "True", "out of GPUs")], 2, 2, ("Rejected", "out of GPUs", None), id="failed-past-the-limit-is-rejected"),
+        pytest.param([("Failed", "True", "x")], 0, 0, ("Rejected", "x", None), id="limit-zero-rejects-the-first-failure"),
+        pytest.param([("CapacityRevoked", "True", "gone")], 3, 0, ("Rejected", "gone", None), id="capacity-revoked-is-rejected"),
+        pytest.param([("Provisioned", "True", "ok"), ("BookingExpired", "True", "late")], 3, 0, ("Retry", "Retrying after booking expired: late", 60), id="booking-expired-before-admission-is-like-failed"),
+        pytest.param([("Accepted", "True", ""), ("Provisioned", "False", "ETA 10:30")], 3, 0, ("Pending", "ETA 10:30", None), id="the-provisioned-false-message-is-the-eta"),
+        pytest.param([("Failed", "True", "x"), ("Provisioned", "True", "ok")], 3, 0, ("Retry", "Retrying after failure: x", 60), id="failed-comes-before-provisioned"),
+    ],
+)
+def test_conditions_make_the_check(conds, limit, retry_count, expected):
+    st = holding(config={"retryStrategy": {"backoffLimitCount": limit}})
+    st.status.admission_checks[0] = check(st).model_copy(update={"retry_count": retry_count})
+    started(st)
+    v = reported(st, status(*conds))
+    assert (v.state, v.message, v.requeue_after_seconds) == expected
+
+
+def test_provisioned_is_ready_with_the_consume_annotations_and_node_selector_from_details():
+    st = holding(config={"podSetUpdates": {"nodeSelector": [{"key": "cloud/pool", "valueFromProvisioningClassDetail": "nodeGroup"}, {"key": "zone", "valueFromProvisioningClassDetail": "missing"}]}})
+    started(st)
+    v = reported(st, status(("Provisioned", "True", "Capacity is found in the cluster"), details={"nodeGroup": "a100-pool"}))
+    assert v.state == "Ready" and v.message == "Capacity is found in the cluster"
+    assert [u.to_wire() for u in v.pod_set_updates] == [
+        {
+            "name": "main",
+            "annotations": {
+                "autoscaling.x-k8s.io/consume-provisioning-request": "job-prov-1",
+                "autoscaling.x-k8s.io/provisioning-class-name": CLASS,
+            },
+            "nodeSelector": {"cloud/pool": "a100-pool"},
+        }
+    ]
+    checks.apply(st, v, T0)
+    assert wl.is_admitted(st)
+
+
+def test_booking_expired_after_admission_is_ignored_and_revocation_still_deactivates():
+    st = holding(config={})
+    started(st)
+    checks.apply(st, reported(st, status(("Provisioned", "True", "ok"))), T0)
+    assert wl.is_admitted(st)
+    assert reported(st, status(("Provisioned", "True", "ok"), ("BookingExpired", "True", "consumed"))) is None
+    v = reported(st, status(("Provisioned", "True", "ok"), ("CapacityRevoked", "True", "node group shrank")))
+    checks.apply(st, v, T0 + timedelta(seconds=1))
+    assert wl.phase(st) == "Inactive"
+    assert any(e.reason == "AdmissionCheckRejected" for e in st.events)
+
+
+def test_no_condition_clears_the_message_and_nothing_repeats():
+    st = holding(config={})
+    started(st)
+    st.status.admission_checks[0] = check(st).model_copy(update={"message": "old"})
+    v = reported(st, status())
+    assert (v.state, v.message) == ("Pending", "")
+    checks.apply(st, v, T0)
+    assert reported(st, status()) is None
+
+
+def test_a_stale_failed_request_does_not_retry_again():
+    st = holding(config={})
+    started(st)
+    st.status.admission_checks[0] = check(st).model_copy(update={"retry_count": 1})
+    assert reported(st, status(("Failed", "True", "x"))) is None, "attempt 1 <= retryCount 1"
+
+
+@pytest.mark.parametrize(
+    ("n", "random", "seconds"),
+    [
+        pytest.param(1, 0.0, 60, id="first-retry-waits-the-base"),
+        pytest.param(2, 0.0, 120, id="second-doubles"),
+        pytest.param(3, 0.0, 240, id="third-doubles-again"),
+        pytest.param(10, 0.0, 1800, id="capped-at-the-max"),
+        pytest.param(1, 0.99, 60, id="the-jitter-is-a-ten-thousandth-truncated"),
+        pytest.param(10, 0.99, 1800, id="jitter-on-the-max-adds-under-a-second"),
+    ],
+)
+def test_backoff(n, random, seconds):
+    assert prov.backoff_seconds(ProvisioningRequestRetryStrategy(), n, random) == seconds
