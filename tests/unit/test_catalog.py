@@ -123,3 +123,43 @@ def test_watchers_are_woken_whenever_their_queue_resolves_differently():
     catalog.apply(st, [manifest(cluster_queue_manifest())], uids(), T0)
     assert catalog.woken_watchers(st) == ["workload/default/a"]
     assert st.watchers == {}
+
+
+def provreq_check(name: str = "prov", parameters: dict | None = None) -> dict:
+    spec: dict = {"controllerName": "kueue.x-k8s.io/provisioning-request"}
+    if parameters is not None:
+        spec["parameters"] = parameters
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": name}, "spec": spec}
+
+
+PRC = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ProvisioningRequestConfig", "metadata": {"name": "cfg"},
+    "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io"},
+}
+PRC_REF = {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "cfg"}
+
+
+def active(st: CatalogState, name: str = "prov") -> tuple[str, str, str]:
+    (c,) = [c for c in st.get("AdmissionCheck", name).status.conditions if c.type == "Active"]
+    return c.status, c.reason, c.message
+
+
+@pytest.mark.parametrize(
+    ("parameters", "expected"),
+    [
+        pytest.param(None, ("False", "BadParametersRef", "missing parameters reference"), id="no-reference"),
+        pytest.param({**PRC_REF, "apiGroup": "example.com"}, ("False", "BadParametersRef", "bad parameters reference"), id="another-group"),
+        pytest.param(PRC_REF, ("False", "BadParametersRef", 'provisioningrequestconfigs.kueue.x-k8s.io "cfg" not found'), id="config-missing"),
+    ],
+)
+def test_a_provisioning_check_without_its_config_is_inactive(parameters, expected):
+    assert active(applied(provreq_check(parameters=parameters))) == expected
+
+
+def test_a_provisioning_check_follows_its_config():
+    st = applied(provreq_check(parameters=PRC_REF), PRC)
+    assert active(st) == ("True", "Active", "The admission check is active")
+    catalog.delete(st, [ObjectRef(kind="ProvisioningRequestConfig", key="cfg")], T0)
+    assert active(st)[:2] == ("False", "BadParametersRef")
+    with pytest.raises(CatalogError, match="managed by the built-in kueue.x-k8s.io/provisioning-request controller"):
+        catalog.set_admission_check_active(st, "prov", True, "Active", "", T0)
