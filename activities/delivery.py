@@ -9,7 +9,8 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from admitflow.messages import ClusterQueueInput, Delivery, DeliveryBatch, DeliveryReport
+from admitflow.messages import AutoscalerInput, ClusterQueueInput, Delivery, DeliveryBatch, DeliveryReport
+from admitflow.simulation.autoscaler import WORKFLOW_SUMMARY
 
 # Signals to different workflows go out together; a workflow's own signals keep their order.
 CONCURRENCY = 16
@@ -49,6 +50,17 @@ class DeliveryActivities:
                 start_signal=d.signal,
                 start_signal_args=[d.payload],
                 static_summary=f"ClusterQueue {d.start_cluster_queue}",
+            )
+            return True
+        if d.start_autoscaler:
+            await self.client.start_workflow(
+                "SimulatedAutoscalerWorkflow",
+                AutoscalerInput(),
+                id=d.workflow_id,
+                task_queue=activity.info().task_queue,
+                start_signal=d.signal,
+                start_signal_args=[d.payload],
+                static_summary=WORKFLOW_SUMMARY,
             )
             return True
         try:

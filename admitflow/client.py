@@ -40,6 +40,7 @@ from admitflow.api import LoadedManifest, Workload
 from admitflow.admission.checks import CheckRequest, Verdict
 from admitflow.api import WorkloadStatus
 from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
+from admitflow.api.provisioning_request import ProvisioningRequest
 from admitflow.messages import (
     AdmissionCheckActive,
     ApplyRequest,
@@ -52,6 +53,9 @@ from admitflow.messages import (
     ObjectList,
     ObjectQuery,
     PendingWorkload,
+    ProvisioningRequestCondition,
+    ProvisioningRequestList,
+    ProvisioningRequestQuery,
     StatusQuery,
     WorkloadInput,
 )
@@ -65,6 +69,7 @@ KIND_NAMES = {
     "ProvisioningRequestConfig": ("provisioningrequestconfig", "provisioningrequestconfigs", "prc"),
     "AdmissionCheckParameters": ("admissioncheckparameters", "acp", "parameters"),
     "Configuration": ("configuration", "configurations", "config"),
+    "SimulatedNodeGroup": ("simulatednodegroup", "simulatednodegroups", "nodegroup", "nodegroups", "ng"),
     "Workload": ("workload", "workloads", "wl"),
 }
 NAMESPACED = {"LocalQueue", "Workload"}
@@ -484,6 +489,34 @@ class AdmitflowClient:
             return await handle.execute_update("set_admission_check_active", request, result_type=bool)
         except WorkflowUpdateFailedError as err:
             raise AdmitflowError(_cause(err)) from None
+
+    # --- the simulated cluster autoscaler ------------------------------------------------------
+
+    async def provisioning_requests(self, namespace: str | None = None) -> list[ProvisioningRequest]:
+        """The simulated autoscaler's ProvisioningRequests (none when it does not run)."""
+        try:
+            found = await self.client.get_workflow_handle(ids.AUTOSCALER_ID).query(
+                "provisioning_requests", ProvisioningRequestQuery(namespace=namespace), result_type=ProvisioningRequestList
+            )
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return []
+            raise
+        return list(found.items)
+
+    async def set_provisioning_request_condition(self, request: ProvisioningRequestCondition) -> ProvisioningRequest:
+        """Set a condition of a simulated ProvisioningRequest by hand; a refusal is one line."""
+        handle = self.client.get_workflow_handle(ids.AUTOSCALER_ID)
+        try:
+            return await handle.execute_update(
+                "set_provisioning_request_condition", request, result_type=ProvisioningRequest
+            )
+        except WorkflowUpdateFailedError as err:
+            raise AdmitflowError(_cause(err)) from None
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise AdmitflowError(f'provisioningrequests.autoscaling.x-k8s.io "{request.name}" not found') from None
+            raise
 
     async def _signal_workload(self, key: str, signal: str, payload: Any) -> None:
         try:

@@ -6,6 +6,8 @@ import os
 
 DEFAULT_TASK_QUEUE = "admitflow"
 CATALOG_ID = "admitflow/catalog"
+# The simulated cluster autoscaler, the `simulated` ProvisioningRequest backend.
+AUTOSCALER_ID = "admitflow/autoscaler"
 
 CLUSTER_QUEUE_PREFIX = "clusterqueue/"
 WORKLOAD_PREFIX = "workload/"

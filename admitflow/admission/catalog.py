@@ -1,9 +1,10 @@
 """The catalog: cluster-scoped configuration, applied like `kubectl apply` and resolved for queues.
 
 `CatalogState` holds every ResourceFlavor, ClusterQueue, LocalQueue, AdmissionCheck,
-ProvisioningRequestConfig and the Configuration. `apply` and `delete` answer per object like kubectl
-(`created`, `configured`, `unchanged`, `deleted`); `views` resolves, for each ClusterQueue, what it
-references, which is all a ClusterQueue workflow ever learns about the rest of the configuration.
+ProvisioningRequestConfig, SimulatedNodeGroup and the Configuration. `apply` and `delete` answer per
+object like kubectl (`created`, `configured`, `unchanged`, `deleted`); `views` resolves, for each
+ClusterQueue, what it references, which is all a ClusterQueue workflow ever learns about the rest of
+the configuration; the simulated autoscaler gets every SimulatedNodeGroup (`changed_node_groups`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from admitflow.admission.cluster_queue import AdmissionCheckInfo, ClusterQueueVi
 from admitflow.admission.conditions import is_true, second, set_condition
 from admitflow.api import CONFIG_TYPES, AdmissionCheck, CatalogObject, ClusterQueue, LocalQueue
 from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
+from admitflow.api.node_group import SimulatedNodeGroup
 from admitflow.wire import WireModel
 
 CATALOG_KINDS = tuple(t.__name__ for t in CONFIG_TYPES)
@@ -33,6 +35,7 @@ PLURALS = {
     "ProvisioningRequestConfig": "provisioningrequestconfigs",
     "AdmissionCheckParameters": "admissioncheckparameters",
     "Configuration": "configurations",
+    "SimulatedNodeGroup": "simulatednodegroups",
     "Workload": "workloads",
 }
 
@@ -75,6 +78,9 @@ class CatalogState(WireModel):
     watchers: dict[str, dict[str, str]] = Field(
         default_factory=dict,
         description="namespace/LocalQueue -> workload workflow ID -> the resolution message it is waiting on",
+    )
+    published_node_groups: str = Field(
+        default="", description="Digest of the SimulatedNodeGroups last sent to the simulated autoscaler."
     )
 
     def get(self, kind: str, key: str):
@@ -303,6 +309,22 @@ def changed_views(state: CatalogState) -> list[ClusterQueueView]:
             state.published[name] = digest
             out.append(view)
     return out
+
+
+def node_groups(state: CatalogState) -> list[SimulatedNodeGroup]:
+    return sorted(state.all("SimulatedNodeGroup"), key=lambda g: g.key)
+
+
+def changed_node_groups(state: CatalogState) -> list[SimulatedNodeGroup] | None:
+    """Every SimulatedNodeGroup, when they differ from what the simulated autoscaler was last sent
+    (marking them sent); None when they do not. Nothing is sent while there never were any."""
+    groups = node_groups(state)
+    body = json.dumps([g.to_wire() for g in groups], sort_keys=True)
+    digest = hashlib.sha256(body.encode()).hexdigest()[:16] if groups else ""
+    if digest == state.published_node_groups:
+        return None
+    state.published_node_groups = digest
+    return groups
 
 
 def resolve_local_queue(state: CatalogState, namespace: str, name: str) -> QueueResolution:

@@ -47,6 +47,7 @@ from .meta import (
     ObjectMeta,
     Time,
 )
+from .node_group import SimulatedNodeGroup, SimulatedNodeGroupSpec
 from .pod import (
     Affinity,
     Container,
@@ -170,6 +171,8 @@ __all__ = [
     "ResourceRequirements",
     "ResourceUsage",
     "SchedulingStats",
+    "SimulatedNodeGroup",
+    "SimulatedNodeGroupSpec",
     "StopPolicy",
     "Taint",
     "Time",

@@ -12,6 +12,8 @@ from .check_parameters import AdmissionCheckParameters
 from .cluster_queue import ClusterQueue
 from .configuration import Configuration
 from .local_queue import LocalQueue
+from .node_group import API_VERSION as NODE_GROUP_API_VERSION
+from .node_group import SimulatedNodeGroup
 from .provisioning_request_config import ProvisioningRequestConfig
 from .resource_flavor import ResourceFlavor
 from .workload import Workload
@@ -24,6 +26,7 @@ CONFIG_TYPES: tuple[type, ...] = (
     ProvisioningRequestConfig,
     AdmissionCheckParameters,
     Configuration,
+    SimulatedNodeGroup,
 )
 """The configuration kinds (held by the catalog). Their status belongs to the system: a status given
 on input is dropped."""
@@ -39,7 +42,9 @@ Manifest = Annotated[Union[MANIFEST_TYPES], Field(discriminator="kind")]  # noqa
 
 NAMESPACED_TYPES: tuple[type, ...] = (LocalQueue, Workload)
 
-_KUEUE_KINDS = {t.__name__: t for t in MANIFEST_TYPES if t not in (Configuration, AdmissionCheckParameters)}
+_KUEUE_KINDS = {
+    t.__name__: t for t in MANIFEST_TYPES if t not in (Configuration, AdmissionCheckParameters, SimulatedNodeGroup)
+}
 
 
 def model_for(api_version: object, kind: object) -> type | None:
@@ -50,4 +55,6 @@ def model_for(api_version: object, kind: object) -> type | None:
         return Configuration
     if api_version == PARAMETERS_API_VERSION and kind == "AdmissionCheckParameters":
         return AdmissionCheckParameters
+    if api_version == NODE_GROUP_API_VERSION and kind == "SimulatedNodeGroup":
+        return SimulatedNodeGroup
     return None

@@ -1,0 +1,185 @@
+"""SimulatedAutoscalerWorkflow (`admitflow/autoscaler`): the `simulated` ProvisioningRequest backend, a
+cluster autoscaler whose state survives worker restarts.
+
+Handlers change the state (the decisions are in admitflow.simulation.autoscaler) or put node
+groups in the inbox; `run` takes everything buffered in one workflow task, runs one pass over what
+is due and hands every write to the outbox, which signals `provisioning_request_status` to each
+request's watcher (a watcher that is gone is simply dropped). One timer waits for the next due
+moment; it is only replaced when that moment changes, so a stream of messages does not start and
+cancel a timer each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.provisioning.backend import STATUS_SIGNAL
+    from admitflow.api.provisioning_request import ProvisioningRequest
+    from admitflow.messages import (
+        AutoscalerInput,
+        CreateProvisioningRequest,
+        Delivery,
+        NodeGroupsUpdate,
+        ProvisioningRequestCondition,
+        ProvisioningRequestList,
+        ProvisioningRequestQuery,
+        ProvisioningRequestRef,
+        StoredProvisioningRequest,
+    )
+    from admitflow.simulation import autoscaler as sim
+    from admitflow.simulation.autoscaler import AutoscalerError, AutoscalerState, Push
+
+    from workflows.outbox import Outbox, continue_as_new_suggested
+
+FETCH_NODE_GROUPS = "fetch_node_groups"
+
+# A due moment is never waited for in less than this: the pass after a timer handles everything
+# due by then, so a shorter timer would only mean a clock that reads the same instant again.
+_MIN_WAIT = timedelta(seconds=1)
+
+
+def _refuse(err: AutoscalerError) -> ApplicationError:
+    return ApplicationError(str(err), type="AutoscalerError", non_retryable=True)
+
+
+@workflow.defn(name="SimulatedAutoscalerWorkflow")
+class SimulatedAutoscalerWorkflow:
+    @workflow.init
+    def __init__(self, input: AutoscalerInput) -> None:
+        self.state = input.state or AutoscalerState()
+        self.inbox: list[NodeGroupsUpdate] = []
+        self.outbox = Outbox(input.undelivered)
+        self.needs_pass = True
+        self.timer: asyncio.Future[None] | None = None
+        self.timer_at: datetime | None = None
+
+    # --- ProvisioningRequests (the backend's activities, `admitflow provreq`) -------------------
+
+    @workflow.update(name="create_provisioning_request")
+    def create_provisioning_request(self, request: CreateProvisioningRequest) -> ProvisioningRequest:
+        stored, pushes = sim.create(
+            self.state, request.request, request.pod_templates, request.watcher, workflow.now(),
+            lambda: str(workflow.uuid4()),
+        )
+        self._push(pushes)
+        self.needs_pass = True
+        return stored
+
+    @workflow.update(name="delete_provisioning_request")
+    def delete_provisioning_request(self, ref: ProvisioningRequestRef) -> bool:
+        deleted = sim.delete(self.state, ref.namespace, ref.name, workflow.now())
+        self.needs_pass = self.needs_pass or deleted
+        return deleted
+
+    @workflow.update(name="provisioning_pods_scheduled")
+    def provisioning_pods_scheduled(self, ref: ProvisioningRequestRef) -> bool:
+        """True when it consumed a live booking."""
+        pushes = sim.pods_scheduled(self.state, ref.namespace, ref.name, workflow.now())
+        self._push(pushes)
+        return bool(pushes)
+
+    @workflow.update(name="set_provisioning_request_condition")
+    def set_provisioning_request_condition(self, request: ProvisioningRequestCondition) -> ProvisioningRequest:
+        try:
+            stored, pushes = sim.set_condition(
+                self.state, request.namespace, request.name, request.type, workflow.now(),
+                status=request.status, reason=request.reason, message=request.message, details=request.details,
+            )
+        except AutoscalerError as err:
+            raise _refuse(err) from None
+        self._push(pushes)
+        self.needs_pass = True
+        return stored
+
+    @set_provisioning_request_condition.validator
+    def _validate_set_condition(self, request: ProvisioningRequestCondition) -> None:
+        try:
+            sim.validate_set_condition(
+                self.state, request.namespace, request.name, request.type, request.status, request.reason, request.message
+            )
+        except AutoscalerError as err:
+            raise _refuse(err) from None
+
+    @workflow.signal(name="set_node_groups")
+    def set_node_groups(self, update: NodeGroupsUpdate) -> None:
+        self.inbox.append(update)
+
+    @workflow.query(name="provisioning_requests")
+    def provisioning_requests(self, query: ProvisioningRequestQuery | None = None) -> ProvisioningRequestList:
+        return ProvisioningRequestList(items=sim.requests_in(self.state, (query or ProvisioningRequestQuery()).namespace))
+
+    @workflow.query(name="provisioning_request")
+    def provisioning_request(self, ref: ProvisioningRequestRef) -> StoredProvisioningRequest:
+        found = self.state.requests.get(sim.key_of(ref.namespace, ref.name))
+        return StoredProvisioningRequest(request=found.request if found is not None else None)
+
+    @workflow.query(name="node_group_usage")
+    def node_group_usage(self) -> dict[str, dict[str, str]]:
+        """node group -> resource -> quantity held by requests."""
+        return sim.usage(self.state)
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: AutoscalerInput) -> None:
+        if not self.state.node_groups_known and not self.inbox:
+            # Started by a request before the catalog ever sent node groups.
+            fetched = await workflow.execute_activity(
+                FETCH_NODE_GROUPS,
+                result_type=NodeGroupsUpdate,
+                start_to_close_timeout=timedelta(seconds=30),
+                summary="fetch node groups from the catalog",
+            )
+            self.inbox.insert(0, fetched)
+        while True:
+            self._arm_timer()
+            await workflow.wait_condition(
+                lambda: bool(self.inbox)
+                or self.needs_pass
+                or self._timer_fired()
+                or self.outbox.needs_attention(holding=continue_as_new_suggested())
+                or (self._quiet() and continue_as_new_suggested())
+            )
+            now = workflow.now()
+            updates, self.inbox = self.inbox, []
+            for update in updates:
+                self._push(sim.set_node_groups(self.state, update.node_groups, update.revision, now))
+            if self._timer_fired():
+                self.timer, self.timer_at = None, None
+            self.needs_pass = False
+            self._push(sim.step(self.state, now))
+            self.outbox.step(holding=continue_as_new_suggested())  # watchers that are gone are dropped
+            workflow.set_current_details(sim.summary(self.state))
+            if continue_as_new_suggested() and self._quiet():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                if self._quiet():
+                    workflow.continue_as_new(AutoscalerInput(state=self.state, undelivered=self.outbox.undelivered()))
+
+    def _quiet(self) -> bool:
+        return not self.inbox and not self.needs_pass and not self.outbox.in_flight
+
+    def _timer_fired(self) -> bool:
+        return self.timer is not None and self.timer.done()
+
+    def _arm_timer(self) -> None:
+        """One timer for the next due moment; replaced only when that moment changes."""
+        now = workflow.now()
+        due = sim.next_due(self.state, now)
+        at = due.at if due is not None else None
+        if at == self.timer_at and self.timer is not None:
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer, self.timer_at = None, at
+        if due is not None:
+            wait = max(due.at - now, _MIN_WAIT)
+            self.timer = asyncio.ensure_future(workflow.sleep(wait, summary=f"{due.summary} at {due.at:%H:%M:%S}"))
+
+    def _push(self, pushes: list[Push]) -> None:
+        for p in pushes:
+            self.outbox.add(Delivery(workflow_id=p.watcher, signal=STATUS_SIGNAL, payload=p.request.to_wire()))
