@@ -29,8 +29,11 @@ from admitflow.client import (
     AdmitflowError,
     kind_of,
 )
+from admitflow.api.provisioning_request import CONDITION_TYPES as PROVREQ_CONDITIONS
 from admitflow.devserver import DEFAULT_DB, DevServer, DevServerError
-from admitflow.printing import age, controller_lines, describe, render, table
+from admitflow.messages import ProvisioningRequestCondition
+from admitflow.printing import age, controller_lines, describe, provisioning_rows, render, table
+from admitflow.simulation.autoscaler import SET_BY_HAND
 
 EXIT_BAD_INPUT = 2
 EXIT_UNREACHABLE = 1
@@ -46,6 +49,19 @@ updates. The pods get them when the workload is admitted. For example:
     --pod-set-update '{"name": "main", "nodeSelector": {"pool": "gpu"}, "labels": {"approved-by": "alice"},
                        "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}'
 """
+
+
+PROVREQ_DESCRIPTION = (
+    "Drives the simulated cluster autoscaler (the `simulated` ProvisioningRequest backend, workflow "
+    "admitflow/autoscaler; docs/simulated-autoscaler.md). With the kubernetes backend the requests live in "
+    "the cluster: use kubectl get provreq and kubectl patch --subresource=status instead."
+)
+SET_CONDITION_DESCRIPTION = (
+    "As Kueue's integration tests flip conditions by hand. Provisioned, Failed, BookingExpired or "
+    "CapacityRevoked set to True take the request out of the simulator's hands (it holds no capacity "
+    "any more, unless its booking was consumed); other conditions are written and the simulator carries on. "
+    "A refused change (unknown request, condition type or status) changes nothing."
+)
 
 
 class CLIError(Exception):
@@ -85,6 +101,15 @@ def _parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("worker", parents=[conn], help="run the engine worker against a Temporal server")
     w.add_argument("--log-level", default="INFO")
+    w.add_argument(
+        "--provisioning-backend", choices=("simulated", "kubernetes"),
+        default=os.environ.get("ADMITFLOW_PROVISIONING_BACKEND", "simulated"),
+        help="where the built-in ProvisioningRequest check creates its requests: the simulated cluster "
+        "autoscaler (default), or a Kubernetes cluster's autoscaling.x-k8s.io/v1 API "
+        "(ADMITFLOW_PROVISIONING_BACKEND)",
+    )
+    w.add_argument("--kubeconfig", help="with the kubernetes backend: kubeconfig file (default: KUBECONFIG, "
+                   "~/.kube/config, or the pod's service account)")
 
     sub.add_parser(
         "setup", parents=[conn], help="register the namespace and admitflow's search attributes (idempotent)",
@@ -145,6 +170,36 @@ def _parser() -> argparse.ArgumentParser:
     rm = sub.add_parser("delete", parents=[conn], help="delete an object; a workload gives back its quota")
     rm.add_argument("kind")
     rm.add_argument("name")
+
+    pr = sub.add_parser(
+        "provreq", help="the simulated cluster autoscaler's ProvisioningRequests: list them, set conditions by hand",
+        description=PROVREQ_DESCRIPTION,
+    )
+    pr_sub = pr.add_subparsers(dest="provreq_command", required=True, metavar="ACTION")
+    ls = pr_sub.add_parser(
+        "list", parents=[conn], help="list ProvisioningRequests with their conditions, like kubectl get provreq",
+        description=PROVREQ_DESCRIPTION,
+    )
+    scope = ls.add_mutually_exclusive_group()
+    scope.add_argument(
+        "-n", dest="in_namespace", metavar="NAMESPACE",
+        help="only requests in this namespace (the requests' namespace; --namespace is Temporal's)",
+    )
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace (the default)")
+    ls.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    sc = pr_sub.add_parser(
+        "set-condition", parents=[conn], help="set a condition of a ProvisioningRequest by hand",
+        description=PROVREQ_DESCRIPTION + " " + SET_CONDITION_DESCRIPTION,
+    )
+    sc.add_argument("request", metavar="NS/NAME", help="the ProvisioningRequest (NAME alone: namespace default)")
+    sc.add_argument("type", metavar="TYPE", help=", ".join(PROVREQ_CONDITIONS))
+    sc.add_argument("--status", default="True", help="True (default), False or Unknown")
+    sc.add_argument("--reason", help=f"CamelCase reason (default {SET_BY_HAND})")
+    sc.add_argument("--message", default="", help="the condition's message")
+    sc.add_argument(
+        "--detail", action="append", default=[], metavar="KEY=VALUE",
+        help="a status.provisioningClassDetails entry to add (repeatable)",
+    )
     return p
 
 
@@ -178,7 +233,7 @@ def _load(paths: Sequence[str]):
 
 def _print_outcomes(outcomes) -> None:
     for o in outcomes:
-        group = "admitflow.io" if o.kind == "AdmissionCheckParameters" else "kueue.x-k8s.io"
+        group = "admitflow.io" if o.kind in ("AdmissionCheckParameters", "SimulatedNodeGroup") else "kueue.x-k8s.io"
         print(f"{o.kind.lower()}.{group}/{o.key} {o.action}")
 
 
@@ -252,6 +307,10 @@ async def cmd_describe(args: argparse.Namespace) -> None:
             extra.append("Verdicts:")
             rows = [[v["check"], v["state"], v["outcome"], age(v.get("time")), v.get("detail", "")] for v in verdicts]
             extra.extend("  " + line for line in table(["Check", "State", "Outcome", "Age", "Detail"], rows).splitlines())
+        attempts = obj.pop("provisioningRequests", [])
+        if attempts:
+            extra.append("Provisioning Requests:")
+            extra.extend("  " + line for line in table(["Check", "Attempt", "Name", "Conditions"], provisioning_rows(attempts)).splitlines())
         calls = await client.controller_calls(report) or await client.inactive_checks(report)
         if calls:
             extra.append("Admission Check Controllers:")
@@ -333,19 +392,54 @@ async def cmd_delete(args: argparse.Namespace) -> None:
     _print_outcomes([await client.delete(kind, _key(kind, args.name))])
 
 
+async def cmd_provreq(args: argparse.Namespace) -> None:
+    if args.provreq_command == "list":
+        client = await _client(args)
+        found = await client.provisioning_requests(args.in_namespace)
+        objects = [r.to_wire() for r in found]
+        if not objects and args.output == "table" and args.in_namespace:
+            print(f"No resources found in {args.in_namespace} namespace.")
+            return
+        print(render("ProvisioningRequest", objects, args.output, single=False))
+        return
+    if args.type not in PROVREQ_CONDITIONS:
+        raise CLIError(f'unknown condition type "{args.type}": must be one of {", ".join(PROVREQ_CONDITIONS)}')
+    if args.status not in ("True", "False", "Unknown"):
+        raise CLIError(f'--status "{args.status}": must be True, False or Unknown')
+    details = {}
+    for item in args.detail:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CLIError(f"--detail {item!r}: give KEY=VALUE")
+        details[key] = value
+    namespace, name = ids.split_key(args.request)
+    client = await _client(args)
+    request = ProvisioningRequestCondition(
+        namespace=namespace, name=name, type=args.type, status=args.status, reason=args.reason or SET_BY_HAND,
+        message=args.message, details=details,
+    )
+    stored = await client.set_provisioning_request_condition(request)
+    c = stored.condition(args.type)
+    print(f"provisioningrequest.autoscaling.x-k8s.io/{namespace}/{name} condition {c.type}={c.status} ({c.reason})")
+
+
 async def cmd_worker(args: argparse.Namespace) -> None:
     from worker.logging import configure
-    from worker.main import build_worker, run_until_signalled
+    from worker.main import build_worker, provisioning_backend, run_until_signalled
 
     configure(args.log_level)
     client = await _client(args)
+    try:
+        backend = provisioning_backend(args.provisioning_backend, client.client, args.kubeconfig)
+    except Exception as err:
+        raise CLIError(f"--provisioning-backend {args.provisioning_backend}: {err}") from None
     missing = await registration.missing_search_attributes(client.client)
     if missing:
         raise CLIError(
             f"search attributes {', '.join(missing)} are not registered in namespace {client.client.namespace}: "
             "run `admitflow setup` first"
         )
-    await run_until_signalled(build_worker(client.client, client.task_queue))
+    await run_until_signalled(build_worker(client.client, client.task_queue, provisioning=backend))
 
 
 async def cmd_setup(args: argparse.Namespace) -> None:
@@ -430,6 +524,7 @@ COMMANDS = {
     "deactivate": cmd_activate,
     "admissioncheck": cmd_admissioncheck,
     "delete": cmd_delete,
+    "provreq": cmd_provreq,
     "worker": cmd_worker,
     "setup": cmd_setup,
     "dev": cmd_dev,

@@ -13,19 +13,23 @@ from admitflow.admission.cluster_queue import ClusterQueueState, QueueEntry
 from admitflow.admission.workload import WorkloadState
 from admitflow.api import ClusterQueueStatus, LocalQueueStatus, Workload
 from admitflow.api.provisioning_request import PodTemplate, ProvisioningRequest
+from admitflow.api.node_group import SimulatedNodeGroup
+from admitflow.simulation.autoscaler import SET_BY_HAND, AutoscalerState
 from admitflow.wire import WireModel
 
 # --- delivery -----------------------------------------------------------------------------------
 
 
 class Delivery(WireModel):
-    """One signal to send. With `start_cluster_queue`, the target ClusterQueue workflow is started
-    with this signal if it does not run yet (signal-with-start)."""
+    """One signal to send. With `start_cluster_queue` (or `start_autoscaler`), the target
+    ClusterQueue workflow (or the simulated autoscaler) is started with this signal if it does not
+    run yet (signal-with-start)."""
 
     workflow_id: str
     signal: str
     payload: dict[str, Any] = Field(default_factory=dict)
     start_cluster_queue: str | None = None
+    start_autoscaler: bool = False
 
 
 class DeliveryBatch(WireModel):
@@ -214,3 +218,70 @@ class WatchProvisioningRequest(WireModel):
 
 class WatchedProvisioningRequest(WireModel):
     request: ProvisioningRequest | None = Field(default=None, description="None when it is gone.")
+
+
+class ProvisioningCheckInput(WireModel):
+    """A ProvisioningCheckWorkflow: one attempt of one check. `latest`, `push` and `scheduled` carry
+    what a run learnt across continue-as-new."""
+
+    parent: str = Field(description="The workload workflow it reports to.")
+    check: str
+    attempt: int
+    request: ProvisioningRequest
+    pod_templates: list[PodTemplate]
+    latest: ProvisioningRequest | None = None
+    push: bool = True
+    scheduled: bool = False
+
+
+class ProvisioningUpdate(WireModel):
+    """From a ProvisioningCheckWorkflow to its workload: the request as it is now (None once gone),
+    or why it could not be created."""
+
+    check: str
+    attempt: int
+    request: ProvisioningRequest | None = None
+    error: str = ""
+
+
+class ProvisioningNotice(WireModel):
+    reason: str = ""
+
+
+# --- the simulated cluster autoscaler (workflows/autoscaler.py) ----------------------------------
+
+
+class AutoscalerInput(WireModel):
+    state: AutoscalerState | None = None
+    undelivered: list[Delivery] = Field(default_factory=list, description="Signals the last run had yet to send.")
+
+
+class NodeGroupsUpdate(WireModel):
+    """Every SimulatedNodeGroup in the catalog, from the catalog; an older revision is ignored."""
+
+    revision: int
+    node_groups: list[SimulatedNodeGroup] = Field(default_factory=list)
+
+
+class ProvisioningRequestQuery(WireModel):
+    namespace: str | None = Field(default=None, description="None lists every namespace.")
+
+
+class ProvisioningRequestList(WireModel):
+    items: list[ProvisioningRequest] = Field(default_factory=list)
+
+
+class StoredProvisioningRequest(WireModel):
+    request: ProvisioningRequest | None = Field(default=None, description="None when there is none.")
+
+
+class ProvisioningRequestCondition(WireModel):
+    """A condition of a simulated ProvisioningRequest set by hand (`admitflow provreq set-condition`)."""
+
+    namespace: str
+    name: str
+    type: str = Field(description="Accepted, Provisioned, Failed, BookingExpired or CapacityRevoked.")
+    status: str = Field(default="True", description="True, False or Unknown.")
+    reason: str = Field(default=SET_BY_HAND, description="CamelCase.")
+    message: str = ""
+    details: dict[str, str] = Field(default_factory=dict, description="Merged into status.provisioningClassDetails.")

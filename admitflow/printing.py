@@ -41,6 +41,10 @@ def _meta(obj: dict[str, Any], field: str) -> str:
     return (obj.get("metadata") or {}).get(field) or ""
 
 
+def _pairs(mapping: dict[str, Any] | None) -> str:
+    return ",".join(f"{k}={v}" for k, v in (mapping or {}).items())
+
+
 def _count(obj: dict[str, Any], field: str) -> str:
     return str((obj.get("status") or {}).get(field, 0))
 
@@ -90,6 +94,27 @@ COLUMNS: dict[str, tuple[list[str], Row]] = {
         lambda o: [_meta(o, "name"), ",".join(sorted(o.get("spec") or {})), age(_meta(o, "creationTimestamp"))],
     ),
     "Configuration": (["NAME", "AGE"], lambda o: [_meta(o, "name") or "config", age(_meta(o, "creationTimestamp"))]),
+    "SimulatedNodeGroup": (
+        ["NAME", "CAPACITY", "LABELS", "DELAY", "AGE"],
+        lambda o: [
+            _meta(o, "name"),
+            _pairs((o.get("spec") or {}).get("capacity")),
+            _pairs((o.get("spec") or {}).get("labels")) or "<none>",
+            f"{(o.get('spec') or {}).get('provisioningDelaySeconds', 0)}s",
+            age(_meta(o, "creationTimestamp")),
+        ],
+    ),
+    # `admitflow provreq list`: kubectl get provreq's columns, one per condition type.
+    "ProvisioningRequest": (
+        ["NAMESPACE", "NAME", "CLASS", "ACCEPTED", "PROVISIONED", "FAILED", "BOOKINGEXPIRED", "CAPACITYREVOKED", "AGE"],
+        lambda o: [
+            _meta(o, "namespace"),
+            _meta(o, "name"),
+            (o.get("spec") or {}).get("provisioningClassName") or "",
+            *(_status_of(o, t) for t in ("Accepted", "Provisioned", "Failed", "BookingExpired", "CapacityRevoked")),
+            age(_meta(o, "creationTimestamp")),
+        ],
+    ),
     "Workload": (
         ["NAMESPACE", "NAME", "QUEUE", "RESERVED IN", "ADMITTED", "FINISHED", "AGE"],
         lambda o: [
@@ -184,6 +209,17 @@ def describe(obj: dict[str, Any], events: Sequence[dict[str, Any]] = (), extra: 
             rows = [[e.get("type", ""), e.get("reason", ""), age(e.get("time")), e.get("message", "")] for e in events]
             lines.extend("  " + line for line in table(["Type", "Reason", "Age", "Message"], rows).splitlines())
     return "\n".join(lines)
+
+
+def provisioning_rows(attempts: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """`describe workload`: each provisioning check's current request and its conditions that hold."""
+    rows = []
+    for a in attempts:
+        request = a.get("request") or {}
+        conds = (request.get("status") or {}).get("conditions") or []
+        held = ", ".join(f"{c['type']}={c['status']}" for c in conds) or ("creating" if not request else "no conditions yet")
+        rows.append([a.get("check", ""), str(a.get("attempt", "")), a.get("name", ""), held])
+    return rows
 
 
 def controller_lines(workload: str, calls: Sequence[ControllerCall], now: datetime | None = None) -> list[str]:

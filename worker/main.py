@@ -18,13 +18,22 @@ from temporalio.worker.workflow_sandbox import (
 )
 
 from activities.delivery import DeliveryActivities
+from activities.provisioning import ProvisioningActivities
+from activities.provisioning.backend import ProvisioningBackend
+from activities.provisioning.simulated import AutoscalerActivities
 from activities.queue_lookup import QueueLookupActivities
 from admitflow.codec import DATA_CONVERTER
+from workflows.autoscaler import SimulatedAutoscalerWorkflow
 from workflows.catalog import CatalogWorkflow
 from workflows.cluster_queue import ClusterQueueWorkflow
+from workflows.provisioning import ProvisioningCheckWorkflow
 from workflows.workload import WorkloadWorkflow
 
-WORKFLOWS: Sequence[type] = (CatalogWorkflow, ClusterQueueWorkflow, WorkloadWorkflow)
+WORKFLOWS: Sequence[type] = (
+    CatalogWorkflow, ClusterQueueWorkflow, WorkloadWorkflow, ProvisioningCheckWorkflow, SimulatedAutoscalerWorkflow,
+)
+
+PROVISIONING_BACKENDS = ("simulated", "kubernetes")
 
 # Our domain modules are pure and deterministic; importing them once, outside the sandbox, saves a
 # re-import per workflow run. structlog must be passed through or its locks trip the sandbox.
@@ -55,15 +64,35 @@ def replayer() -> Replayer:
     return Replayer(workflows=list(WORKFLOWS), data_converter=DATA_CONVERTER, workflow_runner=workflow_runner())
 
 
-def build_worker(client: Client, task_queue: str, **options) -> Worker:
+def provisioning_backend(name: str, client: Client, kubeconfig: str | None = None) -> ProvisioningBackend:
+    """The ProvisioningRequest backend the worker's configuration names."""
+    if name == "kubernetes":
+        from activities.provisioning.kubernetes import KubernetesBackend
+
+        return KubernetesBackend.from_config(kubeconfig)
+    if name == "simulated":
+        from activities.provisioning.simulated import SimulatedBackend
+
+        return SimulatedBackend(client)
+    raise ValueError(f'unknown provisioning backend "{name}": must be one of {", ".join(PROVISIONING_BACKENDS)}')
+
+
+def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBackend | None = None, **options) -> Worker:
+    """The engine worker; ProvisioningRequests go to the simulated autoscaler unless another
+    backend is given."""
     cache_workflow_bytecode()
     delivery = DeliveryActivities(client)
     lookup = QueueLookupActivities(client)
+    autoscaler = AutoscalerActivities(client)
+    provreq = ProvisioningActivities(provisioning or provisioning_backend("simulated", client))
     return Worker(
         client,
         task_queue=task_queue,
         workflows=list(WORKFLOWS),
-        activities=[delivery.deliver_signals, lookup.enqueue_workload, lookup.fetch_cluster_queue_view],
+        activities=[
+            delivery.deliver_signals, lookup.enqueue_workload, lookup.fetch_cluster_queue_view,
+            autoscaler.fetch_node_groups, *provreq.all(),
+        ],
         workflow_runner=workflow_runner(),
         graceful_shutdown_timeout=timedelta(seconds=10),
         **options,

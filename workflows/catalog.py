@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
         DeleteRequest,
         Delivery,
         LocalQueueRef,
+        NodeGroupsUpdate,
         ObjectList,
         ObjectQuery,
         QueueAvailable,
@@ -76,6 +77,12 @@ class CatalogWorkflow:
             )
         for workflow_id in catalog.woken_watchers(self.state):
             self.outbox.add(Delivery(workflow_id=workflow_id, signal="queue_available", payload=QueueAvailable().to_wire()))
+        groups = catalog.changed_node_groups(self.state)
+        if groups is not None:
+            update = NodeGroupsUpdate(revision=self.state.revision, node_groups=groups)
+            self.outbox.add(
+                Delivery(workflow_id=ids.AUTOSCALER_ID, signal="set_node_groups", payload=update.to_wire(), start_autoscaler=True)
+            )
 
     def _details(self) -> str:
         counts = ", ".join(f"{len(v)} {k}" for k, v in sorted(self.state.objects.items()) if v)
@@ -102,7 +109,7 @@ class CatalogWorkflow:
     @workflow.update(name="delete")
     def delete(self, request: DeleteRequest) -> ApplyResult:
         try:
-            outcomes = catalog.delete(self.state, request.objects)
+            outcomes = catalog.delete(self.state, request.objects, workflow.now())
         except CatalogError as err:
             raise _refuse(err) from None
         self.dirty = True
@@ -128,8 +135,10 @@ class CatalogWorkflow:
 
     @set_admission_check_active.validator
     def _validate_set_admission_check_active(self, request: AdmissionCheckActive) -> None:
-        if self.state.get("AdmissionCheck", request.name) is None:
-            raise _refuse(CatalogError(0, f'admissionchecks "{request.name}" not found'))
+        try:
+            catalog.validate_set_admission_check_active(self.state, request.name)
+        except CatalogError as err:
+            raise _refuse(err) from None
 
     # --- messages from workloads --------------------------------------------------------------
 
@@ -157,3 +166,8 @@ class CatalogWorkflow:
     @workflow.query(name="view")
     def view(self, ref: ClusterQueueRef) -> ClusterQueueView:
         return catalog.view_of(self.state, ref.name)
+
+    @workflow.query(name="node_groups")
+    def node_groups(self) -> NodeGroupsUpdate:
+        """For the simulated autoscaler when it starts."""
+        return NodeGroupsUpdate(revision=self.state.revision, node_groups=catalog.node_groups(self.state))

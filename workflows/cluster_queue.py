@@ -158,7 +158,9 @@ class ClusterQueueWorkflow:
         messages, self.inbox = self.inbox, []
         for m in messages:
             if isinstance(m, ClusterQueueView):
-                cq.set_view(self.state, m, now)
+                old = self.state.view
+                if cq.set_view(self.state, m, now) and workflow.patched("tell-holders-of-changed-check-parameters"):
+                    self.state.reparameterized = sorted({*self.state.reparameterized, *cq.changed_parameters(old, m)})
             elif isinstance(m, QueueEntry):
                 cq.enqueue(self.state, m)
             elif isinstance(m, Admitted):

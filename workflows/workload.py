@@ -13,22 +13,27 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, WorkflowAlreadyStartedError
+from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from admitflow import ids
     from admitflow import search_attributes as sa
     from admitflow.admission import checks
     from admitflow.admission import pod_set_updates
+    from admitflow.admission import provisioning
     from admitflow.admission import workload as wl
     from admitflow.admission.catalog import QueueResolution
     from admitflow.admission.cluster_queue import Notice, QueueEntry
     from admitflow.admission.workload import WorkloadReport
     from admitflow.api import WorkloadStatus
     from admitflow.messages import (
+        ProvisioningNotice,
         DeleteWorkload,
         EnqueueRequest,
         FinishRequest,
+        ProvisioningCheckInput,
+        ProvisioningUpdate,
         QueueAvailable,
         ReleaseRequest,
         WorkloadInput,
@@ -110,6 +115,14 @@ class WorkloadWorkflow:
         except checks.VerdictError as err:
             raise ApplicationError(str(err), type="InvalidVerdict", non_retryable=True) from None
 
+    @workflow.signal(name="provisioning_request_updated")
+    def provisioning_request_updated(self, update: ProvisioningUpdate) -> None:
+        self.inbox.append(("provreq", update))
+
+    @workflow.signal(name="provisioning_request_deleted")
+    def provisioning_request_deleted(self, update: ProvisioningUpdate) -> None:
+        self.inbox.append(("provreq_deleted", update))
+
     @workflow.signal(name="deactivate")
     def deactivate(self, request: Any = None) -> None:
         self.inbox.append(("deactivate", request))
@@ -128,6 +141,7 @@ class WorkloadWorkflow:
     async def run(self, input: WorkloadInput) -> WorkloadReport:
         self._publish()
         while not (wl.is_finished(self.state) or self.state.deleted):
+            await self._provision()
             self._ask_controllers()
             if checks.finish_backoff_if_due(self.state, workflow.now()):
                 self._publish()
@@ -150,8 +164,42 @@ class WorkloadWorkflow:
                     workflow.continue_as_new(WorkloadInput(workload=input.workload, state=self.state))
             await self._drain_inbox()
             self._publish()
+        await self._provision()
         self._ask_controllers()
         return self.state.report()
+
+    async def _provision(self) -> None:
+        """The built-in ProvisioningRequest check: start and delete attempts as the pure reconcile
+        says, and apply the check states that need no request."""
+        st = self.state
+        held, queued, admitted = wl.has_quota(st), st.queued, wl.is_admitted(st)
+        cmds, verdicts = provisioning.reconcile(st)
+        now = workflow.now()
+        for v in verdicts:
+            checks.apply(st, v, now, workflow.random().random())
+        for attempt in cmds.stop:
+            if not await self._signal_child(attempt.workflow_id, "delete_provisioning_request", ProvisioningNotice(reason=wl.phase(st))):
+                provisioning.stopped(st, attempt.check, attempt.attempt)  # it had ended already
+        for plan in cmds.start:
+            a = plan.attempt
+            try:
+                await workflow.start_child_workflow(
+                    "ProvisioningCheckWorkflow",
+                    ProvisioningCheckInput(
+                        parent=workflow.info().workflow_id, check=a.check, attempt=a.attempt,
+                        request=plan.request, pod_templates=plan.pod_templates,
+                    ),
+                    id=a.workflow_id,
+                    # It outlives a continue-as-new of this workflow; the workload ends it itself.
+                    parent_close_policy=ParentClosePolicy.ABANDON,
+                    static_summary=f"ProvisioningRequest {a.name}",
+                )
+            except WorkflowAlreadyStartedError:
+                # A run of that attempt from before is still deleting its request: wait for it.
+                st.provisioning.pop(a.check, None)
+                st.stopping.append(a.workflow_id)
+        if verdicts:
+            await self._settle(held, queued, admitted)
 
     def _ask_controllers(self) -> None:
         """Ask the controllers of the checks that wait for them, and cancel what is no longer
@@ -264,6 +312,10 @@ class WorkloadWorkflow:
                 if self.asking.get(name, (0, None))[0] == attempt:
                     del self.asking[name]
                 checks.answer(st, name, attempt, result, error, now, workflow.random().random())
+            elif kind == "provreq":
+                self._provisioning_update(m, now)
+            elif kind == "provreq_deleted":
+                provisioning.stopped(st, m.check, m.attempt)
             elif kind == "deactivate":
                 if st.workload.spec.active is not False:
                     checks.deactivate(st, now)
@@ -282,11 +334,41 @@ class WorkloadWorkflow:
             elif kind == "delete":
                 if wl.delete(st):
                     await self._release()
-            if kind in ("reserved", "checks", "verdict", "answer", "deactivate"):
+            if kind in ("reserved", "checks", "verdict", "answer", "deactivate", "provreq"):
                 # Admitted along with a reservation without checks: the queue already counts it.
                 told = kind == "reserved" and not m.admission_checks
                 await self._settle(held, queued, admitted, queue_knows=told)
             self.handled += 1
+
+    async def _signal_child(self, workflow_id: str, signal: str, payload: Any) -> bool:
+        """Signal a ProvisioningCheckWorkflow; False when it has ended."""
+        try:
+            await workflow.get_external_workflow_handle(workflow_id).signal(signal, payload)
+        except ApplicationError as err:
+            if "NotFound" not in (err.type or ""):
+                raise
+            return False
+        return True
+
+    def _provisioning_update(self, m: ProvisioningUpdate, now) -> None:
+        """What a ProvisioningCheckWorkflow reported: the request was created or changed, or could
+        not be created. Reports of attempts that are no longer current are ignored."""
+        st = self.state
+        a = provisioning.attempt_for(st, m.check, m.attempt)
+        if a is None or not wl.has_quota(st):
+            return
+        if m.error:
+            wl.record(st, "FailedCreate", m.error, now, "Warning")
+            check = next(c for c in st.status.admission_checks or () if c.name == m.check)
+            if check.message != m.error:
+                checks.apply(st, checks.Verdict(name=m.check, state=check.state, message=m.error), now)
+            return
+        if a.request is None and m.request is not None:
+            wl.record(st, "ProvisioningRequestCreated", f'Created ProvisioningRequest: "{a.name}"', now)
+        a.request = m.request
+        v = provisioning.on_status(st, a, workflow.random().random())
+        if v is not None:
+            checks.apply(st, v, now, workflow.random().random())
 
     async def _settle(self, held: bool, queued: bool, admitted: bool, queue_knows: bool = False) -> None:
         """Carry out what a check-driven change calls for: a workload newly admitted gets its pods'
@@ -301,6 +383,8 @@ class WorkloadWorkflow:
                 return
             if not queue_knows:
                 await self._signal_queue("admitted")
+            for a in list(st.provisioning.values()):
+                await self._signal_child(a.workflow_id, "pods_scheduled", ProvisioningNotice(reason="Admitted"))
         if (held or queued) and not (wl.has_quota(st) or st.queued):
             await self._release()
 

@@ -128,6 +128,9 @@ class ClusterQueueState(WireModel):
     released: list[tuple[str, str, int]] = Field(
         default_factory=list, description="The last released (key, uid, ticket), oldest first."
     )
+    reparameterized: list[str] = Field(
+        default_factory=list, description="Checks whose parameters changed since workloads holding quota were told."
+    )
 
     _released_index: set[tuple[str, str, int]] | None = PrivateAttr(default=None)
 
@@ -255,6 +258,16 @@ def set_view(state: ClusterQueueState, view: ClusterQueueView, now: datetime) ->
     return True
 
 
+def changed_parameters(old: ClusterQueueView | None, new: ClusterQueueView) -> list[str]:
+    """Checks whose parameters object changed (or appeared, or went) between two views: workloads
+    holding quota must hear of it (a ProvisioningRequestConfig change remakes their requests)."""
+    if old is None:
+        return []
+    return sorted(
+        n for n, info in new.admission_checks.items() if n in old.admission_checks and old.admission_checks[n].parameters != info.parameters
+    )
+
+
 def send_back_strangers(state: ClusterQueueState) -> list[Notice]:
     """Workloads whose LocalQueue does not lead here (it was deleted, or they were routed with an
     outdated lookup) leave the queue and are told so; they look their queue up again and wait for
@@ -336,15 +349,16 @@ def checks_info(view: ClusterQueueView, checks: Iterable[str]) -> dict[str, Admi
 
 
 def sync_reservation_checks(state: ClusterQueueState) -> list[Notice]:
-    """The queue's checks changed: each workload holding quota is told the checks it now has
-    (Kueue's syncAdmissionCheckConditions reaches workloads with a reservation)."""
+    """The queue's checks, or their parameters, changed: each workload holding quota is told the
+    checks it now has (Kueue's syncAdmissionCheckConditions reaches workloads with a reservation)."""
     view = state.view
     if view is None or view.spec is None:
         return []
     notices = []
+    changed, state.reparameterized = set(state.reparameterized), []
     for r in state.reservations.values():
         wanted = checks_for(view.spec, {f for ps in r.assignment.pod_sets for f in ps.flavors.values()})
-        if wanted == r.checks:
+        if wanted == r.checks and not changed & set(wanted):
             continue
         r.checks = wanted
         notices.append(

@@ -79,6 +79,9 @@ class WorkloadReport(Workload):
     events: list[Event] = Field(default_factory=list)
     verdicts: list[VerdictRecord] = Field(default_factory=list)
     pod_sets_info: list[PodSetInfo] | None = None
+    provisioning_requests: list[ProvisioningAttempt] = Field(
+        default_factory=list, description="The current ProvisioningRequest of each provisioning check, as last reported."
+    )
     deleted: bool | None = Field(default=None, description="Set on the last report of a deleted workload.")
 
 
@@ -128,6 +131,7 @@ class WorkloadState(WireModel):
                 "events": [e.to_wire() for e in self.events],
                 "verdicts": [v.to_wire() for v in self.verdicts],
                 "podSetsInfo": [p.to_wire() for p in self.pod_sets_info] if self.pod_sets_info is not None else None,
+                "provisioningRequests": [a.to_wire() for a in self.provisioning.values()],
                 "deleted": True if self.deleted else None,
             }
         )

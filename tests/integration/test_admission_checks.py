@@ -253,11 +253,12 @@ async def test_a_late_retry_pushes_the_requeue_and_the_workload_is_admitted_in_t
     await until(af, "QuotaReserved")
     await af.verdict("default/job", Verdict(name="a", state="Retry", requeue_after_seconds=1))
     # A second Retry for the same attempt, after the eviction (KEP-3258's race).
-    late = await af.verdict("default/job", Verdict(name="a", state="Retry", requeue_after_seconds=3))
+    # 8 s, not less: a loaded machine must still find the workload in its backoff when it looks.
+    late = await af.verdict("default/job", Verdict(name="a", state="Retry", requeue_after_seconds=8))
     assert [c.state for c in late.admission_checks] == ["Pending"], "never stuck in Retry"
     r = await report(af)
-    assert r.status.requeue_state.requeue_at >= r.status.admission_checks[0].last_transition_time + timedelta(seconds=3)
-    await until(af, "QuotaReserved", timeout=10)
+    assert r.status.requeue_state.requeue_at >= r.status.admission_checks[0].last_transition_time + timedelta(seconds=8)
+    await until(af, "QuotaReserved", timeout=20)
     await say(af, "job", "a", "Ready")
     await until(af, "Admitted")
 

@@ -186,11 +186,16 @@ def test_the_main_job_admits_the_examples_and_a_second_run_reuses_the_database(t
 
     proc = _start_main_job(db, port, ui_port)
     try:
-        lines = _read_until(proc, "4 of 5 workloads admitted; 1 waits for you (see above).")
+        lines = _read_until(proc, "5 of 6 workloads admitted; 1 waits for you (see above).")
         assert "workload.kueue.x-k8s.io/team-b/sweep created" in lines
+        # The ProvisioningRequest sample: the node group comes online late, so the first attempts
+        # fail, the workload backs off, and a later attempt is provisioned.
+        pretrain = [ln.split(None, 1)[1] for ln in lines if ln.startswith("  team-a/pretrain ")]
+        assert pretrain[-1].startswith("Admitted") and any(p.startswith("Backoff") for p in pretrain), pretrain
         assert "Check controller admitflow.io/budget serving its task queue" in lines
         # The approval sample: nobody serves its check, so the main job says what a person runs instead.
-        assert lines[-4:-1] == [
+        told = lines.index("  team-a/release waits for you:")
+        assert lines[told : told + 3] == [
             "  team-a/release waits for you:",
             "    approval: not Active, so the ClusterQueue admits nothing new until admitflow.io/approval marks it Active",
             '    approval: nobody is serving task queue "admitflow.io/approval"; '
@@ -209,15 +214,20 @@ def test_the_main_job_admits_the_examples_and_a_second_run_reuses_the_database(t
         assert "  team-a/release                   QuotaReserved: Quota reserved in ClusterQueue reviewed" in lines
         approved = admitflow("verdict", "team-a/release", "approval", "Ready", "--message", "approved by the test")
         assert approved.returncode == 0, approved.stderr
-        lines = _read_until(proc, "All 5 workloads admitted.")
+        lines = _read_until(proc, "All 6 workloads admitted.")
         assert "  team-a/release                   Admitted: The workload is admitted" in lines
+        described = json.loads(admitflow("get", "workload", "team-a/pretrain", "-o", "json").stdout)
+        created = [e["message"] for e in described["events"] if e["reason"] == "ProvisioningRequestCreated"]
+        assert created[:2] == ['Created ProvisioningRequest: "pretrain-capacity-1"', 'Created ProvisioningRequest: "pretrain-capacity-2"']
+        [capacity] = described["status"]["admissionChecks"]
+        assert capacity["state"] == "Ready" and capacity["retryCount"] == len(created) - 1 >= 1
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
 
     proc = _start_main_job(db, port, ui_port)
     try:
-        lines = _read_until(proc, "All 5 workloads admitted.")
+        lines = _read_until(proc, "All 6 workloads admitted.")
         assert "workload.kueue.x-k8s.io/team-b/sweep unchanged" in lines
         assert "clusterqueue.kueue.x-k8s.io/research unchanged" in lines
     finally:
