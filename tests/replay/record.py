@@ -3,7 +3,8 @@
 Runs the main job's scenario on a fresh in-memory dev server with the current code: the examples
 applied and admitted through the budget controller, then a late consumption update that puts team-b
 over budget (its admitted workloads get `Retry` and wait in their backoff), and one workload
-finished. Every workflow's history is written to `tests/replay/histories/NAME/`. Record a new set
+finished. `team-a/pretrain` goes through the ProvisioningRequest check (examples/provisioning.yaml):
+two failed attempts with their backoffs before the third is provisioned. Every workflow's history is written to `tests/replay/histories/NAME/`. Record a new set
 when a release changes what the workflows write; keep the old sets, they are what running
 workflows replay.
 """

@@ -2,7 +2,10 @@
 
 Each set under `histories/` is what the main job's scenario wrote with the code of its time:
 `before-checks/` (the examples admitted, one finished), `check-controllers/` (admitted through the
-budget controller's activities, two sent back by a late Retry into their backoff, one finished).
+budget controller's activities, two sent back by a late Retry into their backoff, one finished),
+`provisioning/` (the same, plus the GPU queue's ProvisioningRequest check: attempts 1 and 2 fail
+while the node group is not online, the workload backs off twice, attempt 3 is provisioned; the
+child workflows of each attempt and the simulated autoscaler).
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """
