@@ -115,12 +115,12 @@ class SimulatedAutoscalerWorkflow:
 
     @workflow.query(name="provisioning_request")
     def provisioning_request(self, ref: ProvisioningRequestRef) -> StoredProvisioningRequest:
-        found = self.state.requests.get(sim.key_of(ref.namespace, ref.name))
+        found = self.state.requests.get(sim.key_of(ref.namespace, ref.name))  # deterministic: a dict lookup in the state, not HTTP
         return StoredProvisioningRequest(request=found.request if found is not None else None)
 
     @workflow.query(name="node_group_usage")
     def node_group_usage(self) -> dict[str, dict[str, str]]:
-        """node group -> resource -> quantity held by requests."""
+        """node group -> resource -> quantity held there."""
         return sim.usage(self.state)
 
     # --- the loop -----------------------------------------------------------------------------

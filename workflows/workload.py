@@ -28,11 +28,11 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.workload import WorkloadReport
     from admitflow.api import WorkloadStatus
     from admitflow.messages import (
-        ProvisioningNotice,
         DeleteWorkload,
         EnqueueRequest,
         FinishRequest,
         ProvisioningCheckInput,
+        ProvisioningNotice,
         ProvisioningUpdate,
         QueueAvailable,
         ReleaseRequest,
@@ -45,6 +45,7 @@ ADMISSION_CHECK = "admission_check"
 # attempts cost no history (only the last one is recorded).
 CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), maximum_attempts=0)
 CHECK_TIMEOUT = timedelta(minutes=5)
+START_AGAIN = timedelta(seconds=2)
 
 Message = tuple[str, Any]
 
@@ -61,6 +62,8 @@ class WorkloadWorkflow:
         # Controllers being asked now: check name -> (attempt, activity). Not carried across
         # continue-as-new: the next run asks again whatever is still unanswered.
         self.asking: dict[str, tuple[int, workflow.ActivityHandle]] = {}
+        # A ProvisioningRequest attempt could not start because its previous run had not ended.
+        self.start_again = False
 
     # --- messages -----------------------------------------------------------------------------
 
@@ -150,14 +153,19 @@ class WorkloadWorkflow:
                 self._publish()
                 continue
             backoff = checks.requeue_at(self.state) if checks.in_backoff(self.state) else None
+            timeout = (backoff - workflow.now()) if backoff else None
+            summary = f"backoff until {backoff.isoformat()}" if backoff else None
+            if self.start_again and (timeout is None or timeout > START_AGAIN):
+                timeout, summary = START_AGAIN, "start the ProvisioningRequest attempt again"
+            self.start_again = False
             try:
                 await workflow.wait_condition(
                     lambda: bool(self.inbox) or workflow.info().is_continue_as_new_suggested(),
-                    timeout=(backoff - workflow.now()) if backoff else None,
-                    timeout_summary=f"backoff until {backoff.isoformat()}" if backoff else None,
+                    timeout=timeout,
+                    timeout_summary=summary,
                 )
             except asyncio.TimeoutError:
-                continue  # the backoff is over
+                continue  # the backoff is over, or an attempt can be started again
             if not self.inbox:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self.inbox:
@@ -195,9 +203,11 @@ class WorkloadWorkflow:
                     static_summary=f"ProvisioningRequest {a.name}",
                 )
             except WorkflowAlreadyStartedError:
-                # A run of that attempt from before is still deleting its request: wait for it.
+                # An earlier run of this attempt (its request was deleted by someone else, and it
+                # is ending) still holds the ID: tell it to go, and try again shortly.
                 st.provisioning.pop(a.check, None)
-                st.stopping.append(a.workflow_id)
+                await self._signal_child(a.workflow_id, "delete_provisioning_request", ProvisioningNotice(reason="restart"))
+                self.start_again = True
         if verdicts:
             await self._settle(held, queued, admitted)
 
@@ -313,7 +323,7 @@ class WorkloadWorkflow:
                     del self.asking[name]
                 checks.answer(st, name, attempt, result, error, now, workflow.random().random())
             elif kind == "provreq":
-                self._provisioning_update(m, now)
+                provisioning.report(st, m.check, m.attempt, m.request, m.error, now, workflow.random().random())
             elif kind == "provreq_deleted":
                 provisioning.stopped(st, m.check, m.attempt)
             elif kind == "deactivate":
@@ -349,26 +359,6 @@ class WorkloadWorkflow:
                 raise
             return False
         return True
-
-    def _provisioning_update(self, m: ProvisioningUpdate, now) -> None:
-        """What a ProvisioningCheckWorkflow reported: the request was created or changed, or could
-        not be created. Reports of attempts that are no longer current are ignored."""
-        st = self.state
-        a = provisioning.attempt_for(st, m.check, m.attempt)
-        if a is None or not wl.has_quota(st):
-            return
-        if m.error:
-            wl.record(st, "FailedCreate", m.error, now, "Warning")
-            check = next(c for c in st.status.admission_checks or () if c.name == m.check)
-            if check.message != m.error:
-                checks.apply(st, checks.Verdict(name=m.check, state=check.state, message=m.error), now)
-            return
-        if a.request is None and m.request is not None:
-            wl.record(st, "ProvisioningRequestCreated", f'Created ProvisioningRequest: "{a.name}"', now)
-        a.request = m.request
-        v = provisioning.on_status(st, a, workflow.random().random())
-        if v is not None:
-            checks.apply(st, v, now, workflow.random().random())
 
     async def _settle(self, held: bool, queued: bool, admitted: bool, queue_knows: bool = False) -> None:
         """Carry out what a check-driven change calls for: a workload newly admitted gets its pods'

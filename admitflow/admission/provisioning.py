@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from pydantic import Field, ValidationError
 
-from admitflow.admission import pod_set_updates
+from admitflow.admission import checks, pod_set_updates
 from admitflow.admission import workload as wl
 from admitflow.admission.checks import Verdict
 from admitflow.admission.workload import ProvisioningAttempt as Attempt
@@ -424,6 +425,29 @@ def _pod_set_updates(attempt: Attempt, config: ProvisioningRequestConfigSpec) ->
         )
         for ps in attempt.pod_sets
     ]
+
+
+def report(
+    state: WorkloadState, check: str, number: int, request: ProvisioningRequest | None, error: str, now: datetime, random: float
+) -> None:
+    """What an attempt's workflow reported: its request as it is now, or why it could not be
+    created (Kueue's `FailedCreate` warning, with the error as the check's message and its state
+    unchanged). Reports of an attempt that is no longer current, or after the quota is gone, are
+    ignored; the first report of a request records `ProvisioningRequestCreated`."""
+    attempt = attempt_for(state, check, number)
+    if attempt is None or not wl.has_quota(state):
+        return
+    if error:
+        wl.record(state, "FailedCreate", error, now, "Warning")
+        current = next(c for c in state.status.admission_checks or () if c.name == check)
+        v = _verdict(current, current.state, error)
+    else:
+        if attempt.request is None and request is not None:
+            wl.record(state, "ProvisioningRequestCreated", f'Created ProvisioningRequest: "{attempt.name}"', now)
+        attempt.request = request
+        v = on_status(state, attempt, random)
+    if v is not None:
+        checks.apply(state, v, now, random)
 
 
 def attempt_for(state: WorkloadState, check: str, number: int) -> Attempt | None:

@@ -352,3 +352,26 @@ def test_a_stale_failed_request_does_not_retry_again():
 )
 def test_backoff(n, random, seconds):
     assert prov.backoff_seconds(ProvisioningRequestRetryStrategy(), n, random) == seconds
+
+
+# --- reports from the attempt's workflow -------------------------------------------------------------
+
+
+def test_a_refused_create_is_a_warning_and_the_checks_message():
+    st = holding(config={})
+    started(st)
+    prov.report(st, "prov", 1, None, 'Error creating ProvisioningRequest "job-prov-1": forbidden', T0, 0.0)
+    assert [(e.type, e.reason) for e in st.events][-1] == ("Warning", "FailedCreate")
+    assert (check(st).state, check(st).message) == ("Pending", 'Error creating ProvisioningRequest "job-prov-1": forbidden')
+
+
+def test_the_first_report_records_the_creation_once_and_a_stale_attempt_is_ignored():
+    st = holding(config={})
+    started(st)
+    prov.report(st, "prov", 1, status(("Accepted", "True", "")), "", T0, 0.0)
+    prov.report(st, "prov", 1, status(("Provisioned", "True", "ok")), "", T0, 0.0)
+    assert [e.message for e in st.events if e.reason == "ProvisioningRequestCreated"] == ['Created ProvisioningRequest: "job-prov-1"']
+    assert wl.is_admitted(st)
+    before = st.model_copy(deep=True)
+    prov.report(st, "prov", 2, status(("Failed", "True", "late")), "", T0, 0.0)
+    assert st == before, "attempt 2 is not the current attempt"
