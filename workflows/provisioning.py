@@ -127,6 +127,10 @@ class ProvisioningCheckWorkflow:
                     break
         if watch is not None:
             watch.cancel()
+            try:
+                await watch
+            except ActivityError:
+                pass  # cancelled, as asked
         await self._delete()
 
     async def _create(self) -> CreatedProvisioningRequest | None:
