@@ -9,7 +9,8 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from admitflow.messages import AutoscalerInput, ClusterQueueInput, Delivery, DeliveryBatch, DeliveryReport
+from admitflow.admission.pods_ready import GATE_SUMMARY
+from admitflow.messages import AutoscalerInput, ClusterQueueInput, Delivery, DeliveryBatch, DeliveryReport, GateInput
 from admitflow.simulation.autoscaler import WORKFLOW_SUMMARY
 
 # Signals to different workflows go out together; a workflow's own signals keep their order.
@@ -41,26 +42,17 @@ class DeliveryActivities:
         """Send one signal; False when no workflow with that ID is running (it finished or was
         deleted). Every other error is raised so the activity retries the batch: receivers ignore
         what they already have, so a resent signal is harmless."""
-        if d.start_cluster_queue is not None:
+        started = _started_with(d)
+        if started is not None:
+            workflow_type, arg, summary = started
             await self.client.start_workflow(
-                "ClusterQueueWorkflow",
-                ClusterQueueInput(name=d.start_cluster_queue),
+                workflow_type,
+                arg,
                 id=d.workflow_id,
                 task_queue=activity.info().task_queue,
                 start_signal=d.signal,
                 start_signal_args=[d.payload],
-                static_summary=f"ClusterQueue {d.start_cluster_queue}",
-            )
-            return True
-        if d.start_autoscaler:
-            await self.client.start_workflow(
-                "SimulatedAutoscalerWorkflow",
-                AutoscalerInput(),
-                id=d.workflow_id,
-                task_queue=activity.info().task_queue,
-                start_signal=d.signal,
-                start_signal_args=[d.payload],
-                static_summary=WORKFLOW_SUMMARY,
+                static_summary=summary,
             )
             return True
         try:
@@ -70,3 +62,14 @@ class DeliveryActivities:
                 return False
             raise
         return True
+
+
+def _started_with(d: Delivery) -> tuple[str, object, str] | None:
+    """The workflow a delivery starts if it does not run yet: its type, input and summary."""
+    if d.start_cluster_queue is not None:
+        return "ClusterQueueWorkflow", ClusterQueueInput(name=d.start_cluster_queue), f"ClusterQueue {d.start_cluster_queue}"
+    if d.start_autoscaler:
+        return "SimulatedAutoscalerWorkflow", AutoscalerInput(), WORKFLOW_SUMMARY
+    if d.start_pods_ready_gate:
+        return "PodsReadyGateWorkflow", GateInput(), GATE_SUMMARY
+    return None

@@ -140,6 +140,15 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--failed", action="store_true", help="finished with failure (reason Failed)")
     f.add_argument("--message", default="", help="message of the Finished condition")
 
+    pr = sub.add_parser(
+        "pods-ready", parents=[conn], help="report whether an admitted workload's pods are ready (signal set_pods_ready)",
+        description="Report a workload's pods ready (PodsReady=True) or not, as a runner or a job controller would. "
+        "Under WaitForPodsReady an admitted workload that is not ready in time is evicted and requeued with a backoff.",
+    )
+    pr.add_argument("workload", help="namespace/name (or name in namespace default)")
+    pr.add_argument("--not-ready", action="store_true", help="the pods are not ready (any more): WaitForStart or WaitForRecovery")
+    pr.add_argument("--reason", help="Kueue's reason: Started or Recovered (ready), WaitForStart or WaitForRecovery (--not-ready)")
+
     v = sub.add_parser(
         "verdict", parents=[conn], help="set a workload's admission check state (through the workflow's update)",
         description="Send a check's verdict as its controller would, through the workload's update "
@@ -323,6 +332,19 @@ async def cmd_finish(args: argparse.Namespace) -> None:
     key = _key("Workload", args.workload)
     await client.finish(key, succeeded=not args.failed, message=args.message)
     print(f"workload.kueue.x-k8s.io/{key} finished")
+
+
+async def cmd_pods_ready(args: argparse.Namespace) -> None:
+    from admitflow.admission import pods_ready
+
+    key = _key("Workload", args.workload)
+    try:
+        pods_ready.parse({"ready": not args.not_ready, "reason": args.reason})  # refused before connecting
+    except pods_ready.PodsReadyError as err:
+        raise CLIError(str(err)) from None
+    client = await _client(args)
+    await client.pods_ready(key, ready=not args.not_ready, reason=args.reason)
+    print(f"workload.kueue.x-k8s.io/{key} pods {'not ready' if args.not_ready else 'ready'}")
 
 
 POD_SET_UPDATE_SHAPE = 'give an object such as {"name": "main", "nodeSelector": {"pool": "gpu"}}'
@@ -520,6 +542,7 @@ COMMANDS = {
     "describe": cmd_describe,
     "finish": cmd_finish,
     "verdict": cmd_verdict,
+    "pods-ready": cmd_pods_ready,
     "activate": cmd_activate,
     "deactivate": cmd_activate,
     "admissioncheck": cmd_admissioncheck,

@@ -35,6 +35,7 @@ from admitflow import ids
 from admitflow import search_attributes as sa
 from admitflow.admission.catalog import CATALOG_KINDS, PLURALS, ObjectRef, Outcome
 from admitflow.admission import workload as wl
+from admitflow.admission import pods_ready
 from admitflow.admission.workload import WorkloadReport
 from admitflow.api import LoadedManifest, Workload
 from admitflow.admission.checks import CheckRequest, Verdict
@@ -453,6 +454,15 @@ class AdmitflowClient:
 
     async def finish(self, key: str, succeeded: bool = True, message: str = "") -> None:
         await self._signal_workload(key, "finish", FinishRequest(succeeded=succeeded, message=message))
+
+    async def pods_ready(self, key: str, ready: bool = True, reason: str | None = None) -> None:
+        """Report whether the workload's pods are ready (signal `set_pods_ready`), as a runner or a
+        job controller would. A report that is not valid is refused here with its one-line reason."""
+        try:
+            report = pods_ready.parse({"ready": ready, "reason": reason})
+        except pods_ready.PodsReadyError as err:
+            raise AdmitflowError(str(err)) from None
+        await self._signal_workload(key, "set_pods_ready", report)
 
     async def verdict(self, key: str, verdict: Verdict) -> WorkloadStatus:
         """Apply a check verdict through the workload's update; a refusal is one line."""

@@ -8,6 +8,8 @@ DEFAULT_TASK_QUEUE = "admitflow"
 CATALOG_ID = "admitflow/catalog"
 # The simulated cluster autoscaler, the `simulated` ProvisioningRequest backend.
 AUTOSCALER_ID = "admitflow/autoscaler"
+# The one writer of which workloads reserved under blockAdmission are not ready yet.
+PODS_READY_GATE_ID = "admitflow/pods-ready-gate"
 
 CLUSTER_QUEUE_PREFIX = "clusterqueue/"
 WORKLOAD_PREFIX = "workload/"

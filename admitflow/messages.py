@@ -10,6 +10,8 @@ from pydantic import Field
 
 from admitflow.admission.catalog import CatalogObject, CatalogState, ObjectRef, Outcome
 from admitflow.admission.cluster_queue import ClusterQueueState, QueueEntry
+from admitflow.admission.pod_set_updates import PodSetInfo
+from admitflow.admission.pods_ready import GateState
 from admitflow.admission.workload import WorkloadState
 from admitflow.api import ClusterQueueStatus, LocalQueueStatus, Workload
 from admitflow.api.provisioning_request import PodTemplate, ProvisioningRequest
@@ -21,15 +23,16 @@ from admitflow.wire import WireModel
 
 
 class Delivery(WireModel):
-    """One signal to send. With `start_cluster_queue` (or `start_autoscaler`), the target
-    ClusterQueue workflow (or the simulated autoscaler) is started with this signal if it does not
-    run yet (signal-with-start)."""
+    """One signal to send. With `start_cluster_queue` (or `start_autoscaler`, or
+    `start_pods_ready_gate`), the target ClusterQueue workflow (or the simulated autoscaler, or the
+    blockAdmission gate) is started with this signal if it does not run yet (signal-with-start)."""
 
     workflow_id: str
     signal: str
     payload: dict[str, Any] = Field(default_factory=dict)
     start_cluster_queue: str | None = None
     start_autoscaler: bool = False
+    start_pods_ready_gate: bool = False
 
 
 class DeliveryBatch(WireModel):
@@ -189,6 +192,53 @@ class DeleteWorkload(WireModel):
     reason: str = ""
 
 
+# --- runners (docs/runners.md) ------------------------------------------------------------------
+
+
+class StartWorkload(WireModel):
+    """Input of activity `start_workload`, run on the runner's task queue once the workload is
+    admitted. The runner reports `set_pods_ready` and `finish` to `workflow_id`. If it keeps the
+    activity running (heartbeating) while the workload runs, the engine notices when it dies."""
+
+    workflow_id: str = Field(description="Where the runner reports: signal `set_pods_ready` and `finish` here.")
+    admission: int = Field(description="Which admission of the workload this is; `stop_workload` names the same.")
+    workload: dict[str, Any] = Field(description="The Workload in Kueue's shape, with its status.")
+    pod_sets_info: list[PodSetInfo] = Field(
+        default_factory=list, description="Per podSet, what its pods start with: flavors' and checks' podSetUpdates merged."
+    )
+
+
+class StopWorkload(WireModel):
+    """Input of activity `stop_workload`: the admission is over (evicted, finished, deleted)."""
+
+    workflow_id: str
+    admission: int
+    reason: str = ""
+    message: str = ""
+
+
+# --- blockAdmission gate (admitflow.admission.pods_ready) --------------------------------------
+
+
+class GateRequest(WireModel):
+    cluster_queue: str
+
+
+class GateUse(WireModel):
+    cluster_queue: str
+    key: str
+    uid: str
+    ticket: int
+
+
+class GateSettled(WireModel):
+    key: str
+    uid: str
+    ticket: int
+
+
+class GateInput(WireModel):
+    state: GateState | None = None
 
 
 # --- ProvisioningRequest check (activities/provisioning) ----------------------------------------

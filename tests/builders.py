@@ -78,3 +78,12 @@ def workload_manifest(
     if priority is not None:
         spec["priority"] = priority
     return {"apiVersion": V1BETA2, "kind": "Workload", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def configuration_manifest(**wait_for_pods_ready: Any) -> dict[str, Any]:
+    """Kueue's Configuration with these waitForPodsReady fields."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "waitForPodsReady": wait_for_pods_ready,
+    }

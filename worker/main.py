@@ -26,11 +26,13 @@ from admitflow.codec import DATA_CONVERTER
 from workflows.autoscaler import SimulatedAutoscalerWorkflow
 from workflows.catalog import CatalogWorkflow
 from workflows.cluster_queue import ClusterQueueWorkflow
+from workflows.pods_ready_gate import PodsReadyGateWorkflow
 from workflows.provisioning import ProvisioningCheckWorkflow
 from workflows.workload import WorkloadWorkflow
 
 WORKFLOWS: Sequence[type] = (
     CatalogWorkflow, ClusterQueueWorkflow, WorkloadWorkflow, ProvisioningCheckWorkflow, SimulatedAutoscalerWorkflow,
+    PodsReadyGateWorkflow,
 )
 
 PROVISIONING_BACKENDS = ("simulated", "kubernetes")

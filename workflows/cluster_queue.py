@@ -22,12 +22,17 @@ with workflow.unsafe.imports_passed_through():
         ClusterQueueReport,
         Delivery,
         DeliveryReport,
+        GateRequest,
+        GateSettled,
+        GateUse,
         PendingWorkload,
         ReleaseRequest,
         ReservingWorkload,
         StatusQuery,
     )
+    from admitflow.admission.pods_ready import GateAnswer
     from admitflow.admission.requests import format_requests
+    from admitflow.wire import WireModel
 
     from workflows.outbox import Outbox, continue_as_new_suggested
 
@@ -48,7 +53,7 @@ class ClusterQueueWorkflow:
     @workflow.init
     def __init__(self, input: ClusterQueueInput) -> None:
         self.state = input.state or ClusterQueueState(name=input.name)
-        self.inbox: list[ClusterQueueView | QueueEntry | ReleaseRequest | Admitted] = []
+        self.inbox: list[ClusterQueueView | QueueEntry | ReleaseRequest | Admitted | GateAnswer] = []
         self.outbox = Outbox(input.undelivered)
         self.needs_pass = True
 
@@ -69,6 +74,10 @@ class ClusterQueueWorkflow:
     @workflow.signal(name="admitted")
     def admitted(self, request: ReleaseRequest) -> None:
         self.inbox.append(Admitted(key=request.key, uid=request.uid, ticket=request.ticket))
+
+    @workflow.signal(name="pods_ready_gate")
+    def pods_ready_gate(self, answer: GateAnswer) -> None:
+        self.inbox.append(answer)
 
     @workflow.query(name="status")
     def status(self, query: StatusQuery | None = None) -> ClusterQueueReport:
@@ -140,6 +149,7 @@ class ClusterQueueWorkflow:
                 self.needs_pass = False
                 result = scheduler.schedule([self.state], workflow.now())[self.state.name]
                 self._notify(result.notices)
+                self._gate(result)
                 self.outbox.step(holding=continue_as_new_suggested())
             workflow.set_current_details(self._details())
             if continue_as_new_suggested() and self._quiet():
@@ -161,11 +171,17 @@ class ClusterQueueWorkflow:
                 old = self.state.view
                 if cq.set_view(self.state, m, now) and workflow.patched("tell-holders-of-changed-check-parameters"):
                     self.state.reparameterized = sorted({*self.state.reparameterized, *cq.changed_parameters(old, m)})
+                    self.state.pods_ready_changed = self.state.pods_ready_changed or cq.changed_pods_ready(old, m)
             elif isinstance(m, QueueEntry):
                 cq.enqueue(self.state, m)
             elif isinstance(m, Admitted):
                 cq.mark_admitted(self.state, m.key, m.uid, m.ticket)
                 continue  # usage for the scheduler is unchanged
+            elif isinstance(m, GateAnswer):
+                if m.granted:
+                    self.state.gate = "granted"
+                elif self.state.gate == "asked":
+                    self.state.gate = "waiting"
             else:
                 cq.release(self.state, m.key, m.uid, m.ticket)
             self.needs_pass = True
@@ -176,8 +192,27 @@ class ClusterQueueWorkflow:
         for d in report.missing:
             key, uid = ids.workload_key(d.workflow_id), d.payload.get("uid")
             if key is not None and uid is not None:
+                held = self.state.reservations.get(key)
+                if held is not None and held.uid == uid and held.gated:
+                    self._tell_gate("settled", GateSettled(key=key, uid=uid, ticket=held.ticket))
                 cq.forget(self.state, key, uid)
                 self.needs_pass = True
+
+    def _gate(self, result: scheduler.PassResult) -> None:
+        """blockAdmission: ask the gate, tell it whom its grant went to, or hand an unused grant back."""
+        if result.gate_used is not None:  # before a new request: the gate frees the grant first
+            r = result.gate_used
+            self._tell_gate("used", GateUse(cluster_queue=self.state.name, key=r.key, uid=r.uid, ticket=r.ticket))
+        if result.ask_gate:
+            self._tell_gate("request", GateRequest(cluster_queue=self.state.name))
+        if self.state.gate == "granted":
+            self.state.gate = "none"
+            self._tell_gate("returned", GateRequest(cluster_queue=self.state.name))
+
+    def _tell_gate(self, signal: str, payload: WireModel) -> None:
+        self.outbox.add(
+            Delivery(workflow_id=ids.PODS_READY_GATE_ID, signal=signal, payload=payload.to_wire(), start_pods_ready_gate=True)
+        )
 
     def _notify(self, notices: list[Notice]) -> None:
         for n in notices:

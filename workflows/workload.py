@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from admitflow import search_attributes as sa
     from admitflow.admission import checks
     from admitflow.admission import pod_set_updates
+    from admitflow.admission import pods_ready
     from admitflow.admission import provisioning
     from admitflow.admission import workload as wl
     from admitflow.admission.catalog import QueueResolution
@@ -31,11 +32,14 @@ with workflow.unsafe.imports_passed_through():
         DeleteWorkload,
         EnqueueRequest,
         FinishRequest,
+        GateSettled,
         ProvisioningCheckInput,
         ProvisioningNotice,
         ProvisioningUpdate,
         QueueAvailable,
         ReleaseRequest,
+        StartWorkload,
+        StopWorkload,
         WorkloadInput,
     )
 
@@ -46,6 +50,12 @@ ADMISSION_CHECK = "admission_check"
 CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), maximum_attempts=0)
 CHECK_TIMEOUT = timedelta(minutes=5)
 START_AGAIN = timedelta(seconds=2)
+START_WORKLOAD = "start_workload"
+STOP_WORKLOAD = "stop_workload"
+# A runner that keeps `start_workload` running must heartbeat this often; when it stops (the runner
+# died), the workload's pods count as failed.
+RUNNER_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+RUNNER_RUN_TIMEOUT = timedelta(days=365)
 
 Message = tuple[str, Any]
 
@@ -64,6 +74,8 @@ class WorkloadWorkflow:
         self.asking: dict[str, tuple[int, workflow.ActivityHandle]] = {}
         # A ProvisioningRequest attempt could not start because its previous run had not ended.
         self.start_again = False
+        # The runner's `start_workload` for the current admission, while it runs.
+        self.running: workflow.ActivityHandle | None = None
 
     # --- messages -----------------------------------------------------------------------------
 
@@ -126,6 +138,11 @@ class WorkloadWorkflow:
     def provisioning_request_deleted(self, update: ProvisioningUpdate) -> None:
         self.inbox.append(("provreq_deleted", update))
 
+    @workflow.signal(name="set_pods_ready")
+    def set_pods_ready(self, report: Any) -> None:
+        """Any payload is taken: one that is not a valid report is recorded and changes nothing."""
+        self.inbox.append(("pods_ready", report))
+
     @workflow.signal(name="deactivate")
     def deactivate(self, request: Any = None) -> None:
         self.inbox.append(("deactivate", request))
@@ -146,26 +163,25 @@ class WorkloadWorkflow:
         while not (wl.is_finished(self.state) or self.state.deleted):
             await self._provision()
             self._ask_controllers()
+            await self._settle_pods()
             if checks.finish_backoff_if_due(self.state, workflow.now()):
                 self._publish()
             if self._needs_enqueue():
                 await self._enqueue()
                 self._publish()
                 continue
-            backoff = checks.requeue_at(self.state) if checks.in_backoff(self.state) else None
-            timeout = (backoff - workflow.now()) if backoff else None
-            summary = f"backoff until {backoff.isoformat()}" if backoff else None
-            if self.start_again and (timeout is None or timeout > START_AGAIN):
-                timeout, summary = START_AGAIN, "start the ProvisioningRequest attempt again"
-            self.start_again = False
+            timeout, summary = self._next_timer()
             try:
                 await workflow.wait_condition(
-                    lambda: bool(self.inbox) or workflow.info().is_continue_as_new_suggested(),
+                    # A workload running on a runner does not continue as new: its run is tied to this
+                    # workflow run. Few messages arrive while it runs.
+                    lambda: bool(self.inbox) or (workflow.info().is_continue_as_new_suggested() and self.running is None),
                     timeout=timeout,
                     timeout_summary=summary,
                 )
             except asyncio.TimeoutError:
-                continue  # the backoff is over, or an attempt can be started again
+                await self._time_out_pods()
+                continue  # the backoff is over, an attempt can be started again, or pods timed out
             if not self.inbox:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self.inbox:
@@ -174,7 +190,99 @@ class WorkloadWorkflow:
             self._publish()
         await self._provision()
         self._ask_controllers()
+        await self._settle_pods()
         return self.state.report()
+
+    def _next_timer(self) -> tuple[timedelta | None, str | None]:
+        """The first of: the end of the backoff, the PodsReady timeout, starting a ProvisioningRequest
+        attempt again."""
+        st = self.state
+        now = workflow.now()
+        timers: list[tuple[timedelta, str]] = []
+        if checks.in_backoff(st):
+            at = checks.requeue_at(st)
+            timers.append((at - now, f"backoff until {at.isoformat()}"))
+        due = pods_ready.deadline(st, st.wait_for_pods_ready)
+        if due is not None:
+            timers.append((due[0] - now, pods_ready.timer_summary(st.wait_for_pods_ready, due[1])))
+        if self.start_again:
+            timers.append((START_AGAIN, "start the ProvisioningRequest attempt again"))
+        self.start_again = False
+        if not timers:
+            return None, None
+        timeout, summary = min(timers, key=lambda t: t[0])
+        return max(timeout, timedelta(milliseconds=1)), summary
+
+    async def _time_out_pods(self) -> None:
+        """The PodsReady timeout, if it is the timer that fired: evict or deactivate (Kueue's rules)."""
+        st = self.state
+        now = workflow.now()
+        due = pods_ready.deadline(st, st.wait_for_pods_ready)
+        if due is None or due[0] > now:
+            return
+        if pods_ready.time_out(st, st.wait_for_pods_ready, due[1], now, workflow.random().random()):
+            await self._release()
+        self._publish()
+
+    async def _settle_pods(self) -> None:
+        """Carry out what the workload's pods call for: the runner starts an admitted workload and
+        stops one that is no longer admitted; the blockAdmission gate hears when a workload it
+        counted as not ready is ready or gave its quota back."""
+        st = self.state
+        runner = wl.runner_of(st)
+        wanted = bool(runner) and wl.is_admitted(st) and not wl.is_finished(st) and not st.deleted
+        if wanted and self.running is None and st.runner_started != st.ticket:
+            self._start_runner(runner)
+        elif not wanted and self.running is not None:
+            self.running.cancel()
+            self.running = None
+            workflow.start_activity(
+                STOP_WORKLOAD,
+                StopWorkload(workflow_id=workflow.info().workflow_id, admission=st.runner_started, reason=wl.phase(st),
+                             message=wl.condition_summary(st)),
+                task_queue=runner or st.runner,
+                schedule_to_close_timeout=timedelta(minutes=5),
+                summary=f"stop on runner {runner or st.runner} (admission {st.runner_started})",
+            )
+        if st.gated and (pods_ready.is_ready(st) or not wl.has_quota(st) or wl.is_finished(st) or st.deleted):
+            st.gated = False
+            try:
+                await workflow.get_external_workflow_handle(ids.PODS_READY_GATE_ID).signal(
+                    "settled", GateSettled(key=st.key, uid=st.workload.metadata.uid, ticket=st.ticket)
+                )
+            except ApplicationError as err:
+                if "NotFound" not in (err.type or ""):
+                    raise
+
+    def _start_runner(self, runner: str) -> None:
+        st = self.state
+        st.runner_started = st.ticket
+        handle = workflow.start_activity(
+            START_WORKLOAD,
+            StartWorkload(
+                workflow_id=workflow.info().workflow_id, admission=st.ticket, workload=st.workload.to_wire(),
+                pod_sets_info=st.pod_sets_info or [],
+            ),
+            task_queue=runner,
+            start_to_close_timeout=RUNNER_RUN_TIMEOUT,
+            heartbeat_timeout=RUNNER_HEARTBEAT_TIMEOUT,
+            retry_policy=RetryPolicy(maximum_attempts=1),
+            summary=f"start on runner {runner} (admission {st.ticket})",
+        )
+        self.running = handle
+        admission = st.ticket
+
+        def done(task: Any) -> None:
+            if self.running is not handle:
+                return  # this workflow cancelled it: the admission is over
+            self.running = None
+            try:
+                task.result()
+            except (ActivityError, asyncio.CancelledError) as err:
+                # It stopped on its own: the runner died, shut down, or gave up.
+                self.inbox.append(("runner_lost", (admission, _message(err) if isinstance(err, ActivityError) else "cancelled")))
+
+        handle.add_done_callback(done)
 
     async def _provision(self) -> None:
         """The built-in ProvisioningRequest check: start and delete attempts as the pure reconcile
@@ -326,6 +434,15 @@ class WorkloadWorkflow:
                 provisioning.report(st, m.check, m.attempt, m.request, m.error, now, workflow.random().random())
             elif kind == "provreq_deleted":
                 provisioning.stopped(st, m.check, m.attempt)
+            elif kind == "pods_ready":
+                try:
+                    pods_ready.report(st, m, now)
+                except pods_ready.PodsReadyError as err:
+                    wl.record(st, "InvalidPodsReadyReport", str(err), now, "Warning")
+            elif kind == "runner_lost":
+                admission, error = m
+                if admission == st.ticket:
+                    pods_ready.runner_lost(st, error, now)
             elif kind == "deactivate":
                 if st.workload.spec.active is not False:
                     checks.deactivate(st, now)

@@ -21,6 +21,9 @@ from admitflow.admission.cluster_queue import AdmissionCheckInfo, ClusterQueueVi
 from admitflow.admission.conditions import is_true, second, set_condition
 from admitflow.api import CONFIG_TYPES, AdmissionCheck, CatalogObject, ClusterQueue, LocalQueue
 from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
+from admitflow.api.configuration import SINGLETON_KEY, Configuration, WaitForPodsReady
+from admitflow.api.meta import ObjectMeta
+from admitflow.api.workload import RUNNER_ANNOTATION
 from admitflow.api.node_group import SimulatedNodeGroup
 from admitflow.wire import WireModel
 
@@ -133,6 +136,8 @@ def apply(
     for obj in objects:
         old = state.get(obj.kind, obj.key)
         new = obj.model_copy(deep=True)
+        if new.metadata is None:  # Kueue's Configuration has none; the catalog keeps its own
+            new.metadata = ObjectMeta(name=obj.key)
         if old is None:
             new.metadata.uid = new_uid()
             new.metadata.creation_timestamp = second(now)
@@ -281,14 +286,23 @@ def view_of(state: CatalogState, name: str) -> ClusterQueueView:
         if state.get("AdmissionCheck", n)
     }
     local_queues = {
-        lq.key: LocalQueueInfo(stop_policy=lq.spec.stop_policy or "None")
+        lq.key: LocalQueueInfo(
+            stop_policy=lq.spec.stop_policy or "None", runner=(lq.metadata.annotations or {}).get(RUNNER_ANNOTATION, "")
+        )
         for lq in state.all("LocalQueue")
         if lq.spec.cluster_queue == name
     }
     return ClusterQueueView(
         name=name, revision=state.revision, spec=spec, flavors=flavors, admission_checks=checks,
-        local_queues=dict(sorted(local_queues.items())),
+        local_queues=dict(sorted(local_queues.items())), wait_for_pods_ready=wait_for_pods_ready(state),
     )
+
+
+def wait_for_pods_ready(state: CatalogState) -> WaitForPodsReady | None:
+    """The settings in force: the applied Configuration's, or Kueue's defaults without one (on since
+    Kueue's config v1beta2); None when the DisableWaitForPodsReady gate turns it off."""
+    config: Configuration = state.get("Configuration", SINGLETON_KEY) or Configuration()
+    return config.wait_for_pods_ready if config.wait_for_pods_ready_enabled else None
 
 
 def _digest(view: ClusterQueueView) -> str:

@@ -26,6 +26,7 @@ from admitflow.admission.flavor_assignment import (
 from admitflow.admission.pending_queue import PendingQueue, QueueEntry
 from admitflow.admission.selectors import Requirement, Taint, Toleration, namespace_labels, selector_matches
 from admitflow.api.admission_check import AdmissionCheckRetryStrategy
+from admitflow.api.configuration import WaitForPodsReady
 from admitflow.api import (
     ClusterQueueSpec,
     ClusterQueueStatus,
@@ -57,6 +58,7 @@ class AdmissionCheckInfo(WireModel):
 
 class LocalQueueInfo(WireModel):
     stop_policy: str = "None"
+    runner: str = Field(default="", description="Its `admitflow.io/runner` annotation: the task queue that runs admitted workloads.")
 
 
 class ClusterQueueView(WireModel):
@@ -70,6 +72,13 @@ class ClusterQueueView(WireModel):
     local_queues: dict[str, LocalQueueInfo] = Field(
         default_factory=dict, description="LocalQueues pointing at this ClusterQueue, by namespace/name."
     )
+    wait_for_pods_ready: WaitForPodsReady | None = Field(
+        default=None, description="The Configuration's waitForPodsReady; None when it is off."
+    )
+
+    @property
+    def block_admission(self) -> bool:
+        return self.wait_for_pods_ready is not None and self.wait_for_pods_ready.block_admission
 
 
 class Reservation(WireModel):
@@ -84,6 +93,7 @@ class Reservation(WireModel):
     admitted: bool = False
     checks: list[str] = Field(default_factory=list, description="The admission checks the workload was told it has.")
     evicting: bool = Field(default=False, description="Told to leave (preempted); holds quota until it does.")
+    gated: bool = Field(default=False, description="Reserved with a grant of the blockAdmission gate.")
 
     @property
     def local_queue_key(self) -> str:
@@ -117,6 +127,13 @@ class Notice(WireModel):
         default_factory=dict, description="With reserved: the assigned flavors, for the pods' node selectors."
     )
     preemption_reason: str = Field(default="", description="With kind evicted and reason Preempted: why.")
+    wait_for_pods_ready: WaitForPodsReady | None = Field(
+        default=None, description="With reserved and checks: the waitForPodsReady settings in force (None: off)."
+    )
+    runner: str = Field(default="", description="With reserved: its LocalQueue's runner task queue, if any.")
+    gated: bool = Field(
+        default=False, description="With reserved: reserved with a grant of the blockAdmission gate; tell it when ready."
+    )
 
 
 class ClusterQueueState(WireModel):
@@ -130,6 +147,14 @@ class ClusterQueueState(WireModel):
     )
     reparameterized: list[str] = Field(
         default_factory=list, description="Checks whose parameters changed since workloads holding quota were told."
+    )
+    pods_ready_changed: bool = Field(
+        default=False, description="The waitForPodsReady settings changed since workloads holding quota were told."
+    )
+    gate: Literal["none", "asked", "waiting", "granted"] = Field(
+        default="none",
+        description="With blockAdmission: asked the gate for a grant, told to wait, or holding one (used or "
+        "handed back by the next pass).",
     )
 
     _released_index: set[tuple[str, str, int]] | None = PrivateAttr(default=None)
@@ -268,6 +293,12 @@ def changed_parameters(old: ClusterQueueView | None, new: ClusterQueueView) -> l
     )
 
 
+def changed_pods_ready(old: ClusterQueueView | None, new: ClusterQueueView) -> bool:
+    """The waitForPodsReady settings changed: workloads holding quota must hear of it (their
+    timeouts follow the settings in force, as Kueue's do after its manager restarts)."""
+    return old is not None and old.wait_for_pods_ready != new.wait_for_pods_ready
+
+
 def send_back_strangers(state: ClusterQueueState) -> list[Notice]:
     """Workloads whose LocalQueue does not lead here (it was deleted, or they were routed with an
     outdated lookup) leave the queue and are told so; they look their queue up again and wait for
@@ -356,15 +387,16 @@ def sync_reservation_checks(state: ClusterQueueState) -> list[Notice]:
         return []
     notices = []
     changed, state.reparameterized = set(state.reparameterized), []
+    settings_changed, state.pods_ready_changed = state.pods_ready_changed, False
     for r in state.reservations.values():
         wanted = checks_for(view.spec, {f for ps in r.assignment.pod_sets for f in ps.flavors.values()})
-        if wanted == r.checks and not changed & set(wanted):
+        if wanted == r.checks and not changed & set(wanted) and not settings_changed:
             continue
         r.checks = wanted
         notices.append(
             Notice(
                 key=r.key, uid=r.uid, ticket=r.ticket, kind="checks", admission_checks=wanted,
-                checks_info=checks_info(view, wanted),
+                checks_info=checks_info(view, wanted), wait_for_pods_ready=view.wait_for_pods_ready,
             )
         )
     return notices

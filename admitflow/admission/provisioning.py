@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from admitflow.admission import checks, pod_set_updates
+from admitflow.admission import backoff, checks, pod_set_updates
 from admitflow.admission import workload as wl
 from admitflow.admission.checks import Verdict
 from admitflow.admission.workload import ProvisioningAttempt as Attempt
@@ -129,10 +129,8 @@ def in_sync(attempt: Attempt, config: ProvisioningRequestConfigSpec) -> bool:
 
 
 def backoff_seconds(strategy: ProvisioningRequestRetryStrategy, n: int, random: float) -> int:
-    """Kueue's delay before the n-th retry: min(base * 2^(n-1), max) * (1 + U * 0.0001), in whole
-    seconds (the docs' base^n is wrong, reference §2.4)."""
-    delay = min(strategy.backoff_base_seconds * 2 ** (n - 1), strategy.backoff_max_seconds)
-    return int(delay * (1 + random * 0.0001))
+    """Kueue's delay before the n-th retry of a request (admitflow.admission.backoff)."""
+    return backoff.backoff_seconds(strategy.backoff_base_seconds, strategy.backoff_max_seconds, n, random)
 
 
 # --- what a request holds ---------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from admitflow.admission.cluster_queue import (
     quota_groups,
     usage,
 )
-from admitflow.admission import preemption
+from admitflow.admission import pods_ready, preemption
 from admitflow.admission.conditions import second
 from admitflow.admission.flavor_assignment import assign_flavors, covers_pods
 from admitflow.admission.pending_queue import QueueEntry
@@ -53,6 +53,8 @@ SCHEDULER_REASONS = frozenset(
 class PassResult(WireModel):
     reserved: list[Reservation] = Field(default_factory=list)
     notices: list[Notice] = Field(default_factory=list)
+    ask_gate: bool = Field(default=False, description="blockAdmission: ask the gate for a grant.")
+    gate_used: Reservation | None = Field(default=None, description="blockAdmission: the reservation the grant went to.")
 
 
 def schedule(cohort: Sequence[ClusterQueueState], now: datetime) -> dict[str, PassResult]:
@@ -125,7 +127,18 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
             if cands:
                 assignment = assign_flavors(e.pod_sets, groups, flavors, used, preemption.preemptible_usage(cands))
         if assignment.mode == "Fit":
-            _reserve(result, state, e, assignment, now)
+            if view.block_admission and state.gate != "granted":
+                # Kueue's scheduler blocks its loop until every workload it admitted is ready; here
+                # the gate says whether any is not (pods_ready.py).
+                if state.gate == "waiting":
+                    tell(result, e, pods_ready.WAITING_REASON, pods_ready.WAITING_MESSAGE)
+                elif state.gate == "none":
+                    state.gate, result.ask_gate = "asked", True
+                break
+            reservation = _reserve(result, state, e, assignment, now)
+            if view.block_admission:
+                state.gate, result.gate_used = "none", reservation
+                reservation.gated = result.notices[-1].gated = True
             for fr, v in assignment.usage().items():
                 used[fr] = used.get(fr, 0) + v
                 free[fr[1]] = free.get(fr[1], 0) - v
@@ -188,7 +201,7 @@ def _blocked(name: str, view, e: QueueEntry, active: bool) -> tuple[str, str] | 
     return None
 
 
-def _reserve(result: PassResult, state: ClusterQueueState, e: QueueEntry, assignment, now: datetime) -> None:
+def _reserve(result: PassResult, state: ClusterQueueState, e: QueueEntry, assignment, now: datetime) -> Reservation:
     """Quota reserved: the entry becomes a reservation and the workload is told, with the
     admission checks it gets for the flavors it was assigned."""
     used = {f for ps in assignment.pod_sets for f in ps.flavors.values()}
@@ -213,8 +226,11 @@ def _reserve(result: PassResult, state: ClusterQueueState, e: QueueEntry, assign
             key=e.key, uid=e.uid, ticket=e.ticket, kind="reserved", assignment=assignment, admission_checks=checks,
             checks_info=checks_info(state.view, checks),
             flavors={f: state.view.flavors[f] for f in sorted(used) if f in state.view.flavors},
+            wait_for_pods_ready=state.view.wait_for_pods_ready,
+            runner=state.view.local_queues[e.local_queue_key].runner,
         )
     )
+    return reservation
 
 
 def _drain_stopped(result: PassResult, state: ClusterQueueState) -> None:

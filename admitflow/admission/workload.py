@@ -23,7 +23,9 @@ from admitflow.admission.requests import PodSetRequest, format_requests, pod_set
 from admitflow.api import Admission, AdmissionCheckState, ResourceFlavorSpec, Workload, WorkloadStatus
 from admitflow.admission import pod_set_updates
 from admitflow.admission.pod_set_updates import PodSetInfo
+from admitflow.api.configuration import WaitForPodsReady
 from admitflow.api.provisioning_request import ProvisioningRequest
+from admitflow.api.workload import RUNNER_ANNOTATION
 from admitflow.api.workload import SchedulingStats, WorkloadSchedulingStatsEviction
 
 QUOTA_RESERVED = "QuotaReserved"
@@ -32,6 +34,10 @@ FINISHED = "Finished"
 EVICTED = "Evicted"
 PREEMPTED = "Preempted"
 REQUEUED = "Requeued"
+PODS_READY = "PodsReady"
+# The PodsReady condition as Kueue's job controller writes it (jobframework generatePodsReadyCondition).
+WAIT_FOR_START = "WaitForStart"
+NOT_READY_MESSAGE = "Not all pods are ready or succeeded"
 
 Phase = Literal["Pending", "QuotaReserved", "Admitted", "Backoff", "Inactive", "Finished"]
 
@@ -112,6 +118,14 @@ class WorkloadState(WireModel):
     stopping: list[str] = Field(
         default_factory=list, description="ProvisioningCheckWorkflows told to delete their request, not yet ended."
     )
+    wait_for_pods_ready: WaitForPodsReady | None = Field(
+        default=None, description="The waitForPodsReady settings its ClusterQueue last gave it; None: off."
+    )
+    runner: str = Field(default="", description="Its LocalQueue's runner task queue, as of its last reservation.")
+    runner_started: int = Field(default=0, description="The ticket (admission) its runner was last asked to start.")
+    gated: bool = Field(
+        default=False, description="Reserved with a blockAdmission grant; the gate is told when it is ready or leaves."
+    )
 
     @property
     def key(self) -> str:
@@ -152,6 +166,11 @@ def new_state(workload: Workload, uid: str, now: datetime) -> WorkloadState:
 def record(state: WorkloadState, reason: str, message: str, now: datetime, type_: str = "Normal") -> None:
     state.events.append(Event(type=type_, reason=reason, message=truncate(message, MAX_EVENT_MESSAGE), time=second(now)))
     del state.events[:-MAX_EVENTS]
+
+
+def runner_of(state: WorkloadState) -> str:
+    """The task queue of the runner that starts it: its own annotation, else its LocalQueue's."""
+    return (state.workload.metadata.annotations or {}).get(RUNNER_ANNOTATION) or state.runner
 
 
 def has_quota(state: WorkloadState) -> bool:
@@ -278,7 +297,9 @@ def evict(
     if not has_quota(state):
         return False
     counted = reason
-    reason = f"{reason}DueTo{underlying_cause}" if underlying_cause else reason
+    # Only a deactivation names its cause in the reason (DeactivatedDueToAdmissionCheck); other
+    # causes are kept in schedulingStats.evictions.
+    reason = f"{reason}DueTo{underlying_cause}" if underlying_cause and reason == "Deactivated" else reason
     st = state.status
     admitted = cond.find(st.conditions, ADMITTED)
     if admitted is not None and admitted.status == "True" and admitted.last_transition_time:
@@ -290,6 +311,9 @@ def evict(
         record(state, "Preempted", message, now)
     st.admission = None
     st.admission_checks = reset_checks_on_eviction(st.admission_checks, now)
+    if cond.find(st.conditions, PODS_READY) is not None:
+        # Its pods are gone: not admitted means waiting for start again.
+        st.conditions = cond.set_condition(st.conditions, PODS_READY, False, WAIT_FOR_START, NOT_READY_MESSAGE, now)
     st.conditions = cond.set_condition(st.conditions, QUOTA_RESERVED, False, "PendingEvaluation", message, now)
     st.conditions = cond.set_condition(st.conditions, ADMITTED, False, "NoReservation", "The workload has no reservation", now)
     # A preempted workload is requeued at once; other evictions wait (backoff) before Requeued=True.
@@ -312,10 +336,12 @@ def _count_eviction(st: WorkloadStatus, reason: str, underlying_cause: str) -> N
     st.scheduling_stats = stats.model_copy(update={"evictions": evictions})
 
 
-def queue_timestamp(state: WorkloadState, requeuing_timestamp: str = "Eviction") -> datetime:
+def queue_timestamp(state: WorkloadState) -> datetime:
     """Kueue's GetQueueOrderTimestamp: the eviction time after an eviction by an admission check,
     or by a PodsReady timeout when the requeuing strategy says Eviction; else the creation time
     (so a preempted workload keeps its place)."""
+    settings = state.wait_for_pods_ready
+    requeuing_timestamp = settings.requeuing_strategy.timestamp if settings is not None else "Eviction"
     evicted = cond.find(state.status.conditions, EVICTED)
     if evicted is not None and evicted.status == "True" and evicted.last_transition_time:
         if evicted.reason == "AdmissionCheck" or (
@@ -351,6 +377,9 @@ def reserve_quota(state: WorkloadState, notice: Notice, now: datetime) -> None:
     state.checks_info = dict(notice.checks_info)
     state.answered = {}
     state.flavors = dict(notice.flavors)
+    state.wait_for_pods_ready = notice.wait_for_pods_ready
+    state.runner = notice.runner
+    state.gated = notice.gated
     record(
         state,
         "QuotaReserved",
@@ -392,6 +421,7 @@ def take_checks(state: WorkloadState, notice: Notice, now: datetime) -> None:
     """The ClusterQueue's checks changed while this workload holds quota there."""
     state.status.admission_checks = sync_admission_checks(state.status.admission_checks, notice.admission_checks, now)
     state.checks_info = dict(notice.checks_info)
+    state.wait_for_pods_ready = notice.wait_for_pods_ready
 
 
 def set_pod_sets_info(state: WorkloadState) -> None:
@@ -412,6 +442,9 @@ def sync_admitted(state: WorkloadState, now: datetime) -> None:
     checks = st.admission_checks or []
     if all(c.state == "Ready" for c in checks):
         st.conditions = cond.set_condition(st.conditions, ADMITTED, True, "Admitted", "The workload is admitted", now)
+        if not cond.is_true(st.conditions, PODS_READY):
+            # What Kueue's job controller writes for an admitted workload whose pods are not up yet.
+            st.conditions = cond.set_condition(st.conditions, PODS_READY, False, WAIT_FOR_START, NOT_READY_MESSAGE, now)
         reserved = cond.find(st.conditions, QUOTA_RESERVED)
         since = reserved.last_transition_time if reserved and reserved.last_transition_time else second(now)
         record(state, "Admitted", f"Admitted by ClusterQueue {state.cluster_queue}, wait time since reservation was {_seconds(now - since)}s", now)

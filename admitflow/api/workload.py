@@ -28,6 +28,9 @@ LocalQueueName = Annotated[str, StringConstraints(max_length=253, pattern=DNS112
 """Name of a LocalQueue: a DNS subdomain of at most 253 characters."""
 
 RESERVED_RESOURCE = "pods"
+# On a Workload or its LocalQueue (the Workload's wins): the task queue of the runner that starts
+# the workload once it is admitted (docs/runners.md).
+RUNNER_ANNOTATION = "admitflow.io/runner"
 
 
 class PriorityClassRef(KueueModel):

@@ -11,6 +11,7 @@ from admitflow.admission import workload as wl
 from admitflow.admission.cluster_queue import Notice
 from admitflow.admission.flavor_assignment import Assignment, PodSetAssignment
 from admitflow.api import WorkloadStatus
+from admitflow.api.configuration import WaitForPodsReady
 from tests.builders import manifest, workload_manifest
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
@@ -55,6 +56,7 @@ def test_without_checks_reservation_admits_in_the_same_step():
     assert conditions(st) == {
         "QuotaReserved": ("True", "QuotaReserved", "Quota reserved in ClusterQueue cq"),
         "Admitted": ("True", "Admitted", "The workload is admitted"),
+        "PodsReady": ("False", "WaitForStart", "Not all pods are ready or succeeded"),
     }
     admission = st.status.admission.to_wire()
     assert admission == {
@@ -199,7 +201,8 @@ def test_queue_timestamp(reason, strategy, from_eviction):
     st = submitted()
     evicted_at = T0 + timedelta(hours=1)
     st.status.conditions = cond.set_condition(st.status.conditions, "Evicted", True, reason, "m", evicted_at)
-    assert wl.queue_timestamp(st, strategy) == (evicted_at if from_eviction else T0)
+    st.wait_for_pods_ready = WaitForPodsReady(requeuingStrategy={"timestamp": strategy})
+    assert wl.queue_timestamp(st) == (evicted_at if from_eviction else T0)
 
 
 def test_a_retry_check_counts_one_more_retry_when_reset():

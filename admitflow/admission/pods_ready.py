@@ -1,0 +1,239 @@
+"""WaitForPodsReady (reference §3, KEP-1282): the PodsReady condition, the timeouts that evict an
+admitted workload whose pods do not come up, the requeue backoff and limit, and the gate that
+enforces `blockAdmission` across ClusterQueues.
+
+The workload workflow keeps one durable timer on `deadline(...)`; when it fires, `time_out` evicts
+(or deactivates) the workload exactly as Kueue's workload controller does. The gate's rules are the
+`Gate*` functions at the end; `workflows/pods_ready_gate.py` only carries them out.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from admitflow.admission import checks
+from admitflow.admission import conditions as cond
+from admitflow.admission import workload as wl
+from admitflow.admission.backoff import backoff_seconds
+from admitflow.admission.conditions import second
+from admitflow.admission.workload import NOT_READY_MESSAGE, PODS_READY, WAIT_FOR_START, WorkloadState
+from admitflow.api import RequeueState
+from admitflow.api.configuration import WaitForPodsReady
+from admitflow.wire import WireModel
+
+STARTED = "Started"
+WAIT_FOR_RECOVERY = "WaitForRecovery"
+RECOVERED = "Recovered"
+REASONS = {True: (STARTED, RECOVERED), False: (WAIT_FOR_START, WAIT_FOR_RECOVERY)}
+READY_MESSAGE = "All pods reached readiness and the workload is running"
+RECOVERY_MESSAGE = "At least one pod has failed, waiting for recovery"
+
+TIMEOUT_REASON = "PodsReadyTimeout"
+LIMIT_CAUSE = "RequeuingLimitExceeded"
+LIMIT_MESSAGE = "The workload is deactivated due to exceeding the maximum number of re-queuing retries"
+
+# What a ClusterQueue tells the workload it would admit while blockAdmission holds it (Kueue's
+# scheduler, waitForPodsReadyIfNeeded).
+WAITING_REASON = "WaitingForPodsReady"
+WAITING_MESSAGE = "waiting for all admitted workloads to be in PodsReady condition"
+
+
+class PodsReadyError(ValueError):
+    """A `set_pods_ready` payload that cannot be applied; the message is the one-line reason."""
+
+
+class PodsReadyReport(WireModel):
+    """The payload of signal `set_pods_ready` (the contract): whether all of the workload's pods
+    are ready, and optionally which of Kueue's reasons says so."""
+
+    ready: bool = Field(description="All pods are ready (or succeeded).")
+    reason: str | None = Field(
+        default=None,
+        description="Started or Recovered with ready; WaitForStart or WaitForRecovery without. "
+        "Left out, it follows from the condition before, as Kueue's job controller decides it.",
+    )
+
+
+def parse(payload: Any) -> PodsReadyReport:
+    try:
+        report = PodsReadyReport.model_validate(payload)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "report"
+        raise PodsReadyError(f"invalid pods-ready report: {where}: {first['msg']}") from None
+    if report.reason is not None and report.reason not in REASONS[report.ready]:
+        allowed = " or ".join(REASONS[report.ready])
+        raise PodsReadyError(f"invalid pods-ready report: reason {report.reason!r} with ready={str(report.ready).lower()}: use {allowed}")
+    return report
+
+
+def condition_for(state: WorkloadState, report: PodsReadyReport) -> tuple[bool, str, str]:
+    """Kueue's generatePodsReadyCondition: what the PodsReady condition becomes after a report."""
+    old = cond.find(state.status.conditions, PODS_READY)
+    if report.ready:
+        recovering = old is not None and old.reason in (WAIT_FOR_RECOVERY, RECOVERED)
+        return True, report.reason or (RECOVERED if recovering else STARTED), READY_MESSAGE
+    if report.reason == WAIT_FOR_RECOVERY or (
+        report.reason is None and old is not None and (old.status == "True" or old.reason == WAIT_FOR_RECOVERY)
+    ):
+        return False, WAIT_FOR_RECOVERY, RECOVERY_MESSAGE
+    return False, WAIT_FOR_START, NOT_READY_MESSAGE
+
+
+def report(state: WorkloadState, payload: Any, now: datetime) -> str:
+    """Apply a `set_pods_ready` report. Only an admitted workload has pods; for any other the report
+    changes nothing. Returns what became of it, in one line. Raises PodsReadyError for bad input."""
+    r = parse(payload)
+    if wl.is_finished(state) or not wl.is_admitted(state):
+        return f"ignored: the workload is {wl.phase(state)}, not admitted"
+    status, reason, message = condition_for(state, r)
+    st = state.status
+    st.conditions = cond.set_condition(st.conditions, PODS_READY, status, reason, message, now)
+    return f"PodsReady={status} ({reason})"
+
+
+def runner_lost(state: WorkloadState, error: str, now: datetime) -> None:
+    """The runner running the workload stopped heartbeating (it died, or its machine did): its pods
+    count as failed, so a ready workload waits for recovery (and its recovery timeout runs); one not
+    ready yet keeps waiting for start."""
+    wl.record(state, "RunnerLost", f"The runner stopped running the workload: {error}", now, "Warning")
+    if wl.is_admitted(state) and is_ready(state):
+        st = state.status
+        st.conditions = cond.set_condition(st.conditions, PODS_READY, False, WAIT_FOR_RECOVERY, RECOVERY_MESSAGE, now)
+
+
+def is_ready(state: WorkloadState) -> bool:
+    return cond.is_true(state.status.conditions, PODS_READY)
+
+
+def deadline(state: WorkloadState, settings: WaitForPodsReady | None) -> tuple[datetime, str] | None:
+    """When an admitted workload that is not ready times out, and the cause (Kueue's
+    admittedNotReadyWorkload): `WaitForStart` counts from the Admitted transition, `WaitForRecovery`
+    from the PodsReady transition, when a recovery timeout is set. None when nothing is timed."""
+    if settings is None or not wl.is_admitted(state) or wl.is_finished(state) or state.workload.spec.active is False:
+        return None
+    st = state.status
+    pods = cond.find(st.conditions, PODS_READY)
+    if pods is not None and pods.status == "True":
+        return None
+    if pods is None or pods.reason in (WAIT_FOR_START, "PodsReady"):
+        admitted = cond.find(st.conditions, wl.ADMITTED)
+        assert admitted is not None and admitted.last_transition_time is not None
+        return admitted.last_transition_time + timedelta(seconds=settings.timeout_seconds), WAIT_FOR_START
+    recovery = settings.recovery_timeout_seconds
+    if pods.reason == WAIT_FOR_RECOVERY and recovery is not None and pods.last_transition_time is not None:
+        return pods.last_transition_time + timedelta(seconds=recovery), WAIT_FOR_RECOVERY
+    return None
+
+
+def time_out(state: WorkloadState, settings: WaitForPodsReady, cause: str, now: datetime, random: float) -> bool:
+    """The PodsReady timeout fired (Kueue's reconcileNotReadyTimeout and
+    triggerDeactivationOrBackoffRequeue). Past `backoffLimitCount` the workload is deactivated;
+    otherwise it is evicted with `PodsReadyTimeout`, `requeueState.count` + 1 and
+    `requeueAt` = now + min(base·2^(n−1), max)·(1+U·0.0001). Returns whether it held quota (its
+    ClusterQueue must be told)."""
+    held = wl.has_quota(state)
+    strategy = settings.requeuing_strategy
+    st = state.status
+    count = (st.requeue_state.count if st.requeue_state and st.requeue_state.count is not None else 0) + 1
+    limit = strategy.backoff_limit_count
+    if limit is not None and count > limit:
+        checks.deactivate(state, now, cause=LIMIT_CAUSE, message=LIMIT_MESSAGE)
+        return held
+    delay = backoff_seconds(strategy.backoff_base_seconds, strategy.backoff_max_seconds, count, random)
+    # Kubernetes keeps times to the second: the eviction's transition time plus the whole delay.
+    st.requeue_state = RequeueState(count=count, requeue_at=second(now) + timedelta(seconds=delay))
+    meta = state.workload.metadata
+    wl.evict(state, TIMEOUT_REASON, f"Exceeded the PodsReady timeout {meta.namespace}/{meta.name}", now, underlying_cause=cause)
+    checks.finish_backoff_if_due(state, now)  # a zero base requeues at once
+    return held
+
+
+def timer_summary(settings: WaitForPodsReady, cause: str) -> str:
+    """How the timer reads in the workload's history."""
+    if cause == WAIT_FOR_RECOVERY:
+        return f"PodsReady recovery timeout {settings.recovery_timeout}"
+    return f"PodsReady timeout {settings.timeout}"
+
+
+# --- blockAdmission: the gate -------------------------------------------------------------------
+#
+# Kueue's scheduler, with blockAdmission, admits nothing while any workload holding quota lacks
+# PodsReady=True, across every ClusterQueue it schedules. admitflow's ClusterQueues are separate
+# workflows, so the one global fact (which workloads reserved under blockAdmission are not ready
+# yet) has one durable writer: the gate. A ClusterQueue that would reserve quota asks it first; the
+# gate grants one reservation at a time, and only while no granted workload is still unready. A
+# grant is used by the reservation it was asked for or handed back by the same pass; the workload
+# itself tells the gate when it is ready or gives its quota back. Nobody waits while holding
+# anything, so no crash or deletion can leave the rule stuck.
+
+GATE_SUMMARY = "blockAdmission gate: which workloads admitted under blockAdmission are not ready yet"
+
+# How many settled (key, uid, ticket) the gate remembers, so that a `used` arriving after its
+# workload already settled is not taken for a new unready workload.
+SETTLED_MEMORY = 1000
+
+
+class GateState(WireModel):
+    not_ready: dict[str, tuple[str, int]] = Field(
+        default_factory=dict, description="Workloads reserved with a grant and not ready yet: key -> (uid, ticket)."
+    )
+    holder: str | None = Field(default=None, description="The ClusterQueue holding the one outstanding grant.")
+    waiting: list[str] = Field(default_factory=list, description="ClusterQueues asking for a grant, first come first.")
+    settled: list[tuple[str, str, int]] = Field(default_factory=list, description="The last settled (key, uid, ticket).")
+
+
+class GateAnswer(WireModel):
+    """What the gate tells a ClusterQueue: granted, or wait (its head is told why)."""
+
+    granted: bool
+
+
+def gate_request(gate: GateState, cluster_queue: str) -> dict[str, GateAnswer]:
+    """A ClusterQueue has a workload that fits. Returns the answers to send, by ClusterQueue."""
+    if gate.holder == cluster_queue:
+        return {cluster_queue: GateAnswer(granted=True)}  # a repeated ask: the grant stands
+    if cluster_queue not in gate.waiting:
+        gate.waiting.append(cluster_queue)
+    answers = _grant(gate)
+    if cluster_queue not in answers:
+        answers[cluster_queue] = GateAnswer(granted=False)
+    return answers
+
+
+def gate_used(gate: GateState, cluster_queue: str, key: str, uid: str, ticket: int) -> dict[str, GateAnswer]:
+    """The holder reserved quota for `key` with its grant."""
+    if gate.holder == cluster_queue:
+        gate.holder = None
+    if (key, uid, ticket) not in {tuple(s) for s in gate.settled}:
+        gate.not_ready[key] = (uid, ticket)
+    return _grant(gate)
+
+
+def gate_returned(gate: GateState, cluster_queue: str) -> dict[str, GateAnswer]:
+    """The holder had nothing left to reserve, or no longer runs."""
+    if gate.holder == cluster_queue:
+        gate.holder = None
+    if cluster_queue in gate.waiting:
+        gate.waiting.remove(cluster_queue)
+    return _grant(gate)
+
+
+def gate_settled(gate: GateState, key: str, uid: str, ticket: int) -> dict[str, GateAnswer]:
+    """A workload reserved with a grant is ready, or gave its quota back."""
+    held = gate.not_ready.get(key)
+    if held is not None and tuple(held) == (uid, ticket):
+        del gate.not_ready[key]
+    gate.settled.append((key, uid, ticket))
+    del gate.settled[:-SETTLED_MEMORY]
+    return _grant(gate)
+
+
+def _grant(gate: GateState) -> dict[str, GateAnswer]:
+    if gate.holder is not None or gate.not_ready or not gate.waiting:
+        return {}
+    gate.holder = gate.waiting.pop(0)
+    return {gate.holder: GateAnswer(granted=True)}

@@ -1,0 +1,200 @@
+"""The local runner: runs each admitted workload as a local subprocess.
+
+A workload (or its LocalQueue) names this runner with the annotation `admitflow.io/runner: local`
+(the task queue it serves), and says what to run with `admitflow.io/command` (a shell command).
+When the engine admits the workload it runs activity `start_workload` here:
+
+- the command starts (`/bin/sh -c`) in its own process group, with the workload and its pods' start information
+  (flavors' and checks' podSetUpdates merged) in the environment: `ADMITFLOW_WORKLOAD` (namespace/
+  name), `ADMITFLOW_ADMISSION`, `ADMITFLOW_POD_SETS` (JSON);
+- once it has started, the runner reports the workload's pods ready (`set_pods_ready`);
+- while it runs, the activity heartbeats; when it exits, the runner reports `finish` with its exit
+  code (0: succeeded) and the activity returns;
+- on eviction the engine cancels the activity and runs `stop_workload`: the process group gets
+  SIGTERM, then SIGKILL after a grace period, and no finish is reported.
+
+If the runner itself dies, its commands die with it (like a node going down: a small watchdog
+beside each command kills its process group when the runner's end of its stdin closes), the
+activity stops heartbeating, and the engine counts the pods as failed: the workload waits for
+recovery and, under WaitForPodsReady, is evicted and requeued.
+
+    python examples/runners/local.py [--task-queue local] [--logs .admitflow/runs] [--address host:port]
+
+Each command's output goes to `<logs>/<namespace>_<name>-<admission>.log`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import Worker
+
+from admitflow.admission.pods_ready import PodsReadyReport
+from admitflow.messages import FinishRequest, StartWorkload, StopWorkload
+
+TASK_QUEUE = "local"
+COMMAND_ANNOTATION = "admitflow.io/command"
+HEARTBEAT_EVERY = 2.0  # seconds; the engine gives up on a runner after 10 s without one
+STOP_GRACE = 5.0  # seconds between SIGTERM and SIGKILL
+
+
+@dataclass
+class Run:
+    process: asyncio.subprocess.Process
+    admission: int
+    stopped: bool = False
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+# Runs the command in the process group the runner made for it, and takes the whole group down
+# when the runner dies: its end of stdin closes then, however it died (like a node going down).
+WATCHDOG = """
+import os, signal, subprocess, sys, threading
+def orphaned():
+    while os.read(0, 1024):
+        pass
+    os.killpg(0, signal.SIGKILL)
+threading.Thread(target=orphaned, daemon=True).start()
+code = subprocess.call(["/bin/sh", "-c", sys.argv[1]])
+os._exit(code if code >= 0 else 128 - code)
+"""
+
+
+class LocalRunner:
+    def __init__(self, client: Client, logs: Path = Path(".admitflow/runs")) -> None:
+        self.client = client
+        self.logs = logs
+        self.runs: dict[str, Run] = {}  # by workflow ID
+
+    def worker(self, task_queue: str = TASK_QUEUE) -> Worker:
+        # Shutting down cancels the runs at once (no grace): their commands are stopped.
+        return Worker(self.client, task_queue=task_queue, activities=[self.start_workload, self.stop_workload])
+
+    @activity.defn(name="start_workload")
+    async def start_workload(self, request: StartWorkload) -> None:
+        meta = request.workload.get("metadata", {})
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        command = (meta.get("annotations") or {}).get(COMMAND_ANNOTATION)
+        handle = self.client.get_workflow_handle(request.workflow_id)
+        if not command:
+            await self._report(handle, "finish", FinishRequest(
+                succeeded=False, message=f"nothing to run: the workload has no {COMMAND_ANNOTATION} annotation"))
+            return
+        self.logs.mkdir(parents=True, exist_ok=True)
+        log_path = self.logs / f"{key.replace('/', '_')}-{request.admission}.log"
+        env = {
+            **os.environ,
+            "ADMITFLOW_WORKLOAD": key,
+            "ADMITFLOW_ADMISSION": str(request.admission),
+            "ADMITFLOW_POD_SETS": json.dumps([p.to_wire() for p in request.pod_sets_info]),
+        }
+        with log_path.open("ab") as log:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", WATCHDOG, command, stdin=asyncio.subprocess.PIPE, stdout=log,
+                stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True,
+            )
+        run = self.runs[request.workflow_id] = Run(process=process, admission=request.admission)
+        activity.logger.info("started %s (admission %d): pid %d, output in %s", key, request.admission, process.pid, log_path)
+        await self._report(handle, "set_pods_ready", PodsReadyReport(ready=True))
+        try:
+            while True:
+                activity.heartbeat()
+                try:
+                    await asyncio.wait_for(asyncio.shield(process.wait()), HEARTBEAT_EVERY)
+                    break
+                except TimeoutError:
+                    continue
+        except asyncio.CancelledError:
+            # The engine cancelled the run (the workload was evicted or deleted), or lost track of it.
+            await self._stop(run)
+            raise
+        finally:
+            run.done.set()
+            if self.runs.get(request.workflow_id) is run:
+                del self.runs[request.workflow_id]
+        if run.stopped:
+            return
+        code = process.returncode
+        await self._report(handle, "finish", FinishRequest(
+            succeeded=code == 0, message=f"command exited with code {code}" if code else "command succeeded"))
+
+    @activity.defn(name="stop_workload")
+    async def stop_workload(self, request: StopWorkload) -> None:
+        run = self.runs.get(request.workflow_id)
+        if run is not None and run.admission == request.admission:
+            await self._stop(run)
+
+    async def _stop(self, run: Run) -> None:
+        """SIGTERM to the command's process group, SIGKILL after the grace period."""
+        run.stopped = True
+        if run.process.returncode is not None:
+            return
+        for sig, grace in ((signal.SIGTERM, STOP_GRACE), (signal.SIGKILL, None)):
+            try:
+                os.killpg(run.process.pid, sig)
+            except ProcessLookupError:
+                return
+            if grace is None:
+                break
+            try:
+                await asyncio.wait_for(asyncio.shield(run.process.wait()), grace)
+                return
+            except TimeoutError:
+                continue
+        await run.process.wait()
+
+    async def _report(self, handle, signal_name: str, payload) -> None:
+        try:
+            await handle.signal(signal_name, payload)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            activity.logger.warning("workload %s is gone; %s not reported", handle.id, signal_name)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from worker.connection import Connection
+    from worker.logging import configure
+
+    p = argparse.ArgumentParser(description="run admitted workloads as local subprocesses")
+    p.add_argument("--task-queue", default=TASK_QUEUE, help=f"the runner's task queue, as annotations name it (default {TASK_QUEUE})")
+    p.add_argument("--logs", default=".admitflow/runs", help="where each command's output goes (default .admitflow/runs)")
+    p.add_argument("--address", help="Temporal frontend host:port (default: TEMPORAL_ADDRESS or localhost:7233)")
+    p.add_argument("--namespace", help="Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
+    p.add_argument("--profile", help="profile in Temporal's TOML client config file (TEMPORAL_PROFILE)")
+    args = p.parse_args(argv)
+    configure("INFO")
+
+    async def serve() -> None:
+        client = await Connection(args.address, args.namespace, args.profile).connect()
+        runner = LocalRunner(client, Path(args.logs))
+        print(f"local runner (pid {os.getpid()}) serving task queue {args.task_queue!r}", flush=True)
+        task = asyncio.ensure_future(runner.worker(args.task_queue).run())
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, task.cancel)
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+
+    asyncio.run(serve())
+    # The Temporal SDK's native runtime can abort the interpreter while it finalizes
+    # (sdk-python#300, `PyGILState_Release`); everything has stopped, so leave without that.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

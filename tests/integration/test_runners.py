@@ -1,0 +1,136 @@
+"""Runners on the dev server: the local runner (examples/runners/local.py), in its own process,
+runs admitted workloads as subprocesses and reports their readiness and finish; killed mid-run, its
+workload times out and is requeued, and a new runner runs it again."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from admitflow import ids
+from tests.builders import cluster_queue_manifest, configuration_manifest, flavor_manifest, local_queue_manifest, workload_manifest
+from tests.integration.test_admission import eventually, loaded
+from tests.workflows.test_lifecycle import replay_all
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def runner_process(engine, logs: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "examples/runners/local.py"), "--address", engine.address,
+         "--namespace", engine.namespace, "--logs", str(logs)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+
+
+def command_workload(name: str, command: str) -> dict[str, Any]:
+    m = workload_manifest(name)
+    m["metadata"]["annotations"] = {"admitflow.io/command": command}
+    return m
+
+
+async def setup(engine, **wait_for_pods_ready) -> None:
+    """A ClusterQueue whose LocalQueue sends admitted workloads to the local runner."""
+    lq = local_queue_manifest()
+    lq["metadata"]["annotations"] = {"admitflow.io/runner": "local"}
+    await engine.admitflow.apply(
+        loaded(configuration_manifest(**wait_for_pods_ready), flavor_manifest(), cluster_queue_manifest(), lq)
+    )
+
+
+async def condition(engine, name: str, type_: str):
+    report = await engine.admitflow.workload(f"default/{name}", missing_ok=True)
+    return report.status.condition(type_) if report is not None else None
+
+
+def processes_running(command: str) -> list[int]:
+    """PIDs whose command line is exactly `command`'s (a `sh -c` child or the program itself)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            except OSError:
+                continue
+            if cmdline.endswith(command) and "local.py" not in cmdline:
+                found.append(int(pid))
+    return found
+
+
+async def test_the_local_runner_runs_admitted_workloads_and_reports_ready_and_finish(engine, tmp_path):
+    af = engine.admitflow
+    await setup(engine)
+    runner = runner_process(engine, tmp_path)
+    try:
+        await af.apply(loaded(
+            command_workload("hello", 'echo "hello from $ADMITFLOW_WORKLOAD, admission $ADMITFLOW_ADMISSION"; sleep 1'),
+            command_workload("broken", "exit 3"),
+        ))
+        for name, reason, message in (("hello", "Succeeded", "command succeeded"), ("broken", "Failed", "command exited with code 3")):
+            finished = await eventually(lambda name=name: condition(engine, name, "Finished"), timeout=30)
+            assert (finished.reason, finished.message) == (reason, message)
+        report = await af.workload("default/hello")
+        pods = report.status.condition("PodsReady")
+        assert (pods.status, pods.reason) == ("True", "Started"), "reported ready when the command started"
+        assert (tmp_path / "default_hello-1.log").read_text() == "hello from default/hello, admission 1\n"
+        # Both gave their quota back.
+        cq = await af.cluster_queue_report("cq")
+        assert cq.status.reserving_workloads == 0
+        await replay_all(engine, [ids.workload_id("default/hello"), ids.workload_id("default/broken")])
+    finally:
+        runner.terminate()
+        runner.wait(10)
+
+
+async def test_a_killed_runner_makes_its_workload_time_out_and_requeue(engine, tmp_path):
+    af = engine.admitflow
+    await setup(engine, timeout="5m", recoveryTimeout="2s", requeuingStrategy={"backoffBaseSeconds": 1})
+    command = "sleep 37.25"
+    first = runner_process(engine, tmp_path)
+    second = None
+    try:
+        await af.apply(loaded(command_workload("long", command)))
+        await eventually(lambda: _is(condition(engine, "long", "PodsReady"), "True"), timeout=30)
+        assert processes_running(command), "the command runs"
+
+        first.send_signal(signal.SIGKILL)  # the runner dies mid-run, and its command with it
+        first.wait(10)
+        await eventually(lambda: asyncio.sleep(0, not processes_running(command)), timeout=5)
+        # 10 s without a heartbeat: the pods count as failed, the 2 s recovery timeout evicts it.
+        evicted = await eventually(lambda: _is(condition(engine, "long", "Evicted"), "True"), timeout=30)
+        assert (evicted.reason, evicted.message) == ("PodsReadyTimeout", "Exceeded the PodsReady timeout default/long")
+        report = await af.workload("default/long")
+        assert [e.reason for e in report.events if e.type == "Warning"] == ["RunnerLost"]
+        assert {(e.reason, e.underlying_cause) for e in report.status.scheduling_stats.evictions} == {
+            ("PodsReadyTimeout", "WaitForRecovery")
+        }
+
+        # Requeued after its 1 s backoff and admitted again; a new runner runs it.
+        second = runner_process(engine, tmp_path)
+        await eventually(lambda: _admitted_again(engine), timeout=30)
+        await eventually(lambda: _is(condition(engine, "long", "PodsReady"), "True"), timeout=30)
+        assert (tmp_path / "default_long-2.log").exists(), "the second admission ran"
+        assert len(processes_running(command)) >= 1
+        await af.finish("default/long")
+        # The engine cancels the run; the runner stops the command.
+        await eventually(lambda: asyncio.sleep(0, not processes_running(command)), timeout=15)
+    finally:
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                p.terminate()
+                p.wait(10)
+
+
+async def _is(pending, status: str) -> Any:
+    c = await pending
+    return c if c is not None and c.status == status else None
+
+
+async def _admitted_again(engine) -> bool:
+    report = await engine.admitflow.workload("default/long")
+    return report.status.condition("Admitted").status == "True" and report.status.requeue_state.count == 1

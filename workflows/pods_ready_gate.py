@@ -1,0 +1,72 @@
+"""PodsReadyGateWorkflow (`admitflow/pods-ready-gate`): blockAdmission across ClusterQueues.
+
+The rules are in `admitflow.admission.pods_ready` (the `gate_*` functions); this workflow applies
+the messages in order and answers the ClusterQueues. It only runs once a ClusterQueue with
+blockAdmission first asks it, and sees a few messages per admission, so it signals directly.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from admitflow import ids
+    from admitflow.admission import pods_ready
+    from admitflow.admission.pods_ready import GateAnswer, GateState
+    from admitflow.messages import GateInput, GateRequest, GateSettled, GateUse
+
+GATE_ANSWER = "pods_ready_gate"
+
+
+@workflow.defn(name="PodsReadyGateWorkflow")
+class PodsReadyGateWorkflow:
+    @workflow.init
+    def __init__(self, input: GateInput) -> None:
+        self.state = input.state or GateState()
+        self.answers: dict[str, GateAnswer] = {}
+
+    @workflow.signal(name="request")
+    def request(self, m: GateRequest) -> None:
+        self.answers.update(pods_ready.gate_request(self.state, m.cluster_queue))
+
+    @workflow.signal(name="used")
+    def used(self, m: GateUse) -> None:
+        self.answers.update(pods_ready.gate_used(self.state, m.cluster_queue, m.key, m.uid, m.ticket))
+
+    @workflow.signal(name="returned")
+    def returned(self, m: GateRequest) -> None:
+        self.answers.update(pods_ready.gate_returned(self.state, m.cluster_queue))
+
+    @workflow.signal(name="settled")
+    def settled(self, m: GateSettled) -> None:
+        self.answers.update(pods_ready.gate_settled(self.state, m.key, m.uid, m.ticket))
+
+    @workflow.query(name="status")
+    def status(self) -> GateState:
+        return self.state
+
+    @workflow.run
+    async def run(self, input: GateInput) -> None:
+        while True:
+            await workflow.wait_condition(lambda: bool(self.answers) or workflow.info().is_continue_as_new_suggested())
+            while self.answers:
+                cluster_queue, answer = self.answers.popitem()
+                try:
+                    await workflow.get_external_workflow_handle(ids.cluster_queue_id(cluster_queue)).signal(GATE_ANSWER, answer)
+                except ApplicationError as err:
+                    if "NotFound" not in (err.type or ""):
+                        raise
+                    # That ClusterQueue no longer runs: its grant, if it had one, comes back.
+                    self.answers.update(pods_ready.gate_returned(self.state, cluster_queue))
+            workflow.set_current_details(_details(self.state))
+            if workflow.info().is_continue_as_new_suggested() and not self.answers:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                if not self.answers:
+                    workflow.continue_as_new(GateInput(state=self.state))
+
+
+def _details(state: GateState) -> str:
+    waiting = ", ".join(state.waiting) or "none"
+    not_ready = ", ".join(sorted(state.not_ready)) or "none"
+    return f"not ready: {not_ready}; grant held by: {state.holder or 'nobody'}; waiting: {waiting}"
