@@ -11,11 +11,12 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
-# The main job: embedded Temporal dev server + UI on :8233, the worker and the sample budget check
-# controller, examples applied and submitted (the approval sample's workload waits for a person),
-# every phase change shown; Ctrl-C stops it.
+# The main job: embedded Temporal dev server + UI on :8233, the worker, the sample budget check
+# controller and the local runner, examples applied and submitted (the approval sample's workload
+# waits for a person), admitted workloads run as local processes, every phase change shown; Ctrl-C
+# stops it.
 run: $(BIN)/.installed
-	$(BIN)/admitflow dev -f examples/ -f examples/controllers/approval.yaml --controller examples/controllers/budget.py
+	$(BIN)/admitflow dev -f examples/ -f examples/controllers/approval.yaml --controller examples/controllers/budget.py --runner examples/runners/local.py
 
 # Unit, workflow (time-skipping server) and integration (dev server) tests.
 test: $(BIN)/.installed

@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -97,6 +98,11 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument(
         "--controller", action="append", default=[], metavar="FILE",
         help="a Python file defining check controllers (admitflow.controller.Controller) to run beside the worker",
+    )
+    dev.add_argument(
+        "--runner", action="append", default=[], metavar="FILE",
+        help="a runner program (such as examples/runners/local.py) to start as its own process, connected to "
+        "the dev server; its output goes to a log file beside the database",
     )
 
     w = sub.add_parser("worker", parents=[conn], help="run the engine worker against a Temporal server")
@@ -507,6 +513,7 @@ async def cmd_dev(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    runners: list[subprocess.Popen] = []
     try:
         args.address = server.address
         client = await _client(args)
@@ -515,6 +522,14 @@ async def cmd_dev(args: argparse.Namespace) -> None:
             running = [asyncio.ensure_future(c.run(client.client)) for c in controllers]
             for c in controllers:
                 print(f"Check controller {c.name} serving its task queue", flush=True)
+            for path in args.runner:
+                runner = _start_runner(path, server.address, client.client.namespace, args.db.parent)
+                runners.append(runner)
+                print(
+                    f"Runner {path} (pid {runner.pid}, log {args.db.parent / 'runner.log'}); "
+                    f"`kill -9 {runner.pid}` makes the workloads it runs time out and requeue",
+                    flush=True,
+                )
             if manifests:
                 outcomes = await client.apply(manifests)
                 _print_outcomes(outcomes)
@@ -533,7 +548,26 @@ async def cmd_dev(args: argparse.Namespace) -> None:
             for task in running:
                 task.cancel()
     finally:
+        for runner in runners:
+            runner.terminate()
+        for runner in runners:
+            try:
+                runner.wait(10)
+            except subprocess.TimeoutExpired:
+                runner.kill()
         server.stop()
+
+
+def _start_runner(path: str, address: str, namespace: str, logs: Path) -> subprocess.Popen:
+    """A runner program in its own process (so that it can be killed on its own), on the dev server."""
+    if not Path(path).is_file():
+        raise CLIError(f"--runner: {path}: no such file")
+    logs.mkdir(parents=True, exist_ok=True)
+    with (logs / "runner.log").open("a") as log:
+        return subprocess.Popen(
+            [sys.executable, path, "--address", address, "--namespace", namespace, "--logs", str(logs / "runs")],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
 
 
 COMMANDS = {

@@ -186,13 +186,14 @@ def test_the_main_job_admits_the_examples_and_a_second_run_reuses_the_database(t
 
     proc = _start_main_job(db, port, ui_port)
     try:
-        lines = _read_until(proc, "5 of 6 workloads admitted; 1 waits for you (see above).")
+        lines = seen = _read_until(proc, "5 of 6 workloads admitted; 1 waits for you (see above).")
         assert "workload.kueue.x-k8s.io/team-b/sweep created" in lines
         # The ProvisioningRequest sample: the node group comes online late, so the first attempts
         # fail, the workload backs off, and a later attempt is provisioned.
         pretrain = [ln.split(None, 1)[1] for ln in lines if ln.startswith("  team-a/pretrain ")]
         assert pretrain[-1].startswith("Admitted") and any(p.startswith("Backoff") for p in pretrain), pretrain
         assert "Check controller admitflow.io/budget serving its task queue" in lines
+        assert any(ln.startswith("Runner examples/runners/local.py (pid ") for ln in lines)
         # The approval sample: nobody serves its check, so the main job says what a person runs instead.
         told = lines.index("  team-a/release waits for you:")
         assert lines[told : told + 3] == [
@@ -201,7 +202,7 @@ def test_the_main_job_admits_the_examples_and_a_second_run_reuses_the_database(t
             '    approval: nobody is serving task queue "admitflow.io/approval"; '
             "mark it Active with admitflow admissioncheck activate approval",
         ]
-        _read_until(proc, "Ctrl-C stops")
+        seen = seen + _read_until(proc, "Ctrl-C stops")
         described = admitflow("get", "workload", "team-b/sweep", "-o", "json")
         [budget] = json.loads(described.stdout)["status"]["admissionChecks"]
         # 12.5 cpu-hours used (examples/controllers/consumption.json) + 6 trials x 1 cpu x 1 h, of 50.
@@ -211,11 +212,19 @@ def test_the_main_job_admits_the_examples_and_a_second_run_reuses_the_database(t
 
         assert admitflow("admissioncheck", "activate", "approval").returncode == 0
         lines = _read_until(proc, "send the verdict with admitflow verdict team-a/release approval Ready|Retry|Rejected")
+        seen = seen + lines
         assert "  team-a/release                   QuotaReserved: Quota reserved in ClusterQueue reviewed" in lines
         approved = admitflow("verdict", "team-a/release", "approval", "Ready", "--message", "approved by the test")
         assert approved.returncode == 0, approved.stderr
         lines = _read_until(proc, "All 6 workloads admitted.")
         assert "  team-a/release                   Admitted: The workload is admitted" in lines
+        # The local runner runs what is admitted: train-small's command (20 s) ends, and it finishes.
+        finished = "  team-a/train-small               Finished: command succeeded"
+        if finished not in seen + lines:
+            _read_until(proc, finished)
+        output = (tmp_path / "runs" / "team-a_train-small-1.log").read_text()
+        assert output.startswith('train-small: [{"name": "main", "count": 1'), output
+        assert '"nodeSelector": {"instance-type": "on-demand"}' in output, "the flavor's node labels reach the pods"
         described = json.loads(admitflow("get", "workload", "team-a/pretrain", "-o", "json").stdout)
         created = [e["message"] for e in described["events"] if e["reason"] == "ProvisioningRequestCreated"]
         assert created[:2] == ['Created ProvisioningRequest: "pretrain-capacity-1"', 'Created ProvisioningRequest: "pretrain-capacity-2"']
