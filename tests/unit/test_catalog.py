@@ -10,6 +10,7 @@ from admitflow.admission import catalog
 from admitflow.admission.catalog import CatalogError, CatalogState, ObjectRef
 from tests.builders import (
     cluster_queue_manifest,
+    configuration_manifest,
     flavor_manifest,
     local_queue_manifest,
     manifest,
@@ -163,3 +164,33 @@ def test_a_provisioning_check_follows_its_config():
     assert active(st)[:2] == ("False", "BadParametersRef")
     with pytest.raises(CatalogError, match="managed by the built-in kueue.x-k8s.io/provisioning-request controller"):
         catalog.set_admission_check_active(st, "prov", True, "Active", "", T0)
+
+
+def test_the_configuration_reaches_every_view_with_kueues_defaults_without_one():
+    st = applied(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest())
+    default = catalog.view_of(st, "cq").wait_for_pods_ready
+    assert (default.timeout, default.recovery_timeout, default.block_admission) == ("30m", "30m", False), (
+        "on by default, as in Kueue's config v1beta2"
+    )
+    catalog.changed_views(st)
+    config = configuration_manifest(timeout="5m", blockAdmission=True, requeuingStrategy={"timestamp": "Creation"})
+    outcomes = catalog.apply(st, [manifest(config)], uids(), T0)
+    assert actions(outcomes) == [("Configuration", "config", "created")]
+    assert actions(catalog.apply(st, [manifest(config)], uids(), T0)) == [("Configuration", "config", "unchanged")]
+    [view] = catalog.changed_views(st)
+    settings = view.wait_for_pods_ready
+    assert (settings.timeout, settings.block_admission, settings.requeuing_strategy.timestamp) == ("5m", True, "Creation")
+    assert view.block_admission
+
+    off = {**config, "featureGates": {"DisableWaitForPodsReady": True}}
+    catalog.apply(st, [manifest(off)], uids(), T0)
+    [view] = catalog.changed_views(st)
+    assert view.wait_for_pods_ready is None and not view.block_admission
+
+
+def test_a_local_queues_runner_annotation_reaches_the_view():
+    lq = local_queue_manifest()
+    lq["metadata"]["annotations"] = {"admitflow.io/runner": "local"}
+    st = applied(flavor_manifest(), cluster_queue_manifest(), lq, local_queue_manifest("other"))
+    queues = catalog.view_of(st, "cq").local_queues
+    assert (queues["default/lq"].runner, queues["default/other"].runner) == ("local", "")

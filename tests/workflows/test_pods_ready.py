@@ -206,3 +206,14 @@ async def test_block_admission_holds_a_second_cluster_queue_until_the_first_work
 
 async def _phases(engine) -> dict[str, str]:
     return {n: await phase_of(engine, n) for n in ("a", "b")}
+
+
+async def test_a_changed_timeout_reaches_workloads_already_admitted(skipping_env, skipping_engine):
+    engine = skipping_engine
+    await setup(engine, "job")
+    await until_phase(engine, "job", "Admitted")
+    await engine.admitflow.apply(loaded(configuration_manifest(timeout="2m")))
+    admitted = (await engine.admitflow.workload("default/job")).status.condition("Admitted")
+    await sleep_until(skipping_env, admitted.last_transition_time + timedelta(minutes=2))
+    await until_phase(engine, "job", "Backoff")
+    await replay_all(engine, [ids.workload_id("default/job"), ids.cluster_queue_id("cq"), ids.CATALOG_ID])
