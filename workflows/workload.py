@@ -273,14 +273,19 @@ class WorkloadWorkflow:
         admission = st.ticket
 
         def done(task: Any) -> None:
+            error = None
+            try:
+                task.result()
+            except ActivityError as err:
+                error = _message(err)
+            except asyncio.CancelledError:
+                error = "cancelled"
             if self.running is not handle:
                 return  # this workflow cancelled it: the admission is over
             self.running = None
-            try:
-                task.result()
-            except (ActivityError, asyncio.CancelledError) as err:
+            if error is not None:
                 # It stopped on its own: the runner died, shut down, or gave up.
-                self.inbox.append(("runner_lost", (admission, _message(err) if isinstance(err, ActivityError) else "cancelled")))
+                self.inbox.append(("runner_lost", (admission, error)))
 
         handle.add_done_callback(done)
 

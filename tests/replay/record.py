@@ -4,7 +4,10 @@ Runs the main job's scenario on a fresh in-memory dev server with the current co
 applied and admitted through the budget controller, then a late consumption update that puts team-b
 over budget (its admitted workloads get `Retry` and wait in their backoff), and one workload
 finished. `team-a/pretrain` goes through the ProvisioningRequest check (examples/provisioning.yaml):
-two failed attempts with their backoffs before the third is provisioned. Every workflow's history is written to `tests/replay/histories/NAME/`. Record a new set
+two failed attempts with their backoffs before the third is provisioned. The local runner runs what
+is admitted (examples/runners/local.py): train-small's command ends and finishes it, the Retry stops
+notebook's, and train-large is finished by hand while its command runs. Every workflow's history
+is written to `tests/replay/histories/NAME/`. Record a new set
 when a release changes what the workflows write; keep the old sets, they are what running
 workflows replay.
 """
@@ -12,6 +15,7 @@ workflows replay.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import sys
 import tempfile
@@ -30,15 +34,24 @@ from worker.main import build_worker
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def until(af: AdmitflowClient, keys: list[str], phase: str) -> None:
+async def until(af: AdmitflowClient, keys: list[str], *phases: str) -> None:
     from admitflow.admission import workload as wl
 
     for _ in range(600):
         reports = [await af.workload(k) for k in keys]
-        if all(wl.phase(wl.WorkloadState(workload=r)) == phase for r in reports):
+        if all(wl.phase(wl.WorkloadState(workload=r)) in phases for r in reports):
             return
         await asyncio.sleep(0.1)
-    raise TimeoutError(f"{keys} never reached {phase}")
+    raise TimeoutError(f"{keys} never reached {' or '.join(phases)}")
+
+
+def local_runner(client: Client, logs: Path):
+    """The local runner of the main job (examples/runners/local.py), in this process."""
+    spec = importlib.util.spec_from_file_location("admitflow_local_runner", ROOT / "examples" / "runners" / "local.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # for its dataclasses
+    spec.loader.exec_module(module)
+    return module.LocalRunner(client, logs).worker()
 
 
 async def record(out: Path) -> list[str]:
@@ -52,15 +65,15 @@ async def record(out: Path) -> list[str]:
         client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
         af = AdmitflowClient(client)
         [budget] = sdk.load(str(ROOT / "examples" / "controllers" / "budget.py"))
-        async with build_worker(client, af.task_queue):
+        async with build_worker(client, af.task_queue), local_runner(client, Path(tempfile.mkdtemp())):
             running = asyncio.ensure_future(budget.run(client))
             await af.apply(manifests)
             keys = [m.obj.key for m in manifests if m.obj.kind == "Workload"]
-            await until(af, keys, "Admitted")
+            await until(af, keys, "Admitted", "Finished")
             consumption.write_text(json.dumps({"team-a": 120, "team-b": 60}))
-            await until(af, ["team-b/notebook", "team-b/sweep"], "Backoff")
-            await af.finish("team-a/train-small")
-            await until(af, ["team-a/train-small"], "Finished")
+            await until(af, ["team-b/notebook"], "Backoff")
+            await af.finish("team-a/train-large")
+            await until(af, ["team-a/train-small", "team-a/train-large"], "Finished")
             running.cancel()
             ids = [wf.id async for wf in client.list_workflows()]
             out.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,9 @@ Each set under `histories/` is what the main job's scenario wrote with the code 
 budget controller's activities, two sent back by a late Retry into their backoff, one finished),
 `provisioning/` (the same, plus the GPU queue's ProvisioningRequest check: attempts 1 and 2 fail
 while the node group is not online, the workload backs off twice, attempt 3 is provisioned; the
-child workflows of each attempt and the simulated autoscaler).
+child workflows of each attempt and the simulated autoscaler), `pods-ready/` (the same with the
+Configuration's WaitForPodsReady timers and the local runner: `start_workload` for every admission,
+`set_pods_ready` and `finish` from the runner, `stop_workload` after a Retry and a finish by hand).
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """
