@@ -203,18 +203,16 @@ class Controller(Generic[P]):
 
     def main(self, argv: list[str] | None = None) -> None:
         """Run as a program: `python my_controller.py [--address host:port] [--namespace ns]`."""
-        from worker.connection import Connection
+        from worker import connection
         from worker.logging import configure
 
         p = argparse.ArgumentParser(description=f"admission check controller {self.name}")
-        p.add_argument("--address", help="Temporal frontend host:port (default: TEMPORAL_ADDRESS or localhost:7233)")
-        p.add_argument("--namespace", help="Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
-        p.add_argument("--profile", help="profile in Temporal's TOML client config file (TEMPORAL_PROFILE)")
+        connection.add_arguments(p)
         args = p.parse_args(argv)
         configure("INFO")
 
         async def serve() -> None:
-            client = await Connection(args.address, args.namespace, args.profile).connect()
+            client = await connection.from_arguments(args).connect()
             task = asyncio.ensure_future(self.run(client))
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):

@@ -4,6 +4,7 @@ profiles in the TOML config file), overridden by `--address` and `--namespace`."
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,3 +44,14 @@ class Connection:
         if runtime is not None:
             kwargs["runtime"] = runtime
         return await Client.connect(**self.connect_args(), **kwargs)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The connection flags of a standalone program (a check controller, a runner)."""
+    parser.add_argument("--address", help="Temporal frontend host:port (default: TEMPORAL_ADDRESS or localhost:7233)")
+    parser.add_argument("--namespace", help="Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
+    parser.add_argument("--profile", help="profile in Temporal's TOML client config file (TEMPORAL_PROFILE)")
+
+
+def from_arguments(args: argparse.Namespace) -> Connection:
+    return Connection(address=args.address, namespace=args.namespace, profile=args.profile)

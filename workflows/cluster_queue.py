@@ -178,10 +178,7 @@ class ClusterQueueWorkflow:
                 cq.mark_admitted(self.state, m.key, m.uid, m.ticket)
                 continue  # usage for the scheduler is unchanged
             elif isinstance(m, GateAnswer):
-                if m.granted:
-                    self.state.gate = "granted"
-                elif self.state.gate == "asked":
-                    self.state.gate = "waiting"
+                cq.gate_answer(self.state, m.granted)
             else:
                 cq.release(self.state, m.key, m.uid, m.ticket)
             self.needs_pass = True
@@ -199,14 +196,13 @@ class ClusterQueueWorkflow:
                 self.needs_pass = True
 
     def _gate(self, result: scheduler.PassResult) -> None:
-        """blockAdmission: ask the gate, tell it whom its grant went to, or hand an unused grant back."""
+        """blockAdmission: tell the gate whom its grant went to, ask for the next, or hand one back."""
         if result.gate_used is not None:  # before a new request: the gate frees the grant first
             r = result.gate_used
             self._tell_gate("used", GateUse(cluster_queue=self.state.name, key=r.key, uid=r.uid, ticket=r.ticket))
         if result.ask_gate:
             self._tell_gate("request", GateRequest(cluster_queue=self.state.name))
-        if self.state.gate == "granted":
-            self.state.gate = "none"
+        if result.return_grant:
             self._tell_gate("returned", GateRequest(cluster_queue=self.state.name))
 
     def _tell_gate(self, signal: str, payload: WireModel) -> None:

@@ -230,21 +230,23 @@ class WorkloadWorkflow:
         counted as not ready is ready or gave its quota back."""
         st = self.state
         runner = wl.runner_of(st)
-        wanted = bool(runner) and wl.is_admitted(st) and not wl.is_finished(st) and not st.deleted
-        if wanted and self.running is None and st.runner_started != st.ticket:
+        command = pods_ready.runner_command(st, running=self.running is not None)
+        if command == "start":
             self._start_runner(runner)
-        elif not wanted and self.running is not None:
+        elif command == "stop" and self.running is not None:
             self.running.cancel()
             self.running = None
-            workflow.start_activity(
+            stopping = workflow.start_activity(
                 STOP_WORKLOAD,
                 StopWorkload(workflow_id=workflow.info().workflow_id, admission=st.runner_started, reason=wl.phase(st),
                              message=wl.condition_summary(st)),
-                task_queue=runner or st.runner,
+                task_queue=runner,
                 schedule_to_close_timeout=timedelta(minutes=5),
-                summary=f"stop on runner {runner or st.runner} (admission {st.runner_started})",
+                summary=f"stop on runner {runner} (admission {st.runner_started})",
             )
-        if st.gated and (pods_ready.is_ready(st) or not wl.has_quota(st) or wl.is_finished(st) or st.deleted):
+            # Nothing waits for it: a runner that cannot be reached has had its run cancelled already.
+            stopping.add_done_callback(lambda task: task.cancelled() or task.exception())
+        if pods_ready.leaves_gate(st):
             st.gated = False
             try:
                 await workflow.get_external_workflow_handle(ids.PODS_READY_GATE_ID).signal(

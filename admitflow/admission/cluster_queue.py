@@ -402,6 +402,15 @@ def sync_reservation_checks(state: ClusterQueueState) -> list[Notice]:
     return notices
 
 
+def gate_answer(state: ClusterQueueState, granted: bool) -> None:
+    """The blockAdmission gate answered: a grant is held until the next pass uses it or hands it
+    back; a refusal turns an ask into a wait (the next pass tells the workload why)."""
+    if granted:
+        state.gate = "granted"
+    elif state.gate == "asked":
+        state.gate = "waiting"
+
+
 def requeue_inadmissible(state: ClusterQueueState) -> None:
     for e in state.pending:
         e.inadmissible = False

@@ -10,7 +10,7 @@ The workload workflow keeps one durable timer on `deadline(...)`; when it fires,
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
@@ -103,6 +103,24 @@ def runner_lost(state: WorkloadState, error: str, now: datetime) -> None:
     if wl.is_admitted(state) and is_ready(state):
         st = state.status
         st.conditions = cond.set_condition(st.conditions, PODS_READY, False, WAIT_FOR_RECOVERY, RECOVERY_MESSAGE, now)
+
+
+def runner_command(state: WorkloadState, running: bool) -> Literal["start", "stop"] | None:
+    """What the workload's runner must be told (docs/runners.md): start an admitted workload it has
+    not been asked to run in this admission; stop a run whose admission is over (evicted,
+    deactivated, finished, deleted). `running`: its `start_workload` is still in flight."""
+    wanted = bool(wl.runner_of(state)) and wl.is_admitted(state) and not wl.is_finished(state) and not state.deleted
+    if wanted and not running and state.runner_started != state.ticket:
+        return "start"
+    if not wanted and running:
+        return "stop"
+    return None
+
+
+def leaves_gate(state: WorkloadState) -> bool:
+    """A workload reserved with a blockAdmission grant is ready, or gave its quota back: the gate
+    must hear it (once: the caller clears `gated`)."""
+    return state.gated and (is_ready(state) or not wl.has_quota(state) or wl.is_finished(state) or state.deleted)
 
 
 def is_ready(state: WorkloadState) -> bool:

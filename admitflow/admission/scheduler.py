@@ -55,10 +55,17 @@ class PassResult(WireModel):
     notices: list[Notice] = Field(default_factory=list)
     ask_gate: bool = Field(default=False, description="blockAdmission: ask the gate for a grant.")
     gate_used: Reservation | None = Field(default=None, description="blockAdmission: the reservation the grant went to.")
+    return_grant: bool = Field(default=False, description="blockAdmission: hand the unused grant back.")
 
 
 def schedule(cohort: Sequence[ClusterQueueState], now: datetime) -> dict[str, PassResult]:
-    return {cq.name: _schedule_queue(cq, now) for cq in cohort}
+    results = {}
+    for cq in cohort:
+        result = results[cq.name] = _schedule_queue(cq, now)
+        if cq.gate == "granted":
+            # A blockAdmission grant never outlives the pass that received it: nothing used it.
+            cq.gate, result.return_grant = "none", True
+    return results
 
 
 def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:

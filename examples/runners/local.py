@@ -163,30 +163,21 @@ class LocalRunner:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from worker.connection import Connection
+    from worker import connection
     from worker.logging import configure
+    from worker.main import run_until_signalled
 
     p = argparse.ArgumentParser(description="run admitted workloads as local subprocesses")
     p.add_argument("--task-queue", default=TASK_QUEUE, help=f"the runner's task queue, as annotations name it (default {TASK_QUEUE})")
     p.add_argument("--logs", default=".admitflow/runs", help="where each command's output goes (default .admitflow/runs)")
-    p.add_argument("--address", help="Temporal frontend host:port (default: TEMPORAL_ADDRESS or localhost:7233)")
-    p.add_argument("--namespace", help="Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
-    p.add_argument("--profile", help="profile in Temporal's TOML client config file (TEMPORAL_PROFILE)")
+    connection.add_arguments(p)
     args = p.parse_args(argv)
     configure("INFO")
 
     async def serve() -> None:
-        client = await Connection(args.address, args.namespace, args.profile).connect()
-        runner = LocalRunner(client, Path(args.logs))
+        client = await connection.from_arguments(args).connect()
         print(f"local runner (pid {os.getpid()}) serving task queue {args.task_queue!r}", flush=True)
-        task = asyncio.ensure_future(runner.worker(args.task_queue).run())
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, task.cancel)
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
+        await run_until_signalled(LocalRunner(client, Path(args.logs)).worker(args.task_queue))
 
     asyncio.run(serve())
     # The Temporal SDK's native runtime can abort the interpreter while it finalizes

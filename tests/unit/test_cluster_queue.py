@@ -332,3 +332,49 @@ def test_forgetting_a_vanished_run_spares_a_new_run_of_the_same_name():
     assert st.pending.get("default/a").uid == "uid-a-second-run"
     assert cq.forget(st, "default/a", "uid-a-second-run") is False
     assert len(st.pending) == 0
+
+
+# --- blockAdmission: a pass asks the gate before it reserves ----------------------------------------
+
+
+def blocking_view(block: bool = True) -> ClusterQueueView:
+    from admitflow.api.configuration import WaitForPodsReady
+
+    return view().model_copy(update={"wait_for_pods_ready": WaitForPodsReady(blockAdmission=block)})
+
+
+def test_with_block_admission_a_pass_asks_the_gate_and_reserves_nothing_until_granted():
+    st = state_with(blocking_view(), entry("a", age=2), entry("b", age=1))
+    first = run_pass(st)
+    assert (first.ask_gate, first.reserved, st.gate) == (True, [], "asked")
+    assert first.notices == [], "nothing is told before the gate answers"
+    again = run_pass(st)
+    assert (again.ask_gate, again.reserved) == (False, []), "asked once"
+
+    cq.gate_answer(st, granted=False)
+    waiting = run_pass(st)
+    assert [(n.key, n.reason, n.message) for n in waiting.notices] == [
+        ("default/a", "WaitingForPodsReady", "waiting for all admitted workloads to be in PodsReady condition")
+    ], "only the workload that fits is told; the pass stops there"
+    assert (waiting.reserved, st.gate) == ([], "waiting")
+
+    cq.gate_answer(st, granted=True)
+    granted = run_pass(st)
+    assert [r.key for r in granted.reserved] == ["default/a"]
+    assert granted.gate_used.key == "default/a" and granted.gate_used.gated
+    assert [n.gated for n in granted.notices if n.kind == "reserved"] == [True]
+    assert (granted.ask_gate, st.gate, granted.return_grant) == (True, "asked", False), "b needs a grant of its own"
+
+
+def test_an_unused_grant_is_handed_back_by_the_pass_that_received_it():
+    st = state_with(blocking_view(), entry("big", cpu=9000))
+    cq.gate_answer(st, granted=True)
+    result = run_pass(st)
+    assert (result.reserved, result.return_grant, st.gate) == ([], True, "none")
+
+
+def test_without_block_admission_the_gate_is_not_asked():
+    st = state_with(blocking_view(block=False), entry("a", age=2), entry("b", age=1))
+    result = run_pass(st)
+    assert [r.key for r in result.reserved] == ["default/a", "default/b"]
+    assert (result.ask_gate, result.gate_used, [n.gated for n in result.notices]) == (False, None, [False, False])

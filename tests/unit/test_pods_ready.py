@@ -375,3 +375,75 @@ def test_gate(steps):
         got = GATE_OPS[op](gate, *args)
         assert {cq: a.granted for cq, a in got.items()} == answers, (op, args)
         assert (gate.holder, gate.waiting, {k: tuple(v) for k, v in gate.not_ready.items()}) == (holder, waiting, not_ready), (op, args)
+
+
+# --- what the runner and the gate are told --------------------------------------------------------
+
+
+def _with_runner(admitted: bool = True, runner: str = "local") -> wl.WorkloadState:
+    st = wl.new_state(manifest(workload_manifest("job", cpu="2")), "uid-1", T0)
+    st.cluster_queue, st.ticket, st.queued = "cq", 1, True
+    if admitted:
+        wl.reserve_quota(st, reserved_notice(), T0)
+    st.runner = runner
+    return st
+
+
+@pytest.mark.parametrize(
+    ("case", "running", "expected"),
+    [
+        pytest.param("admitted", False, "start", id="admitted-and-not-started-starts"),
+        pytest.param("admitted", True, None, id="admitted-and-running-is-left-alone"),
+        pytest.param("started-this-admission", False, None, id="a-run-that-ended-is-not-started-again"),
+        pytest.param("no-runner", False, None, id="without-a-runner-nothing-is-started"),
+        pytest.param("pending", False, None, id="not-admitted-nothing-is-started"),
+        pytest.param("evicted", True, "stop", id="evicted-while-running-stops"),
+        pytest.param("finished", True, "stop", id="finished-while-running-stops"),
+        pytest.param("deleted", True, "stop", id="deleted-while-running-stops"),
+        pytest.param("evicted", False, None, id="evicted-after-the-run-ended-needs-nothing"),
+    ],
+)
+def test_runner_command(case, running, expected):
+    st = _with_runner(admitted=case != "pending", runner="" if case == "no-runner" else "local")
+    if case == "started-this-admission":
+        st.runner_started = st.ticket
+    elif case == "evicted":
+        wl.evict(st, "Preempted", "m", T0 + MIN)
+    elif case == "finished":
+        wl.finish(st, True, "done", T0 + MIN)
+    elif case == "deleted":
+        wl.delete(st)
+    assert pr.runner_command(st, running) == expected
+
+
+def test_the_workloads_own_runner_annotation_wins_over_its_local_queues():
+    st = _with_runner(runner="")
+    st.workload.metadata.annotations = {"admitflow.io/runner": "mine"}
+    assert wl.runner_of(st) == "mine"
+    st.runner = "queue's"
+    assert wl.runner_of(st) == "mine"
+
+
+@pytest.mark.parametrize(
+    ("gated", "event", "expected"),
+    [
+        pytest.param(False, "ready", False, id="not-gated-never-tells-the-gate"),
+        pytest.param(True, None, False, id="gated-and-not-ready-keeps-the-gate-shut"),
+        pytest.param(True, "ready", True, id="gated-and-ready-tells-the-gate"),
+        pytest.param(True, "evicted", True, id="gated-and-evicted-tells-the-gate"),
+        pytest.param(True, "finished", True, id="gated-and-finished-tells-the-gate"),
+        pytest.param(True, "deleted", True, id="gated-and-deleted-tells-the-gate"),
+    ],
+)
+def test_leaves_gate(gated, event, expected):
+    st = _with_runner()
+    st.gated = gated
+    if event == "ready":
+        pr.report(st, {"ready": True}, T0 + MIN)
+    elif event == "evicted":
+        wl.evict(st, "Preempted", "m", T0 + MIN)
+    elif event == "finished":
+        wl.finish(st, True, "done", T0 + MIN)
+    elif event == "deleted":
+        wl.delete(st)
+    assert pr.leaves_gate(st) is expected
