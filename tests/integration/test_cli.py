@@ -129,6 +129,18 @@ async def test_apply_get_describe_finish_delete(engine, tmp_path):
     assert "Quota reserved in ClusterQueue cq, wait time since queued was" in r.stdout
     assert "Admitted by ClusterQueue cq" in r.stdout
 
+    r = await run(engine, "pods-ready", "default/one")
+    assert (r.returncode, r.stdout.strip()) == (0, "workload.kueue.x-k8s.io/default/one pods ready")
+    r = await until(engine, lambda r: '"Started"' in r.stdout, "get", "workload", "one", "-o", "json")
+    ready = next(c for c in json.loads(r.stdout)["status"]["conditions"] if c["type"] == "PodsReady")
+    assert (ready["status"], ready["reason"]) == ("True", "Started")
+    r = await run(engine, "pods-ready", "default/one", "--not-ready", "--reason", "Started")
+    assert (r.returncode, r.stderr.strip()) == (
+        2, "error: invalid pods-ready report: reason 'Started' with ready=false: use WaitForStart or WaitForRecovery"
+    )
+    r = await run(engine, "pods-ready", "default/nobody")
+    assert (r.returncode, r.stderr.strip()) == (2, 'error: workloads "default/nobody" not found or already finished')
+
     r = await run(engine, "finish", "default/one", "--message", "done")
     assert (r.returncode, r.stdout.strip()) == (0, "workload.kueue.x-k8s.io/default/one finished")
     r = await until(engine, lambda r: '"Finished"' in r.stdout, "get", "workload", "one", "-o", "json")

@@ -93,6 +93,19 @@ async def test_a_ready_workload_is_not_timed_out(skipping_env, skipping_engine):
     engine = skipping_engine
     await setup(engine, "job")
     await until_phase(engine, "job", "Admitted")
+    # A report that is not valid is recorded and changes nothing.
+    handle = engine.client.get_workflow_handle(ids.workload_id("default/job"))
+    await handle.signal("set_pods_ready", {"ready": True, "reason": "WaitForStart"})
+    for _ in range(100):
+        report = await engine.admitflow.workload("default/job")
+        if any(e.reason == "InvalidPodsReadyReport" for e in report.events):
+            break
+        await asyncio.sleep(0.05)
+    assert [(e.type, e.reason, e.message) for e in report.events if e.reason == "InvalidPodsReadyReport"] == [
+        ("Warning", "InvalidPodsReadyReport",
+         "invalid pods-ready report: reason 'WaitForStart' with ready=true: use Started or Recovered")
+    ]
+    assert report.status.condition("PodsReady").reason == "WaitForStart"
     await engine.admitflow.pods_ready("default/job")
     await skipping_env.sleep(TIMEOUT * 3)
     await until_phase(engine, "job", "Admitted")
