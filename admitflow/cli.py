@@ -116,6 +116,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     w.add_argument("--kubeconfig", help="with the kubernetes backend: kubeconfig file (default: KUBECONFIG, "
                    "~/.kube/config, or the pod's service account)")
+    for parser in (w, dev):
+        parser.add_argument(
+            "--metrics-port", type=int, default=_env_int("ADMITFLOW_METRICS_PORT"),
+            help="serve Prometheus metrics (admitflow_* with Kueue's names, and Temporal's) on this port at "
+            "/metrics (ADMITFLOW_METRICS_PORT; default: none)",
+        )
 
     sub.add_parser(
         "setup", parents=[conn], help="register the namespace and admitflow's search attributes (idempotent)",
@@ -225,12 +231,17 @@ def _key(kind: str, name: str) -> str:
     return name
 
 
-async def _client(args: argparse.Namespace):
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name)
+    return int(value) if value else None
+
+
+async def _client(args: argparse.Namespace, runtime=None):
     from worker.connection import Connection
 
     conn = Connection(address=args.address, namespace=args.namespace, profile=args.profile)
     try:
-        client = await conn.connect()
+        client = await conn.connect(runtime)
     except Exception as err:  # the SDK raises a plain RuntimeError on connection failure
         reason = "connection refused" if "Connection refused" in str(err) else str(err).splitlines()[0]
         raise CLIError(f"cannot reach Temporal at {conn.target}: {reason}", EXIT_UNREACHABLE) from None
@@ -453,10 +464,10 @@ async def cmd_provreq(args: argparse.Namespace) -> None:
 
 async def cmd_worker(args: argparse.Namespace) -> None:
     from worker.logging import configure
-    from worker.main import build_worker, provisioning_backend, run_until_signalled
+    from worker.main import build_worker, metrics_runtime, provisioning_backend, run_until_signalled
 
     configure(args.log_level)
-    client = await _client(args)
+    client = await _client(args, metrics_runtime(args.metrics_port))
     try:
         backend = provisioning_backend(args.provisioning_backend, client.client, args.kubeconfig)
     except Exception as err:
@@ -493,7 +504,7 @@ async def cmd_setup(args: argparse.Namespace) -> None:
 async def cmd_dev(args: argparse.Namespace) -> None:
     from admitflow.progress import follow
     from worker.logging import configure
-    from worker.main import build_worker
+    from worker.main import build_worker, metrics_runtime
 
     from admitflow import controller as sdk
 
@@ -516,7 +527,7 @@ async def cmd_dev(args: argparse.Namespace) -> None:
     runners: list[subprocess.Popen] = []
     try:
         args.address = server.address
-        client = await _client(args)
+        client = await _client(args, metrics_runtime(args.metrics_port))
         async with build_worker(client.client, client.task_queue):
             print(f"Temporal Web UI: {server.ui_url}   worker on task queue '{client.task_queue}'", flush=True)
             running = [asyncio.ensure_future(c.run(client.client)) for c in controllers]

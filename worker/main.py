@@ -11,6 +11,7 @@ from pathlib import Path
 
 import structlog
 from temporalio.client import Client
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Replayer, Worker
 from temporalio.worker.workflow_sandbox import (
     SandboxedWorkflowRunner,
@@ -22,6 +23,7 @@ from activities.provisioning import ProvisioningActivities
 from activities.provisioning.backend import ProvisioningBackend
 from activities.provisioning.simulated import AutoscalerActivities
 from activities.queue_lookup import QueueLookupActivities
+from admitflow.admission import metrics
 from admitflow.codec import DATA_CONVERTER
 from workflows.autoscaler import SimulatedAutoscalerWorkflow
 from workflows.catalog import CatalogWorkflow
@@ -98,6 +100,18 @@ def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBack
         workflow_runner=workflow_runner(),
         graceful_shutdown_timeout=timedelta(seconds=10),
         **options,
+    )
+
+
+def metrics_runtime(port: int | None) -> Runtime | None:
+    """A Temporal runtime that serves Prometheus metrics on `port` (admitflow's, with Kueue's
+    histogram buckets, and the SDK's own); None without a port."""
+    if port is None:
+        return None
+    return Runtime(
+        telemetry=TelemetryConfig(
+            metrics=PrometheusConfig(bind_address=f"0.0.0.0:{port}", histogram_bucket_overrides=metrics.BUCKETS)
+        )
     )
 
 

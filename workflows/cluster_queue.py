@@ -13,6 +13,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from admitflow import ids
     from admitflow.admission import cluster_queue as cq
+    from admitflow.admission import metrics
     from admitflow.admission import scheduler
     from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView, Notice, QueueEntry
     from admitflow.messages import (
@@ -34,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.requests import format_requests
     from admitflow.wire import WireModel
 
+    from workflows.metrics import emit
     from workflows.outbox import Outbox, continue_as_new_suggested
 
 FETCH_VIEW = "fetch_cluster_queue_view"
@@ -150,6 +152,7 @@ class ClusterQueueWorkflow:
                 result = scheduler.schedule([self.state], workflow.now())[self.state.name]
                 self._notify(result.notices)
                 self._gate(result)
+                emit(metrics.cluster_queue_gauges(self.state))
                 self.outbox.step(holding=continue_as_new_suggested())
             workflow.set_current_details(self._details())
             if continue_as_new_suggested() and self._quiet():

@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from admitflow import search_attributes as sa
     from admitflow.admission import checks
     from admitflow.admission import pod_set_updates
+    from admitflow.admission import metrics
     from admitflow.admission import pods_ready
     from admitflow.admission import provisioning
     from admitflow.admission import workload as wl
@@ -28,6 +29,8 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.cluster_queue import Notice, QueueEntry
     from admitflow.admission.workload import WorkloadReport
     from admitflow.api import WorkloadStatus
+
+    from workflows.metrics import emit
     from admitflow.messages import (
         DeleteWorkload,
         EnqueueRequest,
@@ -76,6 +79,8 @@ class WorkloadWorkflow:
         self.start_again = False
         # The runner's `start_workload` for the current admission, while it runs.
         self.running: workflow.ActivityHandle | None = None
+        # What the metrics already counted (what a carried state holds counts as counted).
+        self.seen = metrics.snapshot(self.state)
 
     # --- messages -----------------------------------------------------------------------------
 
@@ -530,6 +535,8 @@ class WorkloadWorkflow:
         and continue-as-new, where they start empty). Only attributes that differ from what this
         run already has are upserted: the client sets most of them at start."""
         st = self.state
+        self.seen, observations = metrics.workload_observations(self.seen, st)
+        emit(observations)
         phase = wl.phase(st)
         workflow.set_current_details(f"**{phase}** {wl.condition_summary(st)}")
         wanted = wl.search_attributes(st)
