@@ -23,6 +23,7 @@ from admitflow import ids, registration
 from admitflow.api import ManifestError, load_manifests
 from admitflow.api import field_error as fe
 from admitflow.api.workload import PodSetUpdate
+from admitflow.admission.workload import PHASES
 from admitflow.client import (
     KIND_NAMES,
     NAMESPACED,
@@ -142,6 +143,10 @@ def _parser() -> argparse.ArgumentParser:
     g_.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
     g_.add_argument("--limit", type=int, default=1000, help="pending-workloads: at most this many (default 1000)")
     g_.add_argument("--offset", type=int, default=0, help="pending-workloads: skip this many from the head")
+    g_.add_argument("--phase", help="workloads: only those in this phase (Pending, QuotaReserved, Admitted, Backoff, "
+                    "Inactive, Finished); a visibility query on AdmitflowPhase")
+    g_.add_argument("--clusterqueue", help="workloads: only those of this ClusterQueue (AdmitflowClusterQueue)")
+    g_.add_argument("--pending-check", help="workloads: only those whose check of this name is not Ready (AdmitflowPendingChecks)")
 
     d = sub.add_parser("describe", parents=[conn], help="show one object in detail, with events")
     d.add_argument("kind")
@@ -277,9 +282,15 @@ async def cmd_get(args: argparse.Namespace) -> None:
         await get_pending_workloads(args)
         return
     kind = kind_of(args.kind)
+    filters = {"phase": args.phase, "cluster_queue": args.clusterqueue, "pending_check": args.pending_check}
+    filters = {k: v for k, v in filters.items() if v is not None}
+    if filters and (kind != "Workload" or args.name):
+        raise CLIError("--phase, --clusterqueue and --pending-check filter the list of workloads: admitflow get workloads --phase Backoff")
+    if "phase" in filters and filters["phase"] not in PHASES:
+        raise CLIError(f'--phase "{filters["phase"]}": must be one of {", ".join(PHASES)}')
     client = await _client(args)
     key = _key(kind, args.name) if args.name else None
-    objects = await client.get(kind, key)
+    objects = await client.get(kind, key, **filters)
     print(render(kind, objects, args.output, single=key is not None))
 
 

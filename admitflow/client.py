@@ -275,12 +275,13 @@ class AdmitflowClient:
         found = await self.cluster_queue_report(lqs[0].spec.cluster_queue, StatusQuery(workload=report.key))
         return found.pending[0] if found and found.pending else None
 
-    async def get(self, kind: str, key: str | None = None) -> list[dict[str, Any]]:
-        """Objects in their Kueue wire shape (v1beta2), status included where Kueue has one."""
+    async def get(self, kind: str, key: str | None = None, **filters: str | None) -> list[dict[str, Any]]:
+        """Objects in their Kueue wire shape (v1beta2), status included where Kueue has one.
+        Workloads may be filtered as `workloads` filters them."""
         if kind == "Workload":
             if key is not None:
                 return [(await self.workload(key)).to_wire()]
-            reports = await self.workloads()
+            reports = await self.workloads(**filters)
             return [r.to_wire() for r in reports]
         objects = await self.catalog_objects(kind, key)
         if key is not None and not objects:
@@ -440,10 +441,13 @@ class AdmitflowClient:
         times = [p.last_access_time.ToDatetime(tzinfo=UTC) for p in response.pollers if p.HasField("last_access_time")]
         return len(response.pollers), max(times, default=None), ""
 
-    async def workloads(self) -> list[WorkloadReport]:
-        """Every workload that is running or finished (not deleted), from Temporal's visibility."""
+    async def workloads(
+        self, phase: str | None = None, cluster_queue: str | None = None, pending_check: str | None = None
+    ) -> list[WorkloadReport]:
+        """The workloads that are running or finished (not deleted), found by a visibility query on
+        the contract's search attributes: in this phase, ClusterQueue, or with this check not Ready."""
         keys: set[str] = set()
-        async for wf in self.client.list_workflows("WorkflowType = 'WorkloadWorkflow'"):
+        async for wf in self.client.list_workflows(workloads_query(phase, cluster_queue, pending_check)):
             key = ids.workload_key(wf.id)
             if key and wf.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED):
                 keys.add(key)
@@ -535,6 +539,19 @@ class AdmitflowClient:
             if err.status == RPCStatusCode.NOT_FOUND:
                 raise AdmitflowError(f'workloads "{key}" not found or already finished') from None
             raise
+
+
+def workloads_query(phase: str | None = None, cluster_queue: str | None = None, pending_check: str | None = None) -> str:
+    """The visibility query for `workloads`, e.g. `WorkflowType = 'WorkloadWorkflow' AND
+    AdmitflowPhase = 'Backoff'`; what the Temporal UI's filter box takes too."""
+    if phase is not None and phase not in wl.PHASES:
+        raise AdmitflowError(f'unknown phase "{phase}": must be one of {", ".join(wl.PHASES)}')
+    clauses = ["WorkflowType = 'WorkloadWorkflow'"]
+    for attribute, value in ((sa.PHASE, phase), (sa.CLUSTER_QUEUE, cluster_queue), (sa.PENDING_CHECKS, pending_check)):
+        if value is not None:
+            quoted = value.replace("\\", "\\\\").replace("'", "\\'")
+            clauses.append(f"{attribute.name} = '{quoted}'")
+    return " AND ".join(clauses)
 
 
 def _lq_key(workload: Workload) -> str:

@@ -40,6 +40,7 @@ WAIT_FOR_START = "WaitForStart"
 NOT_READY_MESSAGE = "Not all pods are ready or succeeded"
 
 Phase = Literal["Pending", "QuotaReserved", "Admitted", "Backoff", "Inactive", "Finished"]
+PHASES: tuple[str, ...] = Phase.__args__
 
 # Events are kept for `describe`; the full story is the workflow history, so a bounded tail is enough.
 MAX_EVENTS = 100

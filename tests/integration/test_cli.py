@@ -320,6 +320,15 @@ async def test_pending_workloads_and_a_workloads_position(engine):
     r = await run(engine, "get", "pending-workloads", "nope")
     assert (r.returncode, r.stderr.strip()) == (2, 'error: clusterqueues "nope" not found')
 
+    # `get workloads` filters are visibility queries on the search attributes.
+    def names(r):
+        return sorted(line.split()[1] for line in r.stdout.splitlines()[1:])
+
+    await until(engine, lambda r: names(r) == ["holder"], "get", "workloads", "--phase", "Admitted")
+    await until(engine, lambda r: names(r) == ["second", "third"], "get", "workloads", "--phase", "Pending", "--clusterqueue", "cq")
+    r = await run(engine, "get", "workloads", "--clusterqueue", "elsewhere")
+    assert (r.returncode, names(r)) == (0, [])
+
 
 async def test_verdict_deactivate_and_activate_from_the_command_line(engine):
     from tests.integration.test_admission_checks import setup
