@@ -205,7 +205,8 @@ class AdmitflowClient:
                 WorkloadInput(workload=workload),
                 id=ids.workload_id(workload.key),
                 task_queue=self.task_queue,
-                static_summary=f"{workload.key} in LocalQueue {spec.queue_name}, priority {spec.priority or 0}",
+                static_summary=wl.static_summary(workload, cluster_queue),
+                static_details=wl.static_details(workload),
                 search_attributes=TypedSearchAttributes(attributes),
             )
         except WorkflowAlreadyStartedError:

@@ -205,8 +205,7 @@ class WorkloadWorkflow:
         now = workflow.now()
         timers: list[tuple[timedelta, str]] = []
         if checks.in_backoff(st):
-            at = checks.requeue_at(st)
-            timers.append((at - now, f"backoff until {at.isoformat()}"))
+            timers.append((checks.requeue_at(st) - now, checks.backoff_summary(st)))
         due = pods_ready.deadline(st, st.wait_for_pods_ready)
         if due is not None:
             timers.append((due[0] - now, pods_ready.timer_summary(st.wait_for_pods_ready, due[1])))
@@ -537,8 +536,7 @@ class WorkloadWorkflow:
         st = self.state
         self.seen, observations = metrics.workload_observations(self.seen, st)
         emit(observations)
-        phase = wl.phase(st)
-        workflow.set_current_details(f"**{phase}** {wl.condition_summary(st)}")
+        workflow.set_current_details(wl.current_details(st))
         wanted = wl.search_attributes(st)
         have = workflow.info().typed_search_attributes if self.published is None else self.published
         changes = [k.value_set(v) for k, v in wanted.items() if have.get(k) != v]

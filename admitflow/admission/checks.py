@@ -27,6 +27,7 @@ from admitflow.admission.workload import VerdictRecord, WorkloadState
 from admitflow.api import AdmissionCheckState, RequeueState
 from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME, AdmissionCheckRetryStrategy
 from admitflow.api import field_error as fe
+from admitflow.api.duration import format_duration_nanos
 from admitflow.api.pod import toleration_rule_errors
 from admitflow.api.workload import PodSetUpdate, pod_set_update_errors
 from admitflow.wire import WireModel
@@ -310,6 +311,21 @@ def _push_backoff(state: WorkloadState, index: int, v: Verdict, now: datetime) -
     if _push_requeue_at(state, at, now):
         return f"applied to the backoff: requeue pushed to {second(at).isoformat()}"
     return "applied to the backoff: the requeue stays as it was"
+
+
+def backoff_summary(state: WorkloadState) -> str:
+    """How a backoff timer reads in the workload's history: `backoff 2m0s after Retry from prov`,
+    or `backoff 1m0s after PodsReadyTimeout (requeue 2)`."""
+    at = requeue_at(state)
+    evicted = cond.find(state.status.conditions, wl.EVICTED)
+    if at is None or evicted is None or evicted.last_transition_time is None:
+        return f"backoff until {at.isoformat() if at else '?'}"
+    delay = format_duration_nanos(int((at - evicted.last_transition_time).total_seconds()) * 10**9)
+    if evicted.reason == "AdmissionCheck":
+        retried = [c.name for c in state.status.admission_checks or () if c.message.endswith("Previously: Retry")]
+        return f"backoff {delay} after Retry from {', '.join(retried) or 'a check'}"
+    count = state.status.requeue_state.count if state.status.requeue_state else None
+    return f"backoff {delay} after {evicted.reason}" + (f" (requeue {count})" if count else "")
 
 
 def requeue_at(state: WorkloadState) -> datetime | None:

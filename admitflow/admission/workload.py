@@ -482,6 +482,40 @@ def delete(state: WorkloadState) -> bool:
     return leaves_queue(state)
 
 
+def current_details(state: WorkloadState) -> str:
+    """The UI's current details (markdown): the phase and why, the checks still waited for, the
+    backoff's end, and the PodsReady condition once admitted."""
+    lines = [f"**{phase(state)}** {condition_summary(state)}"]
+    waiting = [f"{c.name} ({c.state})" for c in state.status.admission_checks or () if c.state != "Ready"]
+    if waiting and not is_finished(state):
+        lines.append(f"checks not Ready: {', '.join(waiting)}")
+    rs = state.status.requeue_state
+    if rs is not None and rs.requeue_at is not None:
+        lines.append(f"back in the queue at {rs.requeue_at.isoformat()}" + (f" (requeue {rs.count})" if rs.count else ""))
+    pods = cond.find(state.status.conditions, PODS_READY)
+    if pods is not None and is_admitted(state) and not is_finished(state):
+        lines.append(f"PodsReady={pods.status} ({pods.reason})")
+    return "\n\n".join(lines)
+
+
+def static_summary(workload: Workload, cluster_queue: str | None) -> str:
+    """The UI's summary of a workload's workflow: `<ns>/<name> → <clusterqueue>, priority N` (its
+    LocalQueue when the ClusterQueue is not known at submission)."""
+    spec = workload.spec
+    where = cluster_queue or f"LocalQueue {spec.queue_name}"
+    return f"{workload.key} → {where}, priority {spec.priority or 0}"
+
+
+def static_details(workload: Workload) -> str:
+    """The UI's details of a workload's workflow (markdown): requests per podSet."""
+    rows = ["| podSet | count | requests per pod |", "|---|---|---|"]
+    for ps in workload.spec.pod_sets:
+        req = pod_set_request(ps.to_wire())
+        per_pod = ", ".join(f"{k}: {v}" for k, v in sorted(format_requests(req.per_pod).items())) or "none"
+        rows.append(f"| {ps.name} | {ps.count} | {per_pod} |")
+    return f"LocalQueue `{workload.spec.queue_name}`\n\n" + "\n".join(rows)
+
+
 def condition_summary(state: WorkloadState) -> str:
     """One line for the UI's current details: the message of the condition that decides the phase."""
     for type_ in (FINISHED, ADMITTED, QUOTA_RESERVED):

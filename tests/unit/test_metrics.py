@@ -73,3 +73,4 @@ def test_cluster_queue_gauges():
         ("cluster_queue_status", "active"): 1,
         ("cluster_queue_status", "terminating"): 0,
     }
+

@@ -236,3 +236,22 @@ def test_holds_quota_while_its_checks_are_decided(conditions, holds):
         ]}
     )
     assert wl.holds_quota(status) is holds
+
+
+# --- what the Temporal UI shows (admission.workload / admission.checks) ------------------------------
+
+
+def test_the_ui_reads_the_backoff_and_the_current_details():
+    from admitflow.admission import checks
+    from admitflow.admission.checks import Verdict
+
+    st = submitted()
+    wl.reserve_quota(st, reserved_notice(["budget", "security"]), T0)
+    checks.apply(st, Verdict(name="security", state="Ready"), T0 + timedelta(seconds=1))
+    assert wl.current_details(st) == (
+        "**QuotaReserved** Quota reserved in ClusterQueue cq\n\nchecks not Ready: budget (Pending)"
+    )
+    checks.apply(st, Verdict(name="budget", state="Retry", requeue_after_seconds=120), T0 + timedelta(seconds=10))
+    assert checks.backoff_summary(st) == "backoff 2m0s after Retry from budget"
+    assert wl.current_details(st).splitlines()[0].startswith("**Backoff** Evicted due to AdmissionCheck in Retry state")
+    assert "back in the queue at 2026-11-22T10:02:10+00:00" in wl.current_details(st)

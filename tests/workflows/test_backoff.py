@@ -83,3 +83,45 @@ async def test_the_checks_retry_strategy_backs_off_exponentially_then_rejects(sk
         'The workload is deactivated due to AdmissionCheck in Rejected state: "budget" (retry limit of 2 reached: over budget)',
     )
     await replay_all(engine, [ids.workload_id("default/job")])
+
+
+async def summary_of(payload) -> str:
+    from admitflow.codec import DATA_CONVERTER
+
+    [summary] = await DATA_CONVERTER.decode([payload], [str])
+    return summary
+
+
+async def test_the_history_tells_the_story_in_summaries(skipping_env, skipping_engine):
+    """An admitted-after-one-retry workload: its workflow, activities and timers carry summaries
+    that read in the Temporal UI."""
+    from temporalio.api.enums.v1 import EventType
+
+    engine = skipping_engine
+    af = engine.admitflow
+    await setup(engine)
+    await af.verdict("default/job", Verdict(name="budget", state="Retry", requeue_after_seconds=120))
+    await skipping_env.sleep(timedelta(seconds=125))
+    await until_phase(engine, "job", "QuotaReserved")
+    await af.verdict("default/job", Verdict(name="budget", state="Ready", attempt=2))
+    await until_phase(engine, "job", "Admitted")
+
+    history = await engine.client.get_workflow_handle(ids.workload_id("default/job")).fetch_history()
+    summaries: dict[str, list[str]] = {"workflow": [], "activity": [], "timer": []}
+    for event in history.events:
+        if not event.user_metadata.HasField("summary"):
+            continue
+        kind = {
+            EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED: "workflow",
+            EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED: "activity",
+            EventType.EVENT_TYPE_TIMER_STARTED: "timer",
+        }.get(event.event_type)
+        if kind:
+            summaries[kind].append(await summary_of(event.user_metadata.summary))
+    assert summaries["workflow"] == ["default/job → cq, priority 0"]
+    assert [s for s in summaries["activity"] if s.startswith("check ")] == ["check budget (attempt 1)", "check budget (attempt 2)"]
+    assert "backoff 2m0s after Retry from budget" in summaries["timer"]
+    assert "PodsReady timeout 30m" in summaries["timer"], "admitted: the default WaitForPodsReady timer runs"
+    describe = await engine.client.get_workflow_handle(ids.workload_id("default/job")).describe()
+    assert await describe.static_summary() == "default/job → cq, priority 0"
+    assert "| main | 1 | cpu: 1 |" in await describe.static_details()
