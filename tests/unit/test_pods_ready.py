@@ -407,13 +407,20 @@ def test_runner_command(case, running, expected):
     st = _with_runner(admitted=case != "pending", runner="" if case == "no-runner" else "local")
     if case == "started-this-admission":
         st.runner_started = st.ticket
-    elif case == "evicted":
-        wl.evict(st, "Preempted", "m", T0 + MIN)
-    elif case == "finished":
-        wl.finish(st, True, "done", T0 + MIN)
-    elif case == "deleted":
-        wl.delete(st)
+    _happen(st, case)
     assert pr.runner_command(st, running) == expected
+
+
+def _happen(st: wl.WorkloadState, event: str | None) -> None:
+    """The admission ends one way or another, or the pods come up."""
+    if event == "ready":
+        pr.report(st, {"ready": True}, T0 + MIN)
+    elif event == "evicted":
+        wl.evict(st, "Preempted", "m", T0 + MIN)
+    elif event == "finished":
+        wl.finish(st, True, "done", T0 + MIN)
+    elif event == "deleted":
+        wl.delete(st)
 
 
 def test_the_workloads_own_runner_annotation_wins_over_its_local_queues():
@@ -438,12 +445,5 @@ def test_the_workloads_own_runner_annotation_wins_over_its_local_queues():
 def test_leaves_gate(gated, event, expected):
     st = _with_runner()
     st.gated = gated
-    if event == "ready":
-        pr.report(st, {"ready": True}, T0 + MIN)
-    elif event == "evicted":
-        wl.evict(st, "Preempted", "m", T0 + MIN)
-    elif event == "finished":
-        wl.finish(st, True, "done", T0 + MIN)
-    elif event == "deleted":
-        wl.delete(st)
+    _happen(st, event)
     assert pr.leaves_gate(st) is expected
