@@ -8,6 +8,7 @@ workload run, and string annotations would make the SDK evaluate each handler's 
 """
 
 import asyncio
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -81,6 +82,9 @@ class WorkloadWorkflow:
         self.running: workflow.ActivityHandle | None = None
         # What the metrics already counted (what a carried state holds counts as counted).
         self.seen = metrics.snapshot(self.state)
+        # The last event and verdict written to the log (a carried state's were logged by its run).
+        self.logged = (self.state.events[-1] if self.state.events else None,
+                       self.state.verdicts[-1] if self.state.verdicts else None)
 
     # --- messages -----------------------------------------------------------------------------
 
@@ -529,6 +533,23 @@ class WorkloadWorkflow:
             await workflow.sleep(delay, summary=f"retry {signal} in ClusterQueue {st.cluster_queue}")
             delay = min(delay * 2, timedelta(minutes=1))
 
+    def _log(self) -> None:
+        """Each new event and verdict, as a log line with the workload, its ClusterQueue, and the
+        check and attempt it is about. `workflow.logger` writes nothing while replaying."""
+        st = self.state
+        last_event, last_verdict = self.logged
+        base = {"workload": st.key, "cluster_queue": st.cluster_queue or ""}
+        for e in _after(st.events, last_event):
+            workflow.logger.log(logging.WARNING if e.type == "Warning" else logging.INFO, e.reason,
+                                extra={**base, "reason": e.reason, "detail": e.message})
+        for v in _after(st.verdicts, last_verdict):
+            check = next((c for c in st.status.admission_checks or () if c.name == v.check), None)
+            workflow.logger.info("verdict", extra={
+                **base, "check": v.check, "attempt": checks.attempt_of(check) if check else None, "state": v.state,
+                "outcome": v.outcome, "detail": v.detail,
+            })
+        self.logged = (st.events[-1] if st.events else None, st.verdicts[-1] if st.verdicts else None)
+
     def _publish(self) -> None:
         """Search attributes and current details follow the state (current details also after replay
         and continue-as-new, where they start empty). Only attributes that differ from what this
@@ -536,6 +557,7 @@ class WorkloadWorkflow:
         st = self.state
         self.seen, observations = metrics.workload_observations(self.seen, st)
         emit(observations)
+        self._log()
         workflow.set_current_details(wl.current_details(st))
         wanted = wl.search_attributes(st)
         have = workflow.info().typed_search_attributes if self.published is None else self.published
@@ -544,6 +566,14 @@ class WorkloadWorkflow:
         if changes:
             workflow.upsert_search_attributes(changes)
         self.published = TypedSearchAttributes([SearchAttributePair(k, v) for k, v in wanted.items()])
+
+
+def _after(items: list, last: Any) -> list:
+    """The items after `last` (the whole list if `last` is gone or None)."""
+    for i in range(len(items) - 1, -1, -1):
+        if items[i] is last:
+            return items[i + 1 :]
+    return list(items)
 
 
 def _message(err: ActivityError) -> str:
