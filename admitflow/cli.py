@@ -34,7 +34,18 @@ from admitflow.client import (
 from admitflow.api.provisioning_request import CONDITION_TYPES as PROVREQ_CONDITIONS
 from admitflow.devserver import DEFAULT_DB, DevServer, DevServerError
 from admitflow.messages import ProvisioningRequestCondition
-from admitflow.printing import age, controller_lines, describe, provisioning_rows, render, table
+from admitflow.printing import (
+    COLUMNS,
+    age,
+    column_widths,
+    controller_lines,
+    describe,
+    provisioning_rows,
+    render,
+    table,
+    table_row,
+    watch_rows,
+)
 from admitflow.simulation.autoscaler import SET_BY_HAND
 
 EXIT_BAD_INPUT = 2
@@ -132,6 +143,8 @@ def _parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("apply", parents=[conn], help="apply Kueue manifests (file, directory, or - for stdin)")
     a.add_argument("-f", "--filename", action="append", required=True)
+    a.add_argument("--wait", action="store_true", help="then follow the workloads applied, printing each phase change, "
+                   "until each is admitted, finished or waits for a person")
 
     kinds = ", ".join(sorted(n for names in KIND_NAMES.values() for n in names[:2]))
     g_ = sub.add_parser(
@@ -143,6 +156,7 @@ def _parser() -> argparse.ArgumentParser:
     g_.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
     g_.add_argument("--limit", type=int, default=1000, help="pending-workloads: at most this many (default 1000)")
     g_.add_argument("--offset", type=int, default=0, help="pending-workloads: skip this many from the head")
+    g_.add_argument("-w", "--watch", action="store_true", help="after the list, print each object again when it changes (Ctrl-C stops)")
     g_.add_argument("--phase", help="workloads: only those in this phase (Pending, QuotaReserved, Admitted, Backoff, "
                     "Inactive, Finished); a visibility query on AdmitflowPhase")
     g_.add_argument("--clusterqueue", help="workloads: only those of this ClusterQueue (AdmitflowClusterQueue)")
@@ -274,7 +288,16 @@ async def cmd_apply(args: argparse.Namespace) -> None:
         for warning in m.warnings:
             print(f"Warning: {warning}", file=sys.stderr)
     client = await _client(args)
-    _print_outcomes(await client.apply(manifests))
+    outcomes = await client.apply(manifests)
+    _print_outcomes(outcomes)
+    keys = [o.key for o in outcomes if o.kind == "Workload"]
+    if args.wait and keys:
+        from admitflow.progress import follow
+
+        settled = asyncio.Event()
+        following = asyncio.ensure_future(follow(client, keys, settled.set))
+        await settled.wait()
+        following.cancel()
 
 
 async def cmd_get(args: argparse.Namespace) -> None:
@@ -288,10 +311,34 @@ async def cmd_get(args: argparse.Namespace) -> None:
         raise CLIError("--phase, --clusterqueue and --pending-check filter the list of workloads: admitflow get workloads --phase Backoff")
     if "phase" in filters and filters["phase"] not in PHASES:
         raise CLIError(f'--phase "{filters["phase"]}": must be one of {", ".join(PHASES)}')
+    if args.watch and args.output != "table":
+        raise CLIError("-w/--watch prints table rows: leave out -o")
     client = await _client(args)
     key = _key(kind, args.name) if args.name else None
     objects = await client.get(kind, key, **filters)
-    print(render(kind, objects, args.output, single=key is not None))
+    print(render(kind, objects, args.output, single=key is not None), flush=True)
+    if args.watch:
+        await watch(client, kind, key, filters, objects)
+
+
+async def watch(client, kind: str, key: str | None, filters: dict, objects: list, interval: float = 1.0) -> None:
+    """kubectl's -w: a line for each object that appears or changes, until Ctrl-C."""
+    headers, row = COLUMNS[kind]
+    widths = column_widths(headers, [row(o) for o in objects]) if objects else None
+    shown: dict[str, list[str]] = {}
+    watch_rows(kind, objects, shown)
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            objects = await client.get(kind, key, **filters)
+        except AdmitflowError:
+            objects = []  # deleted meanwhile: nothing to show
+        rows = watch_rows(kind, objects, shown)
+        if rows and widths is None:  # the list was empty: the first rows bring the header
+            widths = column_widths(headers, rows)
+            print(table_row(headers, widths), flush=True)
+        for r in rows:
+            print(table_row(r, widths), flush=True)
 
 
 async def get_pending_workloads(args: argparse.Namespace) -> None:
@@ -333,6 +380,7 @@ async def cmd_describe(args: argparse.Namespace) -> None:
     extra = []
     if kind == "Workload":
         report = await client.workload(key)
+        extra.append(f"Workflow:     {workflow_url(client.client.namespace, ids.workload_id(key))}")
         pending = await client.position(report)
         if pending is not None:
             extra.append(
@@ -353,6 +401,14 @@ async def cmd_describe(args: argparse.Namespace) -> None:
             extra.append("Admission Check Controllers:")
             extra.extend(controller_lines(key, calls))
     print(describe(obj, obj.pop("events", []), extra))
+
+
+def workflow_url(namespace: str, workflow_id: str) -> str:
+    """The workflow in the Temporal UI (ADMITFLOW_UI_URL, default the dev server's http://localhost:8233)."""
+    from urllib.parse import quote
+
+    base = os.environ.get("ADMITFLOW_UI_URL", "http://localhost:8233").rstrip("/")
+    return f"{base}/namespaces/{quote(namespace, safe='')}/workflows/{quote(workflow_id, safe='')}"
 
 
 async def cmd_finish(args: argparse.Namespace) -> None:

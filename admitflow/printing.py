@@ -133,9 +133,31 @@ COLUMNS: dict[str, tuple[list[str], Row]] = {
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines = ["   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [headers, *rows]]
-    return "\n".join(lines)
+    widths = column_widths(headers, rows)
+    return "\n".join(table_row(r, widths) for r in [headers, *rows])
+
+
+def column_widths(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[int]:
+    return [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
+
+def table_row(row: Sequence[str], widths: Sequence[int]) -> str:
+    return "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+
+
+def watch_rows(kind: str, objects: list[dict[str, Any]], shown: dict[str, list[str]]) -> list[list[str]]:
+    """`get -w`: the rows of objects that are new or changed since `shown` (updated in place), as
+    kubectl prints them, one line per change."""
+    _, row = COLUMNS[kind]
+    changed = []
+    for obj in objects:
+        meta = obj.get("metadata", {})
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        current = row(obj)
+        if shown.get(key) != current:
+            shown[key] = current
+            changed.append(current)
+    return changed
 
 
 def render(kind: str, objects: list[dict[str, Any]], output: str, single: bool) -> str:

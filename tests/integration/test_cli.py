@@ -128,6 +128,7 @@ async def test_apply_get_describe_finish_delete(engine, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "Quota reserved in ClusterQueue cq, wait time since queued was" in r.stdout
     assert "Admitted by ClusterQueue cq" in r.stdout
+    assert f"Workflow:     http://localhost:8233/namespaces/{engine.namespace}/workflows/workload%2Fdefault%2Fone" in r.stdout
 
     r = await run(engine, "pods-ready", "default/one")
     assert (r.returncode, r.stdout.strip()) == (0, "workload.kueue.x-k8s.io/default/one pods ready")
@@ -459,3 +460,39 @@ async def test_a_bad_pod_set_update_exits_2_with_one_line_and_changes_nothing(en
     assert report.status.admission_checks == before
     assert report.verdicts == []
     assert not report.status.has_condition("Admitted")
+
+
+async def test_apply_wait_follows_and_get_watch_prints_changes(engine):
+    r = await run(engine, "apply", "-f", "-", stdin=SETUP)
+    assert r.returncode == 0, r.stderr
+    watcher = subprocess.Popen(
+        [ADMITFLOW, "get", "workloads", "-w", "--address", engine.address, "--namespace", engine.namespace],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        r = await run(engine, "apply", "--wait", "-f", "-", stdin=workload_yaml("waited", "2", 1))
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        assert lines[0] == "workload.kueue.x-k8s.io/default/waited created"
+        assert "  default/waited                   Admitted: The workload is admitted" in lines
+        assert lines[-1] == "All 1 workloads admitted."
+        await run(engine, "finish", "default/waited")
+
+        seen: list[tuple[str, str, str]] = []  # name, admitted, finished, read at the header's columns
+
+        def read_until_finished() -> None:
+            assert watcher.stdout.readline().strip() == "No resources found."
+            header = watcher.stdout.readline()
+            admitted, finished, end = header.index("ADMITTED"), header.index("FINISHED"), header.index("AGE")
+            for line in watcher.stdout:
+                row = (line.split()[1], line[admitted:finished].strip(), line[finished:end].strip())
+                seen.append(row)
+                if row == ("waited", "True", "True"):
+                    return
+
+        await asyncio.wait_for(asyncio.to_thread(read_until_finished), 30)
+        assert seen[-1] == ("waited", "True", "True")
+        assert ("waited", "True", "") in seen[:-1], f"the admitted row came before the finished one: {seen}"
+    finally:
+        watcher.terminate()
+        watcher.wait(10)
