@@ -154,7 +154,7 @@ class ClusterQueueWorkflow:
                 self._gate(result)
                 emit(metrics.cluster_queue_gauges(self.state))
                 self.outbox.step(holding=continue_as_new_suggested())
-            workflow.set_current_details(self._details())
+            workflow.set_current_details(cq.current_details(self.state))
             if continue_as_new_suggested() and self._quiet():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self._quiet():
@@ -218,8 +218,3 @@ class ClusterQueueWorkflow:
             self.outbox.add(
                 Delivery(workflow_id=ids.workload_id(n.key), signal=NOTICE_SIGNALS[n.kind], payload=n.to_wire())
             )
-
-    def _details(self) -> str:
-        reserving = self.state.reservations.values()
-        admitted = sum(1 for r in reserving if r.admitted)
-        return f"pending {len(self.state.pending)}, reserving {len(reserving)}, admitted {admitted}"

@@ -476,6 +476,20 @@ def cluster_queue_status(state: ClusterQueueState) -> ClusterQueueStatus:
     )
 
 
+def current_details(state: ClusterQueueState, head: int = 10) -> str:
+    """The UI's current details of a ClusterQueue (markdown): counts, then the head of its queue
+    with each workload's position (where a waiting workload stands)."""
+    reserving = state.reservations.values()
+    admitted = sum(1 for r in reserving if r.admitted)
+    lines = [f"pending {len(state.pending)}, reserving {len(reserving)}, admitted {admitted}"]
+    for position, e in enumerate(state.pending):
+        if position == head:
+            lines.append(f"... {len(state.pending) - head} more (`admitflow get pending-workloads {state.name}`)")
+            break
+        lines.append(f"{position}. {e.key} (priority {e.priority})")
+    return "\n\n".join(lines)
+
+
 def local_queue_status(state: ClusterQueueState, lq_key: str) -> LocalQueueStatus:
     spec = state.view.spec if state.view else None
     reserved = [r for r in state.reservations.values() if r.local_queue_key == lq_key]

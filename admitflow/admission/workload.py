@@ -486,6 +486,8 @@ def current_details(state: WorkloadState) -> str:
     """The UI's current details (markdown): the phase and why, the checks still waited for, the
     backoff's end, and the PodsReady condition once admitted."""
     lines = [f"**{phase(state)}** {condition_summary(state)}"]
+    if state.queued and state.cluster_queue:
+        lines.append(f"queued in ClusterQueue {state.cluster_queue}: its current details show the positions")
     waiting = [f"{c.name} ({c.state})" for c in state.status.admission_checks or () if c.state != "Ready"]
     if waiting and not is_finished(state):
         lines.append(f"checks not Ready: {', '.join(waiting)}")

@@ -378,3 +378,14 @@ def test_without_block_admission_the_gate_is_not_asked():
     result = run_pass(st)
     assert [r.key for r in result.reserved] == ["default/a", "default/b"]
     assert (result.ask_gate, result.gate_used, [n.gated for n in result.notices]) == (False, None, [False, False])
+
+
+def test_the_ui_shows_where_each_waiting_workload_stands():
+    st = state_with(view(), entry("a", cpu=4000, age=4), *(entry(f"w{i}", cpu=4000, priority=i, age=3) for i in range(3)))
+    run_pass(st)  # w2, of the highest priority, gets the quota
+    assert cq.current_details(st, head=2).split("\n\n") == [
+        "pending 3, reserving 1, admitted 1",
+        "0. default/w1 (priority 1)",
+        "1. default/a (priority 0)",
+        "... 1 more (`admitflow get pending-workloads cq`)",
+    ]
