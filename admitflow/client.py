@@ -142,9 +142,19 @@ class AdmitflowClient:
         if catalog_items:
             outcomes.extend(await self._apply_catalog(catalog_items))
         routes = await self.routes() if workload_items else {}
+        checks = await self.admission_checks_by_queue() if workload_items else {}
         for m, report in zip(workload_items, existing, strict=True):
-            outcomes.append(await self.submit(m.obj, report, routes.get(_lq_key(m.obj))))
+            cq = routes.get(_lq_key(m.obj))
+            outcomes.append(await self.submit(m.obj, report, cq, checks.get(cq or "", [])))
         return outcomes
+
+    async def admission_checks_by_queue(self) -> dict[str, list[str]]:
+        """ClusterQueue -> the AdmissionChecks it names, in one query to the catalog."""
+        out = {}
+        for cq in await self.catalog_objects("ClusterQueue"):
+            strategy = cq.spec.admission_checks_strategy
+            out[cq.metadata.name] = sorted(r.name for r in (strategy.admission_checks if strategy else None) or ())
+        return out
 
     async def routes(self) -> dict[str, str]:
         """LocalQueue (namespace/name) -> ClusterQueue, in one query to the catalog."""
@@ -185,10 +195,15 @@ class AdmitflowClient:
         return report
 
     async def submit(
-        self, workload: Workload, existing: WorkloadReport | None = None, cluster_queue: str | None = None
+        self,
+        workload: Workload,
+        existing: WorkloadReport | None = None,
+        cluster_queue: str | None = None,
+        admission_checks: Sequence[str] = (),
     ) -> Outcome:
         """Start the workload's workflow; `unchanged` if it already runs. `cluster_queue`, when the
-        caller knows where the LocalQueue leads, is recorded at start (the workflow checks it)."""
+        caller knows where the LocalQueue leads, is recorded at start (the workflow checks it), and
+        with the queue's `admission_checks` it goes into the workflow's summary and details."""
         if existing is not None:
             return Outcome(kind="Workload", key=workload.key, action="unchanged")
         spec = workload.spec
@@ -206,7 +221,7 @@ class AdmitflowClient:
                 id=ids.workload_id(workload.key),
                 task_queue=self.task_queue,
                 static_summary=wl.static_summary(workload, cluster_queue),
-                static_details=wl.static_details(workload),
+                static_details=wl.static_details(workload, admission_checks),
                 search_attributes=TypedSearchAttributes(attributes),
             )
         except WorkflowAlreadyStartedError:

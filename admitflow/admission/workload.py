@@ -7,6 +7,7 @@ workflow only carries out what a transition says must happen (enqueue, release, 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
 
@@ -508,14 +509,16 @@ def static_summary(workload: Workload, cluster_queue: str | None) -> str:
     return f"{workload.key} → {where}, priority {spec.priority or 0}"
 
 
-def static_details(workload: Workload) -> str:
-    """The UI's details of a workload's workflow (markdown): requests per podSet."""
+def static_details(workload: Workload, admission_checks: Sequence[str] = ()) -> str:
+    """The UI's details of a workload's workflow (markdown): requests per podSet, and the
+    AdmissionChecks of its ClusterQueue at submission (which apply depends on its flavors)."""
     rows = ["| podSet | count | requests per pod |", "|---|---|---|"]
     for ps in workload.spec.pod_sets:
         req = pod_set_request(ps.to_wire())
         per_pod = ", ".join(f"{k}: {v}" for k, v in sorted(format_requests(req.per_pod).items())) or "none"
         rows.append(f"| {ps.name} | {ps.count} | {per_pod} |")
-    return f"LocalQueue `{workload.spec.queue_name}`\n\n" + "\n".join(rows)
+    checks = ", ".join(f"`{c}`" for c in admission_checks) or "none"
+    return f"LocalQueue `{workload.spec.queue_name}`; its ClusterQueue's AdmissionChecks: {checks}\n\n" + "\n".join(rows)
 
 
 def condition_summary(state: WorkloadState) -> str:

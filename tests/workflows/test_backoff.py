@@ -124,4 +124,5 @@ async def test_the_history_tells_the_story_in_summaries(skipping_env, skipping_e
     assert "PodsReady timeout 30m" in summaries["timer"], "admitted: the default WaitForPodsReady timer runs"
     describe = await engine.client.get_workflow_handle(ids.workload_id("default/job")).describe()
     assert await describe.static_summary() == "default/job → cq, priority 0"
-    assert "| main | 1 | cpu: 1 |" in await describe.static_details()
+    details = await describe.static_details()
+    assert "its ClusterQueue's AdmissionChecks: `budget`" in details and "| main | 1 | cpu: 1 |" in details
