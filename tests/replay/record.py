@@ -1,4 +1,6 @@
-"""Record the histories that tests/replay replays: `python -m tests.replay.record NAME`.
+"""Record the histories that tests/replay replays: `python -m tests.replay.record NAME [main|edges]`.
+
+`edges` records what the main job does not reach (`record_edges`); `main`, the default:
 
 Runs the main job's scenario on a fresh in-memory dev server with the current code: the examples
 applied and admitted through the budget controller, then a late consumption update that puts team-b
@@ -28,7 +30,9 @@ from admitflow.api.loader import load_manifests
 from admitflow.client import AdmitflowClient
 from admitflow.codec import DATA_CONVERTER
 from admitflow.devserver import DevServer
+from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.conftest import free_port
+from tests.workflows.test_lifecycle import loaded
 from worker.main import build_worker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,15 +79,80 @@ async def record(out: Path) -> list[str]:
             await af.finish("team-a/train-large")
             await until(af, ["team-a/train-small", "team-a/train-large"], "Finished")
             running.cancel()
-            ids = [wf.id async for wf in client.list_workflows()]
-            out.mkdir(parents=True, exist_ok=True)
-            for wid in ids:
-                history = await client.get_workflow_handle(wid).fetch_history()
-                (out / (wid.replace("/", "__") + ".json")).write_text(history.to_json())
-    return ids
+            return await save(client, out)
+
+
+async def save(client: Client, out: Path) -> list[str]:
+    """Every run of every workflow, as `<id with / as __>.json`; the runs of a workflow that
+    continued as new are numbered `@1`, `@2`, ... from the first."""
+    runs: dict[str, list[str]] = {}
+    async for wf in client.list_workflows():
+        runs.setdefault(wf.id, []).append(wf.run_id)
+    out.mkdir(parents=True, exist_ok=True)
+    for wid, run_ids in runs.items():
+        for n, run_id in enumerate(reversed(run_ids), 1):  # visibility lists the newest first
+            history = await client.get_workflow_handle(wid, run_id=run_id).fetch_history()
+            suffix = f"@{n}" if len(run_ids) > 1 else ""
+            (out / (wid.replace("/", "__") + suffix + ".json")).write_text(history.to_json())
+    return sorted(runs)
+
+
+async def record_edges(out: Path) -> list[str]:
+    """What the main job does not reach: continue-as-new (the server suggests it every 60 events),
+    preemption, blockAdmission's gate, PodsReady timeouts with their backoff and limit."""
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+        "waitForPodsReady": {"timeout": "3s", "blockAdmission": True,
+                             "requeuingStrategy": {"backoffBaseSeconds": 1, "backoffLimitCount": 1}},
+    }
+    queue = {**cluster_queue_manifest(quotas={"default": {"cpu": "4"}})}
+    queue["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    async with DevServer(port=free_port(), db=None, headless=True,
+                         dynamic_config={"limit.historyCount.suggestContinueAsNew": "60"}) as server:
+        client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
+        af = AdmitflowClient(client)
+        async with build_worker(client, af.task_queue):
+            await af.apply(loaded(config, flavor_manifest(), queue, local_queue_manifest()))
+            # Never ready: times out, backs off 1 s, is admitted again, and the second timeout
+            # deactivates it (backoffLimitCount 1).
+            await af.apply(loaded(workload_manifest("stuck", cpu="1")))
+            await until(af, ["default/stuck"], "Inactive")
+            # Admitted and ready; then a higher priority preempts it.
+            await af.apply(loaded(workload_manifest("low", cpu="4", priority=1)))
+            await until(af, ["default/low"], "Admitted")
+            await af.pods_ready("default/low")
+            await af.apply(loaded(workload_manifest("high", cpu="4", priority=100)))
+            await until(af, ["default/high"], "Admitted")
+            await af.pods_ready("default/high")
+            # Enough traffic for the ClusterQueue, the gate and the workloads to continue as new.
+            names = [f"w{i:02d}" for i in range(12)]
+            await af.apply(loaded(*(workload_manifest(n, cpu="4") for n in names)))
+            await af.finish("default/high")
+            left = {f"default/{n}" for n in ["low", *names]}
+            while left:  # one at a time fits; each is ready, then finishes, before its 3 s are up
+                key = await admitted_one(af, left)
+                await af.pods_ready(key)
+                await af.finish(key)
+                left.remove(key)
+            return await save(client, out)
+
+
+async def admitted_one(af: AdmitflowClient, keys: set[str]) -> str:
+    from admitflow.admission import workload as wl
+
+    for _ in range(600):
+        for key in sorted(keys):
+            if wl.phase(wl.WorkloadState(workload=await af.workload(key))) == "Admitted":
+                return key
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"none of {sorted(keys)} was admitted")
+
+
+SCENARIOS = {"main": record, "edges": record_edges}
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m tests.replay.record NAME")
-    print("\n".join(asyncio.run(record(Path(__file__).parent / "histories" / sys.argv[1]))))
+    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and sys.argv[2] not in SCENARIOS):
+        sys.exit(f"usage: python -m tests.replay.record NAME [{'|'.join(SCENARIOS)}]")
+    scenario = SCENARIOS[sys.argv[2] if len(sys.argv) == 3 else "main"]
+    print("\n".join(asyncio.run(scenario(Path(__file__).parent / "histories" / sys.argv[1]))))

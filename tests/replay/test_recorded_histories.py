@@ -7,7 +7,10 @@ budget controller's activities, two sent back by a late Retry into their backoff
 while the node group is not online, the workload backs off twice, attempt 3 is provisioned; the
 child workflows of each attempt and the simulated autoscaler), `pods-ready/` (the same with the
 Configuration's WaitForPodsReady timers and the local runner: `start_workload` for every admission,
-`set_pods_ready` and `finish` from the runner, `stop_workload` after a Retry and a finish by hand).
+`set_pods_ready` and `finish` from the runner, `stop_workload` after a Retry and a finish by hand),
+`edges/` (`python -m tests.replay.record edges edges`: every run of a ClusterQueue and of the
+blockAdmission gate that continued as new every 60 events, a preemption, PodsReady timeouts with
+their backoff and the limit's deactivation).
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """
@@ -27,6 +30,6 @@ HISTORIES = sorted(ROOT.glob("*/*.json"))
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[f"{p.parent.name}/{p.stem}" for p in HISTORIES])
 async def test_a_recorded_history_replays(path: Path):
-    workflow_id = path.stem.replace("__", "/")
+    workflow_id = path.stem.split("@")[0].replace("__", "/")  # `@N`: the N-th run of a workflow that continued as new
     result = await replayer().replay_workflow(WorkflowHistory.from_json(workflow_id, path.read_text()))
     assert result.replay_failure is None, result.replay_failure
