@@ -83,6 +83,13 @@ class CLIError(Exception):
         self.code = code
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """Bad arguments get one line and exit status 2, like every other refusal (`--help` shows usage)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+
 def _parser() -> argparse.ArgumentParser:
     conn = argparse.ArgumentParser(add_help=False)
     g = conn.add_argument_group("connection (Temporal's client configuration; flags win over TEMPORAL_* variables)")
@@ -91,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--profile", help="profile in Temporal's TOML client config file (TEMPORAL_PROFILE)")
     g.add_argument("--task-queue", help=f"engine task queue (default: ADMITFLOW_TASK_QUEUE or {ids.DEFAULT_TASK_QUEUE})")
 
-    p = argparse.ArgumentParser(
+    p = OneLineErrors(
         prog="admitflow",
         description="Kueue's two-stage workload admission as durable Temporal workflows.",
     )

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission import provisioning
     from admitflow.admission import workload as wl
     from admitflow.admission.catalog import QueueResolution
+    from admitflow.admission.checks import WrongArguments
     from admitflow.admission.cluster_queue import Notice, QueueEntry
     from admitflow.admission.workload import WorkloadReport
     from admitflow.api import WorkloadStatus
@@ -120,22 +121,25 @@ class WorkloadWorkflow:
     def admission_checks_changed(self, notice: Notice) -> None:
         self.inbox.append(("checks", notice))
 
+    # Handlers that take a payload from anyone accept any number of arguments, so that a call with
+    # none or two is refused with a clear reason instead of failing the workflow task.
+
     @workflow.signal(name="set_admission_check_state")
-    def set_admission_check_state(self, verdict: Any) -> None:
+    def set_admission_check_state(self, *payload: Any) -> None:
         """Any payload is taken: one that is not a valid verdict is recorded as rejected."""
-        self.inbox.append(("verdict", verdict))
+        self.inbox.append(("verdict", _one(payload)))
 
     @workflow.update(name="apply_admission_check_state")
-    async def apply_admission_check_state(self, verdict: Any) -> WorkloadStatus:
-        self.inbox.append(("verdict", verdict))
+    async def apply_admission_check_state(self, *payload: Any) -> WorkloadStatus:
+        self.inbox.append(("verdict", _one(payload)))
         mine = self.taken + len(self.inbox)
         await workflow.wait_condition(lambda: self.handled >= mine)
         return self.state.status
 
     @apply_admission_check_state.validator
-    def _validate_verdict(self, verdict: Any) -> None:
+    def _validate_verdict(self, *payload: Any) -> None:
         try:
-            checks.validate(self.state, checks.parse(verdict))
+            checks.validate(self.state, checks.parse(_one(payload)))
         except checks.VerdictError as err:
             raise ApplicationError(str(err), type="InvalidVerdict", non_retryable=True) from None
 
@@ -148,9 +152,9 @@ class WorkloadWorkflow:
         self.inbox.append(("provreq_deleted", update))
 
     @workflow.signal(name="set_pods_ready")
-    def set_pods_ready(self, report: Any) -> None:
+    def set_pods_ready(self, *payload: Any) -> None:
         """Any payload is taken: one that is not a valid report is recorded and changes nothing."""
-        self.inbox.append(("pods_ready", report))
+        self.inbox.append(("pods_ready", _one(payload)))
 
     @workflow.signal(name="deactivate")
     def deactivate(self, request: Any = None) -> None:
@@ -566,6 +570,12 @@ class WorkloadWorkflow:
         if changes:
             workflow.upsert_search_attributes(changes)
         self.published = TypedSearchAttributes([SearchAttributePair(k, v) for k, v in wanted.items()])
+
+
+def _one(payload: tuple) -> Any:
+    """The single argument of a message, or what stands for a wrong count: validation then says
+    `... got 2 arguments`."""
+    return payload[0] if len(payload) == 1 else WrongArguments(count=len(payload))
 
 
 def _after(items: list, last: Any) -> list:

@@ -69,8 +69,16 @@ class CheckRequest(WireModel):
     workflow_id: str = Field(description="Where verdicts go: signal or update this workflow.")
 
 
+class WrongArguments(WireModel):
+    """A message sent with no argument or several, where one payload was expected."""
+
+    count: int
+
+
 def parse(payload: Any) -> Verdict:
     """The verdict in a signal or update payload, or a VerdictError saying what is wrong with it."""
+    if isinstance(payload, WrongArguments):
+        raise VerdictError(f"invalid verdict: expected one payload, got {payload.count} arguments")
     try:
         return Verdict.model_validate(payload)
     except ValidationError as err:

@@ -58,6 +58,8 @@ class PodsReadyReport(WireModel):
 
 
 def parse(payload: Any) -> PodsReadyReport:
+    if isinstance(payload, checks.WrongArguments):
+        raise PodsReadyError(f"invalid pods-ready report: expected one payload, got {payload.count} arguments")
     try:
         report = PodsReadyReport.model_validate(payload)
     except ValidationError as err:
