@@ -1,0 +1,172 @@
+"""Faults survived (issue 9): the engine worker killed with SIGKILL at random moments and
+restarted, and the Temporal server stopped and restarted on the same database, in the middle of a
+run of workloads that pass a check controller and a ProvisioningRequest check and run on the local
+runner. Every workload ends as a fault-free run ends it (finished, admitted once), the ClusterQueue's
+usage equals the sum of its reservations at every observation, and no verdict is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from temporalio.client import Client
+
+from admitflow.admission import workload as wl
+from admitflow.admission.workload import WorkloadState
+from admitflow.api import resource_value
+from admitflow.client import AdmitflowClient
+from admitflow.codec import DATA_CONVERTER
+from admitflow.controller import Controller, ready
+from admitflow.devserver import DevServer
+from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
+from tests.conftest import free_port
+from tests.integration.test_admission import loaded
+from tests.replay.record import local_runner
+
+ADMITFLOW = str(Path(sys.executable).parent / "admitflow")
+TASK_QUEUE = "faults"
+# 100 in CI, to stay within its time; the issue's figure is ADMITFLOW_FAULT_WORKLOADS=200.
+WORKLOADS = int(os.environ.get("ADMITFLOW_FAULT_WORKLOADS", "100"))
+KILLS = 5
+
+
+def manifests(n: int) -> list:
+    queue = cluster_queue_manifest(
+        quotas={"default": {"cpu": "20", "nvidia.com/gpu": "20"}},
+        checks=[{"name": "approve"}, {"name": "capacity"}],
+    )
+    lq = local_queue_manifest()
+    lq["metadata"]["annotations"] = {"admitflow.io/runner": "local"}
+    docs = [
+        flavor_manifest(), queue, lq,
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "approve"},
+         "spec": {"controllerName": "tests.faults"}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "capacity"},
+         "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
+                  "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "pool"}}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ProvisioningRequestConfig", "metadata": {"name": "pool"},
+         "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "managedResources": ["nvidia.com/gpu"]}},
+        {"apiVersion": "admitflow.io/v1", "kind": "SimulatedNodeGroup", "metadata": {"name": "pool"},
+         "spec": {"capacity": {"cpu": "20", "nvidia.com/gpu": "20"}}},
+    ]
+    for i in range(n):
+        w = workload_manifest(f"w{i:03d}", cpu="1")
+        w["metadata"]["annotations"] = {"admitflow.io/command": "sleep 0.3"}
+        w["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"] = {
+            "requests": {"cpu": "1", "nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}
+        }
+        docs.append(w)
+    return loaded(*docs)
+
+
+def engine_worker(server: DevServer) -> subprocess.Popen:
+    return subprocess.Popen(
+        [ADMITFLOW, "worker", "--address", server.address, "--task-queue", TASK_QUEUE, "--log-level", "WARNING"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+
+
+async def observe(af: AdmitflowClient, problems: list[str], observations: list[int]) -> None:
+    """The ClusterQueue's reported usage against the sum of its reservations, while it can answer."""
+    while True:
+        try:
+            report = await af.cluster_queue_report("cq")
+        except Exception:  # the worker or the server is down: nothing to observe now
+            report = None
+        if report is not None:
+            total = {}
+            for r in report.reserving:
+                for res, q in r.usage.items():
+                    total[res] = total.get(res, 0) + resource_value(res, q)
+            reported = {
+                res.name: resource_value(res.name, str(res.total))
+                for fl in report.status.flavors_reservation or () for res in fl.resources
+            }
+            if {k: v for k, v in reported.items() if v} != {k: v for k, v in total.items() if v}:
+                problems.append(f"usage {reported} != reservations {total}")
+            if len(report.reserving) > 20:
+                problems.append(f"{len(report.reserving)} reservations in a queue with room for 20")
+            observations.append(len(report.reserving))
+        await asyncio.sleep(0.3)
+
+
+async def finished(af: AdmitflowClient, keys: list[str]) -> list[str]:
+    reports = await asyncio.gather(*(af.workload(k) for k in keys))
+    return [r.key for r in reports if wl.phase(WorkloadState(workload=r)) == "Finished"]
+
+
+async def run_with_faults(tmp_path: Path, fault) -> None:
+    db = tmp_path / "temporal.db"
+    server = DevServer(port=free_port(), db=db, headless=True)
+    await server.start()
+    client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
+    af = AdmitflowClient(client, TASK_QUEUE)
+    controller = Controller("tests.faults", check=lambda request: _ready())
+    worker = engine_worker(server)
+    problems: list[str] = []
+    observations: list[int] = []
+    keys = [f"default/w{i:03d}" for i in range(WORKLOADS)]
+    try:
+        async with controller.worker(client), local_runner(client, tmp_path / "runs"):
+            observer = asyncio.ensure_future(observe(af, problems, observations))
+            await af.apply(manifests(WORKLOADS))
+            await af.set_admission_check_active("approve")  # what the controller's run() would keep
+            worker = await fault(server, worker, af, keys)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 300
+            while len(await finished(af, keys)) < len(keys):
+                assert loop.time() < deadline, f"{len(keys) - len(await finished(af, keys))} workloads never finished"
+                await asyncio.sleep(1)
+            observer.cancel()
+        reports = await asyncio.gather(*(af.workload(k) for k in keys))
+        for r in reports:
+            reasons = [e.reason for e in r.events]
+            assert reasons.count("Admitted") == 1, (r.key, reasons)  # admitted once, never twice
+            finish = r.status.condition("Finished")
+            assert (finish.reason, finish.message) == ("Succeeded", "command succeeded"), r.key
+            states = {c.name: c.state for c in r.status.admission_checks}
+            assert states == {"approve": "Ready", "capacity": "Ready"}, (r.key, states)  # no verdict lost
+        report = await af.cluster_queue_report("cq")
+        assert (report.status.reserving_workloads, report.status.pending_workloads) == (0, 0)
+        assert problems == []
+        assert len(observations) > 10, "the queue was observed throughout"
+    finally:
+        worker.kill()
+        worker.wait(10)
+        server.stop()
+
+
+async def _ready():
+    return ready("fine")
+
+
+async def test_the_engine_worker_killed_five_times_loses_nothing(tmp_path):
+    rng = random.Random(20261123)
+
+    async def kill_and_restart(server, worker, af, keys):
+        for _ in range(KILLS):
+            await asyncio.sleep(rng.uniform(1.0, 4.0))
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(10)
+            await asyncio.sleep(rng.uniform(0.0, 1.0))
+            worker = engine_worker(server)
+        return worker
+
+    await run_with_faults(tmp_path, kill_and_restart)
+
+
+async def test_the_temporal_server_restarted_on_its_database_loses_nothing(tmp_path):
+    async def restart_server(server, worker, af, keys):
+        while len(await finished(af, keys)) < len(keys) // 4:
+            await asyncio.sleep(0.5)
+        server.stop()
+        await asyncio.sleep(1)
+        await server.start()
+        return worker
+
+    await run_with_faults(tmp_path, restart_server)
