@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from admitflow.admission import checks, pods_ready, scheduler
+from admitflow.admission import conditions as cond
 from admitflow.admission import cluster_queue as cq
 from admitflow.admission import workload as wl
 from admitflow.admission.cluster_queue import AdmissionCheckInfo, Notice, QueueEntry
@@ -120,13 +121,15 @@ PODS_READY = WaitForPodsReady(timeout="5m", requeuingStrategy={"backoffLimitCoun
 
 dt = st.integers(0, 400)  # seconds that pass before the event
 WL_OPS = {
-    "verdict": st.tuples(st.sampled_from("ab"), st.sampled_from(["Ready", "Ready", "Pending", "Retry", "Rejected"]),
+    "verdict": st.tuples(st.sampled_from("ab"), st.sampled_from(["Ready", "Ready", "Pending", "Retry", "Retry", "Rejected"]),
                          st.none() | st.integers(0, 300), dt),
     "answer": st.tuples(st.sampled_from("ab"), st.sampled_from([*checks.STATES, "error"]), dt),
     "pods_ready": st.tuples(st.booleans(), dt),
     "pods_ready_timeout": st.tuples(),
     "backoff_timer": st.tuples(),
-    **{kind: st.tuples(dt) for kind in ("reserve", "told_pending", "preempt", "deactivate", "activate", "dequeued")},
+    # The checks the ClusterQueue gives on reservation, or later (its checks changed).
+    **{kind: st.tuples(st.sampled_from([("a", "b")] * 3 + [("a",), ()]), dt) for kind in ("reserve", "checks")},
+    **{kind: st.tuples(dt) for kind in ("told_pending", "preempt", "deactivate", "activate", "dequeued")},
 }
 # Kinds are repeated to weigh them: admission takes a reservation and two Ready verdicts.
 KINDS = [*["verdict"] * 6, *["reserve"] * 3, *["pods_ready_timeout", "backoff_timer"] * 2, *WL_OPS]
@@ -160,11 +163,14 @@ def wl_step(state: wl.WorkloadState, op: tuple, now: datetime) -> datetime:
         if check is not None:
             error = "controller crashed" if verdict == "error" else ""
             checks.answer(state, name, checks.attempt_of(check), None if error else {"state": verdict}, error, now, 0.5)
-    elif kind == "reserve":
-        n = reserved_notice(checks=["a", "b"], ticket=state.ticket).model_copy(
-            update={"checks_info": CHECK_INFO, "wait_for_pods_ready": PODS_READY})
-        if wl.accepts(state, n):
+    elif kind in ("reserve", "checks"):
+        n = reserved_notice(checks=list(args[0]), ticket=state.ticket).model_copy(update={
+            "kind": kind, "checks_info": {c: CHECK_INFO[c] for c in args[0]}, "wait_for_pods_ready": PODS_READY})
+        if kind == "reserve" and wl.accepts(state, n):
             wl.reserve_quota(state, n, now)
+        elif kind == "checks" and wl.accepts_eviction(state, n):
+            wl.take_checks(state, n, now)
+            checks.reconcile(state, now)
     elif kind == "told_pending":
         n = _notice(state, "pending", reason="WaitingForQuota", message="no room", admission_checks=["a", "b"])
         if wl.accepts(state, n):
@@ -268,28 +274,27 @@ def test_a_workload_without_quota_always_has_a_way_forward(ops, finish):
 @given(ops=wl_ops, finish=st.booleans())
 def test_retry_count_only_moves_at_an_eviction(ops, finish):
     # The rule asserted, from `reset_checks_on_eviction` (Kueue's resetChecksOnEviction, reference
-    # §1.5 and §1.7 point 4): retryCount is counted by the reset at eviction, never by a verdict. So
+    # §1.5, §1.7 point 4): retryCount is counted by the reset at eviction, never by a verdict. So
     # between two steps a check's retryCount (nil read as 0) is unchanged, except in a step that
     # evicts (quota held before, not after; a deactivation with quota is such an eviction):
-    #   - +1 exactly, for a check reset from Retry ("... Previously: Retry");
-    #   - back to nil, for a check reset from Ready or Rejected (Kueue's merge-patch reset; the
-    #     reference warns that under SSA a co-owner may keep it, so this is admitflow's choice).
-    # Deactivation without quota, activation, backoff ends and verdicts never touch it: it is
-    # monotonic until such a reset.
+    #   - a check the eviction names as Retry (`Evicted` reason AdmissionCheck) counts exactly +1;
+    #   - any other check keeps its count, or goes back to nil when reset from Ready or Rejected
+    #     (Kueue's merge-patch reset; the reference warns that under SSA a co-owner may keep it,
+    #     so this nil is admitflow's reading, and "monotonic" holds only between such resets).
+    # Deactivation without quota, activation, backoff ends and verdicts never touch it.
     for i, s in enumerate(simulate(ops, finish)):
         old = {c.name: c for c in s.before.status.admission_checks or ()}
         evicted = wl.has_quota(s.before) and not wl.has_quota(s.after)
+        eviction = cond.find(s.after.status.conditions, wl.EVICTED)
         for c in s.after.status.admission_checks or ():
             if c.name not in old:
                 continue
             r0, r1 = old[c.name].retry_count or 0, c.retry_count or 0
-            if r1 == r0:
-                continue
-            reset_from = c.message.rpartition("Previously: ")[2] if c.message.startswith("Reset to Pending after eviction") else None
-            assert evicted, f"{where(i, s)}: retryCount of {c.name} {r0} -> {r1} without an eviction"
-            if r1 > r0:
-                assert (r1, reset_from) == (r0 + 1, "Retry"), f"{where(i, s)}: retryCount of {c.name} {r0} -> {r1}, reset from {reset_from}"
-            else:
-                assert c.retry_count is None and reset_from in ("Ready", "Rejected"), (
-                    f"{where(i, s)}: retryCount of {c.name} {r0} -> {c.retry_count}, reset from {reset_from}"
-                )
+            change = f"{where(i, s)}: retryCount of {c.name} {r0} -> {c.retry_count} ({c.message!r})"
+            if not evicted:
+                assert r1 == r0, change
+            elif eviction.reason == "AdmissionCheck" and f'"{c.name}"' in eviction.message:
+                assert r1 == r0 + 1, change
+            elif r1 != r0:
+                reset_from = c.message.removeprefix("Reset to Pending after eviction. Previously: ")
+                assert c.retry_count is None and reset_from in ("Ready", "Rejected"), change
