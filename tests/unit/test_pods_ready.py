@@ -16,11 +16,10 @@ from admitflow.admission import checks
 from admitflow.admission import conditions as cond
 from admitflow.admission import pods_ready as pr
 from admitflow.admission import workload as wl
-from admitflow.admission.cluster_queue import Notice
-from admitflow.admission.flavor_assignment import Assignment, PodSetAssignment
 from admitflow.api import RequeueState
 from admitflow.api.configuration import WaitForPodsReady
 from tests.builders import manifest, workload_manifest
+from tests.unit.test_workload_status import reserved_notice
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
@@ -32,16 +31,6 @@ TIMEOUT_MESSAGE = "Exceeded the PodsReady timeout default/job"
 LIMIT_MESSAGE = "The workload is deactivated due to exceeding the maximum number of re-queuing retries"
 TEN_MINUTES = WaitForPodsReady(timeout="10m")
 WITH_RECOVERY = WaitForPodsReady(timeout="10m", recoveryTimeout="3m")
-
-
-def reserved_notice(admission_checks: list[str] | None = None, ticket: int = 1, uid: str = "uid-1") -> Notice:
-    return Notice(
-        key="default/job", uid=uid, ticket=ticket, kind="reserved", admission_checks=admission_checks or [],
-        assignment=Assignment(
-            mode="Fit",
-            pod_sets=[PodSetAssignment(name="main", flavors={"cpu": "default"}, resource_usage={"cpu": 2000}, count=1)],
-        ),
-    )
 
 
 def submitted() -> wl.WorkloadState:
