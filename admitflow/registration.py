@@ -3,6 +3,7 @@ search attributes (without them every workload's first upsert would fail its wor
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from google.protobuf.duration_pb2 import Duration
@@ -48,7 +49,8 @@ async def ensure_namespace(client: Client, retention: timedelta = DEFAULT_RETENT
 
 
 async def ensure_search_attributes(client: Client) -> list[str]:
-    """Add the contract's search attributes that are missing; returns the names added."""
+    """Add the contract's search attributes that are missing, and wait until the server accepts
+    them; returns the names added."""
     missing = await missing_search_attributes(client)
     if missing:
         by_name = {k.name: k for k in sa.ALL}
@@ -58,4 +60,30 @@ async def ensure_search_attributes(client: Client) -> list[str]:
                 search_attributes={n: IndexedValueType.ValueType(by_name[n].indexed_value_type) for n in missing},
             )
         )
+        await wait_until_usable(client)
     return missing
+
+
+def _probe_query() -> str:
+    """A visibility query that names every attribute of the contract, each with a value of its type."""
+    keyword, number = '""', "0"
+    values = {k.name: number if k.indexed_value_type == IndexedValueType.INDEXED_VALUE_TYPE_INT else keyword for k in sa.ALL}
+    return " AND ".join(f"{name} = {value}" for name, value in values.items())
+
+
+async def wait_until_usable(client: Client, timeout: timedelta = timedelta(seconds=60)) -> None:
+    """Listed is not yet usable: a frontend checks search attributes against its cached copy of the
+    namespace, refreshed every few seconds, and until then refuses a workflow that sets them ("no
+    mapping defined for search attribute"). A visibility query naming them all goes through the
+    same check, so wait until one is accepted (on a cluster with several frontends, by the one it
+    reaches; the others refresh on the same interval)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout.total_seconds()
+    while True:
+        try:
+            await client.count_workflows(_probe_query())
+            return
+        except RPCError as err:
+            if err.status != RPCStatusCode.INVALID_ARGUMENT or loop.time() > deadline:
+                raise
+        await asyncio.sleep(0.2)
