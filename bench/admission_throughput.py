@@ -15,57 +15,26 @@ import asyncio
 import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from temporalio.client import Client  # noqa: E402
-from temporalio.worker import Worker  # noqa: E402
-
-from admitflow.api import LoadedManifest, parse_manifest  # noqa: E402
+from admitflow.api import parse_manifest  # noqa: E402
 from admitflow.client import AdmitflowClient  # noqa: E402
-from admitflow.codec import DATA_CONVERTER  # noqa: E402
-from admitflow.devserver import DevServer  # noqa: E402
-from bench.bare_workflow import BareWorkflow, noop  # noqa: E402
+from bench.harness import bare_rate, bounded, engine, loaded  # noqa: E402, F401 (bounded: queue_depth imports it from here)
 from tests.builders import (  # noqa: E402
     cluster_queue_manifest,
     flavor_manifest,
     local_queue_manifest,
     workload_manifest,
 )
-from tests.conftest import free_port  # noqa: E402
-from worker.main import build_worker  # noqa: E402
-
-CONCURRENCY = 50
-
-
-async def bounded(coros, limit: int = CONCURRENCY) -> None:
-    gate = asyncio.Semaphore(limit)
-
-    async def one(c):
-        async with gate:
-            await c
-
-    await asyncio.gather(*(one(c) for c in coros))
-
-
-async def bare_rate(client: Client, n: int, tag: str) -> float:
-    async with Worker(client, task_queue="bare", workflows=[BareWorkflow], activities=[noop]):
-        start = time.monotonic()
-        await bounded(
-            client.execute_workflow(BareWorkflow.run, i, id=f"bare-{tag}-{i}", task_queue="bare") for i in range(n)
-        )
-        rate = n / (time.monotonic() - start)
-    await asyncio.sleep(1.0)
-    return rate
 
 
 async def admission_rate(af: AdmitflowClient, n: int, tag: str) -> float:
     cq = f"cq-{tag}"
     docs = [flavor_manifest(), cluster_queue_manifest(cq, quotas={"default": {"cpu": str(n)}}), local_queue_manifest(f"lq-{tag}", cq)]
-    await af.apply([LoadedManifest(source="bench", index=i, obj=parse_manifest(d)[0], warnings=[]) for i, d in enumerate(docs, 1)])
+    await af.apply(loaded(docs))
     workloads = [parse_manifest(workload_manifest(f"w-{tag}-{i}", cpu="1", queue=f"lq-{tag}"))[0] for i in range(n)]
     start = time.monotonic()
     routes = await af.routes()  # what `admitflow apply` looks up once per invocation
@@ -94,26 +63,19 @@ async def main() -> None:
     p.add_argument("--json", type=Path, help="write the figures here")
     args = p.parse_args()
 
-    with tempfile.TemporaryDirectory() as tmp:
-        server = DevServer(port=free_port(), db=Path(tmp) / "bench.db", headless=True)
-        await server.start()
-        try:
-            client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
-            results = []
-            async with build_worker(client, "admitflow"):
-                af = AdmitflowClient(client, "admitflow")
-                for r in range(args.rounds):
-                    # Alternate which goes first: the database grows as the run goes on.
-                    if r % 2 == 0:
-                        bare = await bare_rate(client, args.n, f"r{r}")
-                        ours = await admission_rate(af, args.n, f"r{r}")
-                    else:
-                        ours = await admission_rate(af, args.n, f"r{r}")
-                        bare = await bare_rate(client, args.n, f"r{r}")
-                    results.append({"bare_per_s": round(bare, 1), "admitflow_per_s": round(ours, 1), "ratio": round(ours / bare, 2)})
-                    print(f"round {r + 1}: bare {bare:.1f} wf/s, admitflow {ours:.1f} workloads/s, ratio {ours / bare:.2f}", flush=True)
-        finally:
-            server.stop()
+    results = []
+    async with engine() as e:
+        client, af = e.client, e.admitflow
+        for r in range(args.rounds):
+            # Alternate which goes first: the database grows as the run goes on.
+            if r % 2 == 0:
+                bare = await bare_rate(client, args.n, f"r{r}")
+                ours = await admission_rate(af, args.n, f"r{r}")
+            else:
+                ours = await admission_rate(af, args.n, f"r{r}")
+                bare = await bare_rate(client, args.n, f"r{r}")
+            results.append({"bare_per_s": round(bare, 1), "admitflow_per_s": round(ours, 1), "ratio": round(ours / bare, 2)})
+            print(f"round {r + 1}: bare {bare:.1f} wf/s, admitflow {ours:.1f} workloads/s, ratio {ours / bare:.2f}", flush=True)
     summary = {"n": args.n, "rounds": results, "median_ratio": round(statistics.median(x["ratio"] for x in results), 2)}
     print(json.dumps(summary))
     if args.json:

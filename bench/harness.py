@@ -1,0 +1,125 @@
+"""What every benchmark here needs: the engine in this process on a fresh dev server, bounded
+concurrency, the bare-Temporal baseline, percentiles, and where results go."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from temporalio.client import Client  # noqa: E402
+from temporalio.worker import Worker  # noqa: E402
+
+from admitflow.api import LoadedManifest, parse_manifest  # noqa: E402
+from admitflow.client import AdmitflowClient  # noqa: E402
+from admitflow.codec import DATA_CONVERTER  # noqa: E402
+from admitflow.devserver import DevServer  # noqa: E402
+from bench.bare_workflow import BareWorkflow, noop  # noqa: E402
+from tests.conftest import free_port  # noqa: E402
+from worker.main import build_worker  # noqa: E402
+
+CONCURRENCY = 50
+RESULTS = ROOT / "bench" / "results"
+
+
+async def bounded(coros: Iterable, limit: int = CONCURRENCY) -> list:
+    gate = asyncio.Semaphore(limit)
+
+    async def one(c):
+        async with gate:
+            return await c
+
+    return await asyncio.gather(*(one(c) for c in coros))
+
+
+def loaded(docs: Sequence[dict[str, Any]]) -> list[LoadedManifest]:
+    """Manifests as `admitflow apply` hands them to the client."""
+    return [LoadedManifest(source="bench", index=i, obj=parse_manifest(d)[0], warnings=[]) for i, d in enumerate(docs, 1)]
+
+
+@dataclass
+class Engine:
+    server: DevServer
+    client: Client
+    admitflow: AdmitflowClient
+
+
+@asynccontextmanager
+async def engine(task_queue: str = "admitflow") -> AsyncIterator[Engine]:
+    """A dev server on a fresh file database (as `admitflow dev` runs it) and the engine worker in
+    this process, like the other benchmarks."""
+    with tempfile.TemporaryDirectory() as tmp:
+        server = DevServer(port=free_port(), db=Path(tmp) / "bench.db", headless=True)
+        await server.start()
+        try:
+            client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
+            async with build_worker(client, task_queue):
+                yield Engine(server, client, AdmitflowClient(client, task_queue))
+        finally:
+            server.stop()
+
+
+async def bare_rate(client: Client, n: int, tag: str) -> float:
+    """N bare workflows of one activity each (the SDK's defaults), started 50 at a time; workflows
+    per second from the first start to the last completion."""
+    async with Worker(client, task_queue="bare", workflows=[BareWorkflow], activities=[noop]):
+        start = time.monotonic()
+        await bounded(
+            client.execute_workflow(BareWorkflow.run, i, id=f"bare-{tag}-{i}", task_queue="bare") for i in range(n)
+        )
+        rate = n / (time.monotonic() - start)
+    await asyncio.sleep(1.0)
+    return rate
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0-100), linear between the closest ranks (numpy's default)."""
+    xs = sorted(values)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * q / 100
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def summary_ms(seconds: Sequence[float]) -> dict[str, float]:
+    ms = [s * 1000 for s in seconds]
+    return {
+        "n": len(ms),
+        "p50_ms": round(percentile(ms, 50), 1),
+        "p99_ms": round(percentile(ms, 99), 1),
+        "mean_ms": round(statistics.fmean(ms), 1) if ms else float("nan"),
+        "min_ms": round(min(ms), 1) if ms else float("nan"),
+        "max_ms": round(max(ms), 1) if ms else float("nan"),
+    }
+
+
+def machine() -> dict[str, Any]:
+    """What else the machine was doing: the 1-minute load average at the time of the call."""
+    return {"cpus": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)}
+
+
+def result_paths(name: str, out: Path | None) -> tuple[Path, Path]:
+    """`bench/results/<name>-<date>.json` and `.png`, or next to `out` when given."""
+    base = out.with_suffix("") if out else RESULTS / f"{name}-{date.today().isoformat()}"
+    base.parent.mkdir(parents=True, exist_ok=True)
+    return base.with_suffix(".json"), base.with_suffix(".png")
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n")
