@@ -6,20 +6,51 @@ continuing as new with 10,000 pending workloads carries about 4 MB of JSON, whic
 under 300 KiB, within Temporal's 512 KiB payload warning and far from its 2 MiB limit. A compressed
 payload is the whole original payload (metadata and data), zlib-compressed, with encoding
 `binary/zlib`; any client can undo it.
+
+Optionally every payload is also encrypted at rest (docs/security.md): with
+ADMITFLOW_ENCRYPTION_KEY set (base64 of 32 bytes), each payload, compressed first if it is large,
+is serialized and sealed with AES-256-GCM, in the layout of Temporal's encryption samples:
+metadata `encoding: binary/encrypted` and `encryption-key-id: <id>`, data = 12-byte nonce +
+ciphertext + tag. Failure messages and stack traces then travel encoded too. Keys rotate by id:
+the current key encrypts, and ADMITFLOW_DECRYPTION_KEYS lists older ones that still decrypt.
+
+Every process builds its converter with `data_converter()`, which reads the environment;
+`DATA_CONVERTER` is the converter without encryption, for tests and tools that talk to a server they
+started themselves.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
+import hashlib
+import os
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter, PayloadCodec
+from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes, PayloadCodec
 
 COMPRESSED = b"binary/zlib"
 THRESHOLD = 64 * 1024
+
+ENCRYPTED = b"binary/encrypted"
+KEY_ID_METADATA = "encryption-key-id"
+KEY_ENV = "ADMITFLOW_ENCRYPTION_KEY"
+KEY_ID_ENV = "ADMITFLOW_ENCRYPTION_KEY_ID"
+OLD_KEYS_ENV = "ADMITFLOW_DECRYPTION_KEYS"
+NONCE_SIZE = 12
+KEY_SIZE = 32
+
+
+class EncryptionConfigError(ValueError):
+    """The encryption settings in the environment cannot be used; the message is one line."""
+
+
+class PayloadDecryptionError(ValueError):
+    """An encrypted payload this process cannot decrypt; the message says which key it needs."""
 
 
 class LargePayloadCodec(PayloadCodec):
@@ -38,4 +69,176 @@ def _decompress(p: Payload) -> Payload:
     return Payload.FromString(zlib.decompress(p.data))
 
 
-DATA_CONVERTER: DataConverter = dataclasses.replace(pydantic_data_converter, payload_codec=LargePayloadCodec())
+def key_fingerprint(key: bytes) -> str:
+    """The id a key gets when none is named: it differs between keys, so rotation needs no naming."""
+    return "sha256-" + hashlib.sha256(key).hexdigest()[:12]
+
+
+class EncryptionCodec(PayloadCodec):
+    """AES-256-GCM over whole payloads. `key` (with `key_id`) encrypts; `old_keys` only decrypt.
+    Without a current key nothing is encrypted, but payloads sealed with an old key still open:
+    the way to turn encryption off without losing what was written."""
+
+    def __init__(self, key_id: str | None, key: bytes | None, old_keys: Mapping[str, bytes] | None = None) -> None:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        if (key is None) != (key_id is None):
+            raise ValueError("key and key_id go together")
+        self.key_id = key_id
+        self._keys = {kid: AESGCM(k) for kid, k in (old_keys or {}).items()}
+        if key is not None and key_id is not None:
+            self._keys[key_id] = AESGCM(key)
+
+    @property
+    def key_ids(self) -> list[str]:
+        return list(self._keys)
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        if self.key_id is None:
+            return list(payloads)
+        aead = self._keys[self.key_id]
+        out = []
+        for p in payloads:
+            nonce = os.urandom(NONCE_SIZE)
+            sealed = nonce + aead.encrypt(nonce, p.SerializeToString(), None)
+            out.append(Payload(metadata={"encoding": ENCRYPTED, KEY_ID_METADATA: self.key_id.encode()}, data=sealed))
+        return out
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        from cryptography.exceptions import InvalidTag
+
+        out = []
+        for p in payloads:
+            if p.metadata.get("encoding") != ENCRYPTED:
+                out.append(p)
+                continue
+            key_id = encrypted_key_id(p)
+            aead = self._keys.get(key_id)
+            if aead is None:
+                raise PayloadDecryptionError(
+                    f"payload encrypted with key id {key_id}; this process has key ids {', '.join(self._keys)}: "
+                    f"set {KEY_ENV} (and {KEY_ID_ENV}) to that key, or list it in {OLD_KEYS_ENV}"
+                )
+            try:
+                out.append(Payload.FromString(aead.decrypt(p.data[:NONCE_SIZE], p.data[NONCE_SIZE:], None)))
+            except InvalidTag:
+                raise PayloadDecryptionError(
+                    f"payload encrypted with key id {key_id} does not decrypt with this process's key of that id "
+                    "(a different key under the same id, or the payload was altered)"
+                ) from None
+        return out
+
+
+class RefuseEncrypted(PayloadCodec):
+    """Without any key: pass everything through, but name the missing key instead of letting the
+    JSON converter choke on ciphertext."""
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads)
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        for p in payloads:
+            if p.metadata.get("encoding") == ENCRYPTED:
+                raise PayloadDecryptionError(
+                    f"payload encrypted with key id {encrypted_key_id(p)}; set {KEY_ENV} (and {KEY_ID_ENV}) to that key"
+                )
+        return list(payloads)
+
+
+class ChainCodec(PayloadCodec):
+    """Codecs applied in order on encode and in reverse on decode (compress, then encrypt)."""
+
+    def __init__(self, *codecs: PayloadCodec) -> None:
+        self.codecs = codecs
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        out = list(payloads)
+        for c in self.codecs:
+            out = await c.encode(out)
+        return out
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        out = list(payloads)
+        for c in reversed(self.codecs):
+            out = await c.decode(out)
+        return out
+
+
+def encrypted_key_id(p: Payload) -> str:
+    return p.metadata.get(KEY_ID_METADATA, b"").decode(errors="replace") or "(none)"
+
+
+def parse_key(text: str, where: str) -> bytes:
+    """A 32-byte key from base64 (standard or URL-safe); EncryptionConfigError naming `where`."""
+    cleaned = text.strip()
+    try:
+        key = base64.b64decode(cleaned.replace("-", "+").replace("_", "/"), validate=True)
+    except (binascii.Error, ValueError):
+        raise EncryptionConfigError(
+            f"{where} is not base64; make a key with: openssl rand -base64 {KEY_SIZE}"
+        ) from None
+    if len(key) != KEY_SIZE:
+        raise EncryptionConfigError(
+            f"{where} must be base64 of {KEY_SIZE} bytes (AES-256), got {len(key)} bytes; "
+            f"make a key with: openssl rand -base64 {KEY_SIZE}"
+        )
+    return key
+
+
+def _check_key_id(key_id: str, where: str) -> str:
+    if not key_id or not key_id.isascii() or not key_id.isprintable() or any(c in key_id for c in ",: "):
+        raise EncryptionConfigError(f"{where} {key_id!r}: a key id is printable ASCII without spaces, ',' or ':'")
+    return key_id
+
+
+def encryption_codec(environ: Mapping[str, str] | None = None) -> EncryptionCodec | None:
+    """The encryption the environment asks for, or None; EncryptionConfigError if it is unusable.
+
+    ADMITFLOW_ENCRYPTION_KEY      base64 of 32 bytes: encrypts every payload written
+    ADMITFLOW_ENCRYPTION_KEY_ID   its id in each payload's metadata (default: a fingerprint of the key)
+    ADMITFLOW_DECRYPTION_KEYS     older keys that still decrypt: comma-separated `ID:BASE64`, or BASE64
+                                  alone for a key that had the default id
+    """
+    env = os.environ if environ is None else environ
+    raw_key = env.get(KEY_ENV, "").strip()
+    raw_id = env.get(KEY_ID_ENV, "").strip()
+    raw_old = env.get(OLD_KEYS_ENV, "").strip()
+    if raw_id and not raw_key:
+        raise EncryptionConfigError(f"{KEY_ID_ENV} is set but {KEY_ENV} is not")
+    key = key_id = None
+    if raw_key:
+        key = parse_key(raw_key, KEY_ENV)
+        key_id = _check_key_id(raw_id, KEY_ID_ENV) if raw_id else key_fingerprint(key)
+    old: dict[str, bytes] = {}
+    for i, entry in enumerate(e.strip() for e in raw_old.split(",") if e.strip()):
+        where = f"{OLD_KEYS_ENV} entry {i + 1}"
+        if ":" in entry:
+            kid, _, text = entry.partition(":")
+            old_key = parse_key(text, where)
+            old[_check_key_id(kid.strip(), f"{where}: key id")] = old_key
+        else:
+            old_key = parse_key(entry, where)
+            old[key_fingerprint(old_key)] = old_key
+    if key is None and not old:
+        return None
+    if key is not None and key_id in old and old[key_id] != key:
+        raise EncryptionConfigError(f"{OLD_KEYS_ENV} has a different key under the current key id {key_id}")
+    return EncryptionCodec(key_id, key, old)
+
+
+def data_converter(environ: Mapping[str, str] | None = None) -> DataConverter:
+    """The converter of every admitflow process: pydantic JSON, large payloads compressed, and all
+    payloads encrypted when the environment holds a key (EncryptionConfigError, one line, if it
+    holds a bad one)."""
+    encryption = encryption_codec(environ)
+    if encryption is None:
+        return dataclasses.replace(pydantic_data_converter, payload_codec=ChainCodec(LargePayloadCodec(), RefuseEncrypted()))
+    return dataclasses.replace(
+        pydantic_data_converter,
+        payload_codec=ChainCodec(LargePayloadCodec(), encryption),
+        # Failure messages can name workloads; with encryption they go into the encoded attributes.
+        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+    )
+
+
+DATA_CONVERTER: DataConverter = data_converter({})

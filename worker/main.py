@@ -24,7 +24,7 @@ from activities.provisioning.backend import ProvisioningBackend
 from activities.provisioning.simulated import AutoscalerActivities
 from activities.queue_lookup import QueueLookupActivities
 from admitflow.admission import metrics
-from admitflow.codec import DATA_CONVERTER
+from admitflow.codec import data_converter
 from workflows.autoscaler import SimulatedAutoscalerWorkflow
 from workflows.catalog import CatalogWorkflow
 from workflows.cluster_queue import ClusterQueueWorkflow
@@ -64,8 +64,9 @@ def workflow_runner() -> SandboxedWorkflowRunner:
 
 
 def replayer() -> Replayer:
-    """Replays recorded histories against the current workflow code, with the worker's settings."""
-    return Replayer(workflows=list(WORKFLOWS), data_converter=DATA_CONVERTER, workflow_runner=workflow_runner())
+    """Replays recorded histories against the current workflow code, with the worker's settings
+    (and its encryption keys, from the environment, for histories written encrypted)."""
+    return Replayer(workflows=list(WORKFLOWS), data_converter=data_converter(), workflow_runner=workflow_runner())
 
 
 def provisioning_backend(name: str, client: Client, kubeconfig: str | None = None) -> ProvisioningBackend:
