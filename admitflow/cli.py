@@ -24,6 +24,7 @@ from admitflow.api import ManifestError, load_manifests
 from admitflow.api import field_error as fe
 from admitflow.api.workload import PodSetUpdate
 from admitflow.admission.workload import PHASES
+from admitflow.codec import EncryptionConfigError, PayloadDecryptionError, data_converter, encryption_codec
 from admitflow.client import (
     KIND_NAMES,
     NAMESPACED,
@@ -91,11 +92,10 @@ class OneLineErrors(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
+    from worker import connection
+
     conn = argparse.ArgumentParser(add_help=False)
-    g = conn.add_argument_group("connection (Temporal's client configuration; flags win over TEMPORAL_* variables)")
-    g.add_argument("--address", help="Temporal frontend host:port (default: TEMPORAL_ADDRESS or localhost:7233)")
-    g.add_argument("--namespace", help="Temporal namespace (default: TEMPORAL_NAMESPACE or default)")
-    g.add_argument("--profile", help="profile in Temporal's TOML client config file (TEMPORAL_PROFILE)")
+    g = connection.add_arguments(conn)
     g.add_argument("--task-queue", help=f"engine task queue (default: ADMITFLOW_TASK_QUEUE or {ids.DEFAULT_TASK_QUEUE})")
 
     p = OneLineErrors(
@@ -146,6 +146,22 @@ def _parser() -> argparse.ArgumentParser:
         "setup", parents=[conn], help="register the namespace and admitflow's search attributes (idempotent)",
         description="Create the Temporal namespace if it is missing and register the search attributes "
         "admitflow keeps current, through the operator service. Safe to run again.",
+    )
+
+    cs = sub.add_parser(
+        "codec-server", help="serve Temporal's remote codec endpoints, so the Web UI and CLI show encrypted payloads",
+        description="Decode (decrypt, decompress) and encode payloads for the Temporal Web UI and the temporal CLI "
+        "with the keys in ADMITFLOW_ENCRYPTION_KEY and ADMITFLOW_DECRYPTION_KEYS: POST /decode and /encode, "
+        "JSON {\"payloads\": [...]}. Point the UI at it (its codec server setting, or start-dev's --ui-codec-endpoint) "
+        "or run temporal ... --codec-endpoint http://127.0.0.1:PORT. Anyone who can reach it reads every payload. "
+        "See docs/security.md.",
+    )
+    cs.add_argument("--port", type=int, default=8081, help="port (default 8081)")
+    cs.add_argument("--ip", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    cs.add_argument(
+        "--allow-origin", action="append", metavar="URL",
+        help="a Web UI origin allowed to call it from the browser (repeatable; default "
+        "http://localhost:8233 and http://127.0.0.1:8233; * for any)",
     )
 
     a = sub.add_parser("apply", parents=[conn], help="apply Kueue manifests (file, directory, or - for stdin)")
@@ -263,14 +279,19 @@ def _env_int(name: str) -> int | None:
 
 
 async def _client(args: argparse.Namespace, runtime=None):
-    from worker.connection import Connection
+    from worker.connection import ConnectionConfigError, from_arguments
 
-    conn = Connection(address=args.address, namespace=args.namespace, profile=args.profile)
+    conn = from_arguments(args)
+    try:
+        target = conn.describe()
+        data_converter()  # a bad encryption key is refused before connecting
+    except (ConnectionConfigError, EncryptionConfigError) as err:
+        raise CLIError(str(err)) from None
     try:
         client = await conn.connect(runtime)
     except Exception as err:  # the SDK raises a plain RuntimeError on connection failure
         reason = "connection refused" if "Connection refused" in str(err) else str(err).splitlines()[0]
-        raise CLIError(f"cannot reach Temporal at {conn.target}: {reason}", EXIT_UNREACHABLE) from None
+        raise CLIError(f"cannot reach Temporal at {target}: {reason}", EXIT_UNREACHABLE) from None
     return AdmitflowClient(client, ids.task_queue(args.task_queue))
 
 
@@ -556,9 +577,9 @@ async def cmd_worker(args: argparse.Namespace) -> None:
 
 
 async def cmd_setup(args: argparse.Namespace) -> None:
-    from worker.connection import Connection
+    from worker.connection import from_arguments
 
-    conn = Connection(address=args.address, namespace=args.namespace, profile=args.profile)
+    conn = from_arguments(args)
     client = (await _client(args)).client
     if await registration.ensure_namespace(client):
         print(f"namespace {client.namespace} created")
@@ -643,6 +664,30 @@ async def cmd_dev(args: argparse.Namespace) -> None:
         server.stop()
 
 
+async def cmd_codec_server(args: argparse.Namespace) -> None:
+    from admitflow.codec_server import DEFAULT_ORIGINS, server
+
+    try:
+        codec = data_converter().payload_codec
+        keys = encryption_codec()
+    except EncryptionConfigError as err:
+        raise CLIError(str(err)) from None
+    try:
+        httpd = server(codec, args.ip, args.port, args.allow_origin or DEFAULT_ORIGINS)
+    except OSError as err:
+        raise CLIError(f"cannot listen on {args.ip}:{args.port}: {err.strerror or err}", EXIT_UNREACHABLE) from None
+    if keys is None:
+        print("warning: no ADMITFLOW_ENCRYPTION_KEY: only compressed payloads will be decoded", file=sys.stderr)
+    print(f"codec server on http://{args.ip}:{httpd.server_address[1]} (POST /decode, /encode); Ctrl-C stops", flush=True)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, httpd.shutdown)
+    try:
+        await asyncio.to_thread(httpd.serve_forever)
+    finally:
+        httpd.server_close()
+
+
 def _start_runner(path: str, address: str, namespace: str, logs: Path) -> subprocess.Popen:
     """A runner program in its own process (so that it can be killed on its own), on the dev server."""
     if not Path(path).is_file():
@@ -670,6 +715,7 @@ COMMANDS = {
     "worker": cmd_worker,
     "setup": cmd_setup,
     "dev": cmd_dev,
+    "codec-server": cmd_codec_server,
 }
 
 
@@ -677,7 +723,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         asyncio.run(COMMANDS[args.command](args))
-    except (CLIError, AdmitflowError) as err:
+    except (CLIError, AdmitflowError, PayloadDecryptionError) as err:
         code = getattr(err, "code", EXIT_BAD_INPUT)
         print(f"error: {err}", file=sys.stderr)
         return code

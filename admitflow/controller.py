@@ -202,7 +202,8 @@ class Controller(Generic[P]):
                     t.cancel()
 
     def main(self, argv: list[str] | None = None) -> None:
-        """Run as a program: `python my_controller.py [--address host:port] [--namespace ns]`."""
+        """Run as a program: `python my_controller.py [--address host:port] [--namespace ns]`, plus
+        the TLS and API-key flags of `worker.connection.add_arguments` (docs/security.md)."""
         from worker import connection
         from worker.logging import configure
 
@@ -212,7 +213,7 @@ class Controller(Generic[P]):
         configure("INFO")
 
         async def serve() -> None:
-            client = await connection.from_arguments(args).connect()
+            client = await connection.connect_or_exit(args)
             task = asyncio.ensure_future(self.run(client))
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):

@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     configure("INFO")
 
     async def serve() -> None:
-        client = await connection.from_arguments(args).connect()
+        client = await connection.connect_or_exit(args)
         print(f"local runner (pid {os.getpid()}) serving task queue {args.task_queue!r}", flush=True)
         await run_until_signalled(LocalRunner(client, Path(args.logs)).worker(args.task_queue))
 
