@@ -60,6 +60,24 @@ class SimulatedAutoscalerWorkflow:
 
     # --- ProvisioningRequests (the backend's activities, `admitflow provreq`) -------------------
 
+    # The backend's activities send signals (create_request, delete_request, pods_scheduled): many
+    # ProvisioningRequests at once would otherwise be many concurrent updates on this one workflow,
+    # beyond the server's limit of 10 in flight, and lost speculative workflow tasks left its cached
+    # run diverging from its history (a timer cancelled that the server never started). The updates
+    # stay for `admitflow provreq set-condition` and for histories recorded before.
+
+    @workflow.signal(name="create_request")
+    def create_request(self, request: CreateProvisioningRequest) -> None:
+        self.create_provisioning_request(request)
+
+    @workflow.signal(name="delete_request")
+    def delete_request(self, ref: ProvisioningRequestRef) -> None:
+        self.delete_provisioning_request(ref)
+
+    @workflow.signal(name="pods_scheduled")
+    def pods_scheduled(self, ref: ProvisioningRequestRef) -> None:
+        self.provisioning_pods_scheduled(ref)
+
     @workflow.update(name="create_provisioning_request")
     def create_provisioning_request(self, request: CreateProvisioningRequest) -> ProvisioningRequest:
         stored, pushes = sim.create(

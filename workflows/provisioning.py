@@ -17,6 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from admitflow.admission import provisioning
     from admitflow.api.provisioning_request import ProvisioningRequest
     from admitflow.messages import (
         CreatedProvisioningRequest,
@@ -96,7 +97,7 @@ class ProvisioningCheckWorkflow:
                     or workflow.info().is_continue_as_new_suggested()
                 )
                 changes, self.pushed = self.pushed, []
-                fresh = [r for r in changes if r.metadata.resource_version != latest.metadata.resource_version]
+                fresh = [r for r in changes if provisioning.newer(r, latest)]
                 if fresh:
                     latest = fresh[-1]
                     if not await self._report(latest):

@@ -2,17 +2,20 @@
 workflow `admitflow/autoscaler` (workflows/autoscaler.py), which pushes every status change to the
 watcher as the signal `provisioning_request_status`.
 
-Creating a request starts the autoscaler if it does not run (update-with-start); deleting a request
-or reporting its pods never does: with no autoscaler there is nothing to delete or consume.
+Creating a request starts the autoscaler if it does not run (signal-with-start) and reads the
+request back as stored; deleting a request or reporting its pods never starts it: with no autoscaler
+there is nothing to delete or consume. All three are signals, never updates: see the autoscaler.
 """
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import Mapping
 
 from temporalio import activity
-from temporalio.client import Client, WithStartWorkflowOperation
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from admitflow import ids
@@ -24,6 +27,7 @@ from admitflow.messages import (
     NodeGroupsUpdate,
     ProvisioningRequestCondition,
     ProvisioningRequestRef,
+    StoredProvisioningRequest,
 )
 from admitflow.simulation.autoscaler import SET_BY_HAND, WORKFLOW_SUMMARY
 
@@ -45,41 +49,64 @@ class SimulatedBackend:
             return activity.info().task_queue
         return ids.task_queue()
 
-    def _start(self) -> WithStartWorkflowOperation:
-        return WithStartWorkflowOperation(
+    async def create(self, request: ProvisioningRequest, pod_templates: list[PodTemplate], watcher: str) -> ProvisioningRequest:
+        await self.client.start_workflow(
             "SimulatedAutoscalerWorkflow",
             AutoscalerInput(),
             id=ids.AUTOSCALER_ID,
             task_queue=self.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary=WORKFLOW_SUMMARY,
+            start_signal="create_request",
+            start_signal_args=[CreateProvisioningRequest(request=request, pod_templates=pod_templates, watcher=watcher)],
         )
-
-    async def create(self, request: ProvisioningRequest, pod_templates: list[PodTemplate], watcher: str) -> ProvisioningRequest:
-        return await self.client.execute_update_with_start_workflow(
-            "create_provisioning_request",
-            CreateProvisioningRequest(request=request, pod_templates=pod_templates, watcher=watcher),
-            start_workflow_operation=self._start(),
-            result_type=ProvisioningRequest,
-        )
+        found = await self._stored(ProvisioningRequestRef(namespace=request.metadata.namespace, name=request.metadata.name))
+        if found is None:
+            raise ApplicationError(f"the simulated autoscaler did not store ProvisioningRequest {request.metadata.namespace}/{request.metadata.name}")
+        return found
 
     async def delete(self, namespace: str, name: str) -> bool:
-        return await self._update("delete_provisioning_request", ProvisioningRequestRef(namespace=namespace, name=name))
+        ref = ProvisioningRequestRef(namespace=namespace, name=name)
+        try:
+            if await self._stored(ref) is None:
+                return False
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return await self._signal("delete_request", ref)
+
+    async def _stored(self, ref: ProvisioningRequestRef) -> ProvisioningRequest | None:
+        """The request as the autoscaler stores it. A query waits for the workflow task that takes
+        the signals sent before it, so it reads them applied. While signals keep a workflow task
+        pending the server buffers only a few queries and refuses the others (RESOURCE_EXHAUSTED):
+        those are asked again a little later."""
+        handle = self.client.get_workflow_handle(ids.AUTOSCALER_ID)
+        wait = 0.05
+        while True:
+            try:
+                found = await handle.query("provisioning_request", ref, result_type=StoredProvisioningRequest)
+                return found.request
+            except RPCError as err:
+                if err.status != RPCStatusCode.RESOURCE_EXHAUSTED:
+                    raise
+            await asyncio.sleep(random.uniform(wait, 2 * wait))
+            wait = min(wait * 2, 1.0)
 
     async def watch(self, namespace: str, name: str, resource_version: str, timeout_seconds: float) -> ProvisioningRequest | None:
         raise NotImplementedError("the simulated backend pushes status changes to the watcher; nothing to watch")
 
     async def pods_scheduled(self, namespace: str, name: str) -> None:
-        await self._update("provisioning_pods_scheduled", ProvisioningRequestRef(namespace=namespace, name=name))
+        await self._signal("pods_scheduled", ProvisioningRequestRef(namespace=namespace, name=name))
 
-    async def _update(self, update: str, ref: ProvisioningRequestRef) -> bool:
+    async def _signal(self, signal: str, ref: ProvisioningRequestRef) -> bool:
         """False when no autoscaler runs."""
         try:
-            return await self.client.get_workflow_handle(ids.AUTOSCALER_ID).execute_update(update, ref, result_type=bool)
+            await self.client.get_workflow_handle(ids.AUTOSCALER_ID).signal(signal, ref)
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return False
             raise
+        return True
 
     # --- driving it by hand (`admitflow provreq`, tests) ---------------------------------------
 

@@ -80,6 +80,17 @@ def limit_object_name(full: str) -> str:
     return f"{full[:_MAX_PREFIX]}-{digest}"
 
 
+def newer(seen: ProvisioningRequest, than: ProvisioningRequest) -> bool:
+    """Whether a pushed request is a later state than one already known. A backend that reads a
+    request back after creating it may already see a later state than its first pushes carry;
+    those stale pushes are not news. Resource versions are compared as numbers where both are
+    (the simulated autoscaler's), else any difference is news."""
+    a, b = seen.metadata.resource_version, than.metadata.resource_version
+    if a is not None and b is not None and a.isdigit() and b.isdigit():
+        return int(a) > int(b)
+    return a != b
+
+
 def request_name(workload: str, check: str, attempt: int) -> str:
     return limit_object_name(f"{workload}-{check}-{attempt}")
 

@@ -375,3 +375,24 @@ def test_the_first_report_records_the_creation_once_and_a_stale_attempt_is_ignor
     before = st.model_copy(deep=True)
     prov.report(st, "prov", 2, status(("Failed", "True", "late")), "", T0, 0.0)
     assert st == before, "attempt 2 is not the current attempt"
+
+
+@pytest.mark.parametrize(
+    ("seen", "known", "news"),
+    [
+        ("7", "5", True),
+        ("5", "7", False),  # a stale push after the request was read back later than it
+        ("5", "5", False),
+        ("10", "9", True),  # numbers, not strings
+        ("abc", "abd", True),  # opaque versions: any difference is news
+        ("abc", "abc", False),
+        ("3", None, True),
+    ],
+)
+def test_a_push_is_news_only_when_newer_than_what_is_known(seen, known, news):
+    def req(version):
+        return ProvisioningRequest.model_validate(
+            {"metadata": {"name": "r", "namespace": "default", "resourceVersion": version}, "spec": {"provisioningClassName": "x", "podSets": [{"podTemplateRef": {"name": "t"}, "count": 1}]}}
+        )
+
+    assert prov.newer(req(seen), req(known)) is news
