@@ -620,6 +620,10 @@ async def cmd_dev(args: argparse.Namespace) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     runners: list[subprocess.Popen] = []
+    # The dev server is ours and plaintext: Temporal settings exported for another server (TLS,
+    # an API key, a profile) must reach neither our client nor the runner we start.
+    for name in [n for n in os.environ if n.startswith("TEMPORAL_")]:
+        del os.environ[name]
     try:
         args.address = server.address
         client = await _client(args, metrics_runtime(args.metrics_port))

@@ -36,6 +36,13 @@ _EXIT_STATUS = pytest.StashKey[int]()
 _ENGINE_TESTS = pytest.StashKey[int]()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The tests set up their own encryption where they test it: a key exported in the developer's
+    shell would make the CLI's subprocesses encrypt while the in-process engine does not."""
+    for name in ("ADMITFLOW_ENCRYPTION_KEY", "ADMITFLOW_ENCRYPTION_KEY_ID", "ADMITFLOW_DECRYPTION_KEYS"):
+        os.environ.pop(name, None)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     config.stash[_ENGINE_TESTS] = sum("engine" in getattr(item, "fixturenames", ()) for item in items)
 
