@@ -10,7 +10,9 @@ Configuration's WaitForPodsReady timers and the local runner: `start_workload` f
 `set_pods_ready` and `finish` from the runner, `stop_workload` after a Retry and a finish by hand),
 `edges/` (`python -m tests.replay.record edges edges`: every run of a ClusterQueue and of the
 blockAdmission gate that continued as new every 60 events, a preemption, PodsReady timeouts with
-their backoff and the limit's deactivation).
+their backoff and the limit's deactivation), `autoscaler-signals/` (the main job once the
+simulated backend signals the autoscaler instead of sending it updates: `create_request` with start,
+`pods_scheduled`, `delete_request`).
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """
