@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
     from activities.provisioning.backend import STATUS_SIGNAL
     from admitflow.api.provisioning_request import ProvisioningRequest
     from admitflow.messages import (
@@ -41,6 +44,17 @@ FETCH_NODE_GROUPS = "fetch_node_groups"
 # A due moment is never waited for in less than this: the pass after a timer handles everything
 # due by then, so a shorter timer would only mean a clock that reads the same instant again.
 _MIN_WAIT = timedelta(seconds=1)
+
+
+def _condition(payload: Any) -> ProvisioningRequestCondition:
+    """The update's payload, taken raw so that a malformed one is refused in one line naming the
+    field rather than failing to decode."""
+    try:
+        return ProvisioningRequestCondition.model_validate(payload)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "condition"
+        raise AutoscalerError(f"invalid condition: {where}: {first['msg']}") from None
 
 
 def _refuse(err: AutoscalerError) -> ApplicationError:
@@ -102,7 +116,8 @@ class SimulatedAutoscalerWorkflow:
         return bool(pushes)
 
     @workflow.update(name="set_provisioning_request_condition")
-    def set_provisioning_request_condition(self, request: ProvisioningRequestCondition) -> ProvisioningRequest:
+    def set_provisioning_request_condition(self, payload: Any) -> ProvisioningRequest:
+        request = _condition(payload)
         try:
             stored, pushes = sim.set_condition(
                 self.state, request.namespace, request.name, request.type, workflow.now(),
@@ -115,8 +130,9 @@ class SimulatedAutoscalerWorkflow:
         return stored
 
     @set_provisioning_request_condition.validator
-    def _validate_set_condition(self, request: ProvisioningRequestCondition) -> None:
+    def _validate_set_condition(self, payload: Any) -> None:
         try:
+            request = _condition(payload)
             sim.validate_set_condition(
                 self.state, request.namespace, request.name, request.type, request.status, request.reason, request.message
             )
