@@ -59,31 +59,68 @@ class Engine:
 
 
 @asynccontextmanager
-async def engine(task_queue: str = "admitflow") -> AsyncIterator[Engine]:
+async def engine(task_queue: str = "admitflow", **worker_options: Any) -> AsyncIterator[Engine]:
     """A dev server on a fresh file database (as `admitflow dev` runs it) and the engine worker in
-    this process, like the other benchmarks."""
+    this process (with the SDK's defaults unless `worker_options` say otherwise)."""
     with tempfile.TemporaryDirectory() as tmp:
         server = DevServer(port=free_port(), db=Path(tmp) / "bench.db", headless=True)
         await server.start()
         try:
             client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
-            async with build_worker(client, task_queue):
+            async with build_worker(client, task_queue, **worker_options):
                 yield Engine(server, client, AdmitflowClient(client, task_queue))
         finally:
             server.stop()
 
 
-async def bare_rate(client: Client, n: int, tag: str) -> float:
+async def bare_rate(client: Client, n: int, tag: str, meter: CpuMeter | None = None) -> float:
     """N bare workflows of one activity each (the SDK's defaults), started 50 at a time; workflows
-    per second from the first start to the last completion."""
+    per second from the first start to the last completion (and the CPU it took, with a meter)."""
     async with Worker(client, task_queue="bare", workflows=[BareWorkflow], activities=[noop]):
+        if meter is not None:
+            meter.start()
         start = time.monotonic()
         await bounded(
             client.execute_workflow(BareWorkflow.run, i, id=f"bare-{tag}-{i}", task_queue="bare") for i in range(n)
         )
         rate = n / (time.monotonic() - start)
+        if meter is not None:
+            meter.stop()
     await asyncio.sleep(1.0)
     return rate
+
+
+def cpu_seconds(server: DevServer) -> tuple[float, float]:
+    """CPU time (user + system) used so far by this process (worker, clients) and by the dev server."""
+
+    def of(pid: int | str) -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    process = server._process  # the server's own process: nothing else says how much CPU it used
+    return of("self"), of(process.pid) if process is not None else float("nan")
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds of this process and of the dev server between `start` and `stop`."""
+
+    server: DevServer
+    python_s: float = 0.0
+    server_s: float = 0.0
+
+    def start(self) -> CpuMeter:
+        self._at = cpu_seconds(self.server)
+        return self
+
+    def stop(self) -> CpuMeter:
+        py, srv = cpu_seconds(self.server)
+        self.python_s, self.server_s = py - self._at[0], srv - self._at[1]
+        return self
+
+    def per(self, n: int) -> dict[str, float]:
+        """Milliseconds of CPU per item."""
+        return {"python_ms": round(self.python_s * 1000 / n, 1), "server_ms": round(self.server_s * 1000 / n, 1)}
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -114,6 +151,18 @@ def machine() -> dict[str, Any]:
     return {"cpus": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)}
 
 
+def revision() -> dict[str, Any]:
+    """The commit measured, and whether the engine's code differed from it (other people edit it
+    while benchmarks run)."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    changed = git("status", "--porcelain", "--", "admitflow", "workflows", "activities", "worker")
+    return {"commit": git("rev-parse", "--short", "HEAD"), "engine_uncommitted_changes": bool(changed)}
+
+
 def result_paths(name: str, out: Path | None) -> tuple[Path, Path]:
     """`bench/results/<name>-<date>.json` and `.png`, or next to `out` when given."""
     base = out.with_suffix("") if out else RESULTS / f"{name}-{date.today().isoformat()}"
@@ -122,4 +171,15 @@ def result_paths(name: str, out: Path | None) -> tuple[Path, Path]:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    """Strict JSON: a figure that could not be measured (NaN) is written as null."""
+
+    def clean(x: Any) -> Any:
+        if isinstance(x, float) and x != x:
+            return None
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        return x
+
+    path.write_text(json.dumps(clean(data), indent=2, allow_nan=False) + "\n")

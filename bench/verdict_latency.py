@@ -5,11 +5,12 @@ One ClusterQueue with one AdmissionCheck whose controller (admitflow.controller,
 answers `pending()`; the benchmark sends the verdicts itself. One sample at a time, in rotation:
 
 - admitflow, signal: a workload holds quota and its check is `Pending` (the controller's answer is
-  recorded, nothing is in flight); `Ready` is sent as the signal `set_admission_check_state`, as
-  `Controller.send` does; then the `workload` query is asked until it shows `Admitted=True`. A query
-  that reaches a workflow with a workflow task in flight is held by the server until that task
-  completes, so the first query normally answers with the verdict applied: no polling interval.
-  How many queries each sample took is recorded.
+  recorded, nothing is in flight, and the workflow has been idle for `--settle-ms`); `Ready` is
+  sent as the signal `set_admission_check_state`, as `Controller.send` does; then the `workload`
+  query is asked until it shows `Admitted=True`. A query that reaches a workflow with a workflow
+  task in flight is held by the server until that task completes, so the first query normally
+  answers with the verdict applied: no polling interval. How many queries each sample took is
+  recorded.
 - admitflow, update: the same verdict through the update `apply_admission_check_state` (what
   `admitflow verdict` sends); it returns the workload's status once the verdict is handled.
 - bare, completion: a workflow waiting for a signal gets it and completes; signal, then the
@@ -21,7 +22,7 @@ Afterwards the histories of the timed samples say where the time went (server ev
 client runs on the same machine): until the server recorded the message, until a worker started
 the workflow task that handled it, the tasks themselves, and until the client saw the outcome.
 
-    .venv/bin/python bench/verdict_latency.py [--n 300] [--settle-ms 50] [--out PATH]
+    .venv/bin/python bench/verdict_latency.py [--n 200] [--settle-ms 500] [--out PATH]
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from admitflow.admission.workload import WorkloadReport  # noqa: E402
 from admitflow.api import parse_manifest  # noqa: E402
 from admitflow.controller import CheckRequest, Controller, pending, ready  # noqa: E402
 from bench.bare_workflow import BareHoldWorkflow, BareSignalWorkflow  # noqa: E402
-from bench.harness import Engine, bounded, engine, loaded, machine, result_paths, summary_ms, write_json  # noqa: E402
+from bench.harness import Engine, bounded, engine, loaded, machine, result_paths, revision, summary_ms, write_json  # noqa: E402
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest  # noqa: E402
 
 CHECK = "latency"
@@ -189,11 +190,16 @@ async def breakdown(e: Engine, timed: list[tuple[str, str, float, float]]) -> di
         if signaled is None:
             return None
         started = next(ev for ev in events if ev.event_id > signaled.event_id and ev.event_type == E.EVENT_TYPE_WORKFLOW_TASK_STARTED)
-        completed = next(ev for ev in events if ev.event_id > started.event_id and ev.event_type == E.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+        # The workflow tasks completed after the signal and before the client saw the outcome: a
+        # query is held while a task is in flight, so it may wait for more than the one that
+        # handled the signal.
+        seen = [ev for ev in events if ev.event_id > signaled.event_id and ev.event_type == E.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+                and at[ev.event_id] <= end + 0.001]
+        last = seen[-1] if seen else started
         return kind, {"to_signaled_ms": (at[signaled.event_id] - start) * 1000,
                       "to_task_start_ms": (at[started.event_id] - at[signaled.event_id]) * 1000,
-                      "tasks": 1, "tasks_ms": (at[completed.event_id] - at[started.event_id]) * 1000,
-                      "after_ms": (end - at[completed.event_id]) * 1000}
+                      "tasks": len(seen), "tasks_ms": (at[last.event_id] - at[started.event_id]) * 1000,
+                      "after_ms": (end - at[last.event_id]) * 1000}
 
     found = [x for x in await bounded((one(*t) for t in timed), 10) if x is not None]
     out: dict[str, dict[str, float]] = {}
@@ -240,14 +246,16 @@ def plot(samples: dict[str, list[float]], path: Path, title: str) -> None:
 
 async def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--n", type=int, default=300, help="samples of each kind")
-    p.add_argument("--settle-ms", type=float, default=50, help="pause before each timed sample, so that nothing is in flight")
+    p.add_argument("--n", type=int, default=200, help="samples of each kind")
+    p.add_argument("--settle-ms", type=float, default=500,
+                   help="idle time of the workflow before each timed message (under ~150 ms, the dev server "
+                        "dispatches the next workflow task about 25 ms later, bare or not)")
     p.add_argument("--out", type=Path, help="JSON path (the PNG goes beside it); default bench/results/verdict_latency-<date>.json")
     args = p.parse_args()
     json_path, png_path = result_paths("verdict_latency", args.out)
 
     samples: dict[str, list[float]] = {k: [] for k in KINDS}
-    before = machine()
+    rev, before = revision(), machine()  # the code this process imported, and the machine's load
     async with engine() as e:
         bench = Bench(e, args.settle_ms / 1000)
         await bench.setup(args.n)
@@ -287,6 +295,7 @@ async def main() -> None:
         "command": " ".join(["bench/verdict_latency.py", *sys.argv[1:]]),
         "n": args.n,
         "settle_ms": args.settle_ms,
+        "revision": rev,
         "machine_before": before,
         "machine_after": machine(),
         "latency": figures,
