@@ -149,7 +149,7 @@ class ClusterQueueWorkflow:
                 self._forget_missing(report)
             if self.needs_pass:
                 self.needs_pass = False
-                result = scheduler.schedule([self.state], workflow.now())[self.state.name]
+                result = scheduler.schedule([self.state], workflow.now(), _preemptor_holds_its_queue)[self.state.name]
                 self._notify(result.notices)
                 self._gate(result)
                 emit(metrics.cluster_queue_gauges(self.state))
@@ -218,3 +218,9 @@ class ClusterQueueWorkflow:
             self.outbox.add(
                 Delivery(workflow_id=ids.workload_id(n.key), signal=NOTICE_SIGNALS[n.kind], payload=n.to_wire())
             )
+
+
+def _preemptor_holds_its_queue() -> bool:
+    """Runs recorded before a waiting preemptor kept its queue's head reserved the quota its victims
+    freed for the workloads behind it; they replay that way (scheduler.schedule asks only then)."""
+    return workflow.patched("preemptor-holds-its-queue")

@@ -7,7 +7,7 @@ those cycles to the end in one go, which gives the same result with one workflow
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from pydantic import Field
@@ -58,17 +58,23 @@ class PassResult(WireModel):
     return_grant: bool = Field(default=False, description="blockAdmission: hand the unused grant back.")
 
 
-def schedule(cohort: Sequence[ClusterQueueState], now: datetime) -> dict[str, PassResult]:
+def schedule(
+    cohort: Sequence[ClusterQueueState], now: datetime, hold_for_preemptor: Callable[[], bool] = lambda: True
+) -> dict[str, PassResult]:
+    """`hold_for_preemptor` is asked when a preemptor waits for its victims; it answers False only to
+    replay histories recorded before a preemptor kept its queue's head (they gave the quota it
+    waited for to the workloads behind it). A workflow passes `workflow.patched`, asked only then, so
+    a run whose history never reached that point takes the fix at once."""
     results = {}
     for cq in cohort:
-        result = results[cq.name] = _schedule_queue(cq, now)
+        result = results[cq.name] = _schedule_queue(cq, now, hold_for_preemptor)
         if cq.gate == "granted":
             # A blockAdmission grant never outlives the pass that received it: nothing used it.
             cq.gate, result.return_grant = "none", True
     return results
 
 
-def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
+def _schedule_queue(state: ClusterQueueState, now: datetime, hold_for_preemptor: Callable[[], bool]) -> PassResult:
     result = PassResult()
     view = state.view
     if view is None:
@@ -159,9 +165,13 @@ def _schedule_queue(state: ClusterQueueState, now: datetime) -> PassResult:
                     result, e, REASON_WAITING_FOR_PREEMPTED,
                     f"{assignment.message}. Pending the preemption of {len(victims)} workload(s)",
                 )
-                if strict:
+                if strict or hold_for_preemptor():
+                    # Kueue puts a workload pending preemption straight back at the head of its
+                    # ClusterQueue (sticky in BestEffortFIFO) and takes one head per queue per cycle,
+                    # so nothing behind it is reserved, not even where it would not compete, until
+                    # its victims have left and it is. Reserving behind it would hand out the quota
+                    # the victims free, only for it to preempt those workloads again.
                     break
-                # Not set aside: once the victims leave, the next pass reserves for it.
                 continue
 
         e.evaluated = (assignment.reason, assignment.message)

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from admitflow.admission import cluster_queue as cq
-from admitflow.admission import preemption
-from tests.unit.test_cluster_queue import entry, run_pass, state_with, view
+from admitflow.admission import preemption, scheduler
+from tests.unit.test_cluster_queue import NOW, entry, run_pass, state_with, view
 
 
 def reserve(st, *entries):
@@ -98,3 +98,84 @@ def test_candidate_order_is_kueues():
         "LowerPriority", p, [R("old-low", 1, 0), R("new-low", 1, 9), R("lowest", 0, 5), R("evicting", 5, 0, True)]
     )
     assert [r.key for r in got] == ["evicting", "lowest", "new-low", "old-low"]
+
+
+# --- a preemptor keeps its queue's head while its victims leave --------------------------------------
+# Kueue requeues a workload pending preemption straight back to the head of its ClusterQueue (sticky
+# in BestEffortFIFO) and takes one head per ClusterQueue per cycle, so nothing behind it is reserved
+# until it is; a preemptor that found no targets goes to the inadmissible set and holds nothing.
+
+
+def preempting_queue(**kw):
+    return state_with(view(quotas={"default": {"cpu": "20"}}, preemption={"withinClusterQueue": "LowerPriority"}, **kw))
+
+
+def requeue_victims(st, names):
+    """The victims leave (release their quota) and come back to the queue, as a preempted workload does."""
+    for name in names:
+        assert cq.release(st, f"default/{name}", f"uid-{name}", 1) is True
+        cq.enqueue(st, entry(name, cpu=1000, priority=50, age=100, ticket=2))
+
+
+def test_freed_quota_is_not_given_to_the_workloads_behind_a_waiting_preemptor():
+    st = preempting_queue()
+    smalls = [f"small-{i}" for i in range(20)]
+    reserve(st, *(entry(n, cpu=1000, priority=50, age=100) for n in smalls))
+    cq.enqueue(st, entry("large", cpu=20000, priority=200))
+    first = run_pass(st)
+    assert sorted(n.key for n in first.notices if n.kind == "evicted") == sorted(f"default/{n}" for n in smalls)
+
+    requeue_victims(st, smalls[:4])
+    after_four = run_pass(st)
+    assert after_four.reserved == [], "the 4 cpu freed so far wait for the large workload"
+    assert [n for n in after_four.notices if n.kind == "evicted"] == [], "nobody is preempted twice"
+    assert {e.key for e in st.pending} == {"default/large", *(f"default/{n}" for n in smalls[:4])}
+
+    requeue_victims(st, smalls[4:])
+    last = run_pass(st)
+    assert [r.key for r in last.reserved] == ["default/large"]
+    assert [n for n in last.notices if n.kind == "evicted"] == []
+    assert len(st.pending) == 20
+
+
+def test_a_workload_behind_a_waiting_preemptor_waits_even_where_it_would_not_compete():
+    # The small one would fit in the spot flavor, which the large one does not use; Kueue does not
+    # look past the preemptor at the head of the ClusterQueue either.
+    st = state_with(
+        view(
+            flavors=("default", "spot"),
+            quotas={"default": {"cpu": "20"}, "spot": {"cpu": "4"}},
+            preemption={"withinClusterQueue": "LowerPriority"},
+        )
+    )
+    reserve(st, entry("holder", cpu=20000, priority=50, age=100))
+    cq.enqueue(st, entry("large", cpu=20000, priority=200))
+    cq.enqueue(st, entry("spot-fit", cpu=1000, priority=10))
+    result = run_pass(st)
+    assert [n.key for n in result.notices if n.kind == "evicted"] == ["default/holder"]
+    assert result.reserved == []
+    assert [n.key for n in result.notices if n.kind == "pending"] == ["default/large"], "the one behind is not evaluated"
+    cq.release(st, "default/holder", "uid-holder", 1)
+    assert [r.key for r in run_pass(st).reserved] == ["default/large", "default/spot-fit"]
+
+
+def test_a_preemptor_that_finds_no_victims_holds_nothing_back():
+    st = state_with(view(preemption={"withinClusterQueue": "LowerPriority"}))
+    reserve(st, entry("higher", cpu=2000, priority=100))
+    cq.enqueue(st, entry("preemptor", cpu=4000, priority=50))
+    cq.enqueue(st, entry("small", cpu=1000, priority=0))
+    result = run_pass(st)
+    assert [n for n in result.notices if n.kind == "evicted"] == []
+    assert [r.key for r in result.reserved] == ["default/small"]
+    assert st.pending.get("default/preemptor").inadmissible
+
+
+def test_histories_recorded_before_the_fix_replay_the_old_pass():
+    st = preempting_queue()
+    smalls = [f"small-{i}" for i in range(20)]
+    reserve(st, *(entry(n, cpu=1000, priority=50, age=100) for n in smalls))
+    cq.enqueue(st, entry("large", cpu=20000, priority=200))
+    run_pass(st)
+    requeue_victims(st, smalls[:4])
+    old = scheduler.schedule([st], NOW, hold_for_preemptor=lambda: False)["cq"]
+    assert len(old.reserved) == 4
