@@ -57,6 +57,8 @@ CHECK_TIMEOUT = timedelta(minutes=5)
 START_AGAIN = timedelta(seconds=2)
 START_WORKLOAD = "start_workload"
 STOP_WORKLOAD = "stop_workload"
+# workflow.patched: a finish and an eviction in one task end as Finished (histories before evicted too).
+NO_EVICTION_AFTER_FINISH = "no-eviction-after-finish"
 # A runner that keeps `start_workload` running must heartbeat this often; when it stops (the runner
 # died), the workload's pods count as failed.
 RUNNER_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
@@ -439,7 +441,7 @@ class WorkloadWorkflow:
             elif kind == "pending" and wl.accepts(st, m):
                 wl.set_pending(st, m.reason, m.message, now)
                 wl.take_checks_before_reservation(st, m.admission_checks, now)
-            elif kind == "checks" and wl.accepts_eviction(st, m):
+            elif kind == "checks" and self._accepts_eviction(st, m):
                 wl.take_checks(st, m, now)
                 checks.reconcile(st, now)
             elif kind == "verdict":
@@ -469,7 +471,7 @@ class WorkloadWorkflow:
                 checks.activate(st, now)
             elif kind == "dequeued" and wl.accepts(st, m):
                 wl.sent_back(st, m.reason, m.message, now)
-            elif kind == "evicted" and wl.accepts_eviction(st, m):
+            elif kind == "evicted" and self._accepts_eviction(st, m):
                 if wl.evict(st, m.reason, m.message, now, preemption_reason=m.preemption_reason):
                     await self._release()
             elif kind == "queue_available":
@@ -513,6 +515,12 @@ class WorkloadWorkflow:
                 await self._signal_child(a.workflow_id, "pods_scheduled", ProvisioningNotice(reason="Admitted"))
         if (held or queued) and not (wl.has_quota(st) or st.queued):
             await self._release()
+
+    def _accepts_eviction(self, st: wl.WorkloadState, m: Notice) -> bool:
+        if wl.accepts_eviction(st, m):
+            return True
+        # A finished workload used to be evicted too; histories that did so replay it.
+        return wl.evicts_reservation(st, m) and not workflow.patched(NO_EVICTION_AFTER_FINISH)
 
     async def _release(self) -> None:
         """Tell the ClusterQueue to take back our quota or our place."""

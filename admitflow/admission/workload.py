@@ -257,7 +257,15 @@ def sent_back(state: WorkloadState, reason: str, message: str, now: datetime) ->
 
 
 def accepts_eviction(state: WorkloadState, notice: Notice) -> bool:
-    """An eviction counts for the reservation this run holds now."""
+    """An eviction counts for the reservation this run holds now, unless the workload has finished
+    (its quota is on its way back already: a finish and a preemption in one workflow task end as
+    Finished, not Evicted)."""
+    return evicts_reservation(state, notice) and not is_finished(state)
+
+
+def evicts_reservation(state: WorkloadState, notice: Notice) -> bool:
+    """The notice is about the reservation this run holds now, finished or not (what
+    `accepts_eviction` was before finished workloads were left alone: old histories replay it)."""
     return notice.uid == state.workload.metadata.uid and notice.ticket == state.ticket and has_quota(state)
 
 

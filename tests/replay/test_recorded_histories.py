@@ -12,7 +12,9 @@ Configuration's WaitForPodsReady timers and the local runner: `start_workload` f
 blockAdmission gate that continued as new every 60 events, a preemption, PodsReady timeouts with
 their backoff and the limit's deactivation), `autoscaler-signals/` (the main job once the
 simulated backend signals the autoscaler instead of sending it updates: `create_request` with start,
-`pods_scheduled`, `delete_request`).
+`pods_scheduled`, `delete_request`), `eviction-after-finish/` (a workload told to finish and
+preempted in one workflow task, written before the fix: it was evicted after Finished and released
+twice; `workflow.patched("no-eviction-after-finish")` replays it as it was).
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """

@@ -182,6 +182,17 @@ def test_preemption_evicts_releases_and_requeues_at_once_keeping_the_place():
     assert wl.phase(st) == "Pending"
 
 
+def test_a_finished_workload_is_not_evicted():
+    st = submitted()
+    wl.reserve_quota(st, reserved_notice(), T0)
+    wl.sync_admitted(st, T0)
+    n = Notice(key="default/job", uid="uid-1", ticket=1, kind="evicted", reason="Preempted", message="m")
+    assert wl.accepts_eviction(st, n)
+    assert wl.finish(st, True, "done", T0)
+    assert not wl.accepts_eviction(st, n), "its quota is on its way back already"
+    assert wl.evicts_reservation(st, n), "what histories written before the fix replay"
+
+
 def test_an_eviction_for_another_reservation_is_ignored():
     st = submitted()
     n = Notice(key="default/job", uid="uid-1", ticket=1, kind="evicted", reason="Preempted", message="m")
