@@ -31,8 +31,8 @@ from tests.replay.record import local_runner
 
 ADMITFLOW = str(Path(sys.executable).parent / "admitflow")
 TASK_QUEUE = "faults"
-# 100 in CI, to stay within its time; the figure is ADMITFLOW_FAULT_WORKLOADS=200.
-WORKLOADS = int(os.environ.get("ADMITFLOW_FAULT_WORKLOADS", "100"))
+# The figure; ADMITFLOW_FAULT_WORKLOADS changes it.
+WORKLOADS = int(os.environ.get("ADMITFLOW_FAULT_WORKLOADS", "200"))
 KILLS = 5
 
 
