@@ -39,6 +39,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from admitflow import ids
+from admitflow.wire import first_error
 from admitflow.admission import workload as wl
 from admitflow.admission.checks import CheckRequest as CheckInput
 from admitflow.admission.checks import Verdict, attempt_of
@@ -175,9 +176,7 @@ class Controller(Generic[P]):
         try:
             return self.parameters_model.model_validate(spec)
         except ValidationError as err:
-            first = err.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "spec"
-            raise ValueError(f"invalid parameters: spec.{where}: {first['msg']}") from None
+            raise ValueError(f"invalid parameters: spec.{first_error(err, 'spec')}") from None
 
     def worker(self, client: Client, **options: Any) -> Worker:
         """A worker serving this controller's task queue (the client must use admitflow's data

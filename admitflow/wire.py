@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
 
@@ -20,3 +20,10 @@ class WireModel(BaseModel):
 
     def to_wire(self) -> dict:
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def first_error(err: ValidationError, where: str = "") -> str:
+    """`loc.of.field: message` for the first thing pydantic refused (`where` when it names no field):
+    the one line our refusals give."""
+    first = err.errors()[0]
+    return f"{'.'.join(str(p) for p in first['loc']) or where}: {first['msg']}"

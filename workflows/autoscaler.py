@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from admitflow.simulation import autoscaler as sim
     from admitflow.simulation.autoscaler import AutoscalerError, AutoscalerState, Push
+    from admitflow.wire import first_error
 
     from workflows.outbox import Outbox, continue_as_new_suggested
 
@@ -52,9 +53,7 @@ def _condition(payload: Any) -> ProvisioningRequestCondition:
     try:
         return ProvisioningRequestCondition.model_validate(payload)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "condition"
-        raise AutoscalerError(f"invalid condition: {where}: {first['msg']}") from None
+        raise AutoscalerError(f"invalid condition: {first_error(err, 'condition')}") from None
 
 
 def _refuse(err: AutoscalerError) -> ApplicationError:

@@ -41,6 +41,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from admitflow.api.provisioning_request import API_VERSION, MANAGED_LABEL, PodTemplate, ProvisioningRequest
+from admitflow.wire import first_error
 
 if TYPE_CHECKING:
     from kubernetes.client import Configuration
@@ -457,10 +458,8 @@ def _parse_request(obj: dict[str, Any]) -> ProvisioningRequest:
         return ProvisioningRequest.model_validate(_known(ProvisioningRequest, obj))
     except ValidationError as exc:
         meta = obj.get("metadata") or {}
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
         raise KubernetesApiError(
-            f"ProvisioningRequest {meta.get('namespace')}/{meta.get('name')} as stored does not parse: {where}: {first['msg']}"
+            f"ProvisioningRequest {meta.get('namespace')}/{meta.get('name')} as stored does not parse: {first_error(exc)}"
         ) from None
 
 

@@ -30,7 +30,7 @@ from admitflow.api import field_error as fe
 from admitflow.api.duration import format_duration_nanos
 from admitflow.api.pod import toleration_rule_errors
 from admitflow.api.workload import PodSetUpdate, pod_set_update_errors
-from admitflow.wire import WireModel
+from admitflow.wire import WireModel, first_error
 
 STATES = ("Pending", "Ready", "Retry", "Rejected")
 DEACTIVATION_TARGET = "DeactivationTarget"
@@ -82,9 +82,7 @@ def parse(payload: Any) -> Verdict:
     try:
         return Verdict.model_validate(payload)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "verdict"
-        raise VerdictError(f"invalid verdict: {where}: {first['msg']}") from None
+        raise VerdictError(f"invalid verdict: {first_error(err, 'verdict')}") from None
 
 
 def attempt_of(check: AdmissionCheckState) -> int:

@@ -22,7 +22,7 @@ from admitflow.admission.conditions import second
 from admitflow.admission.workload import NOT_READY_MESSAGE, PODS_READY, WAIT_FOR_START, WorkloadState
 from admitflow.api import RequeueState
 from admitflow.api.configuration import WaitForPodsReady
-from admitflow.wire import WireModel
+from admitflow.wire import WireModel, first_error
 
 STARTED = "Started"
 WAIT_FOR_RECOVERY = "WaitForRecovery"
@@ -63,9 +63,7 @@ def parse(payload: Any) -> PodsReadyReport:
     try:
         report = PodsReadyReport.model_validate(payload)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "report"
-        raise PodsReadyError(f"invalid pods-ready report: {where}: {first['msg']}") from None
+        raise PodsReadyError(f"invalid pods-ready report: {first_error(err, 'report')}") from None
     if report.reason is not None and report.reason not in REASONS[report.ready]:
         allowed = " or ".join(REASONS[report.ready])
         raise PodsReadyError(f"invalid pods-ready report: reason {report.reason!r} with ready={str(report.ready).lower()}: use {allowed}")

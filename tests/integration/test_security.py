@@ -39,6 +39,7 @@ from temporalio.client import Client
 from admitflow.codec import ENCRYPTED, KEY_ID_METADATA, data_converter
 from admitflow.devserver import DevServer
 from tests.conftest import free_port
+from tests.integration.test_cli import SETUP
 from tests.pki import CA, Issued
 from worker.connection import Connection
 from worker.main import build_worker
@@ -50,30 +51,6 @@ ADMITFLOW = str(Path(sys.executable).parent / "admitflow")
 TEMPORAL = str(Path(sys.executable).parent / "temporal")
 MTLS_NS, ENC_NS = "security-mtls", "security-encrypted"
 SERVER_NAME = "frontend.admitflow.test"
-
-QUEUES = textwrap.dedent(
-    """\
-    apiVersion: kueue.x-k8s.io/v1beta2
-    kind: ResourceFlavor
-    metadata: {name: default}
-    ---
-    apiVersion: kueue.x-k8s.io/v1beta2
-    kind: ClusterQueue
-    metadata: {name: cq}
-    spec:
-      namespaceSelector: {}
-      resourceGroups:
-      - coveredResources: [cpu]
-        flavors:
-        - name: default
-          resources: [{name: cpu, nominalQuota: 8}]
-    ---
-    apiVersion: kueue.x-k8s.io/v1beta2
-    kind: LocalQueue
-    metadata: {name: lq, namespace: default}
-    spec: {clusterQueue: cq}
-    """
-)
 
 # Words that appear only in the workload's spec, never in a workflow ID or search attribute.
 SECRET_IMAGE = "registry.example/nebula-trainer:7731"
@@ -281,7 +258,7 @@ async def mtls_worker(proxy, pki):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env(),
     )
     try:
-        r = await admitflow("apply", "-f", "-", *where, *mtls_flags(pki), stdin=QUEUES)
+        r = await admitflow("apply", "-f", "-", *where, *mtls_flags(pki), stdin=SETUP)
         assert r.returncode == 0, r.stderr
         yield worker
     finally:
@@ -408,7 +385,7 @@ async def encrypted_workload(server, key_env):
     client = await Connection(address=server.address, namespace=ENC_NS).connect(environ=key_env)
     where = ["--address", server.address, "--namespace", ENC_NS]
     async with build_worker(client, "admitflow"):
-        r = await admitflow("apply", "-f", "-", *where, stdin=QUEUES + "---\n" + workload("nebula"), env=key_env)
+        r = await admitflow("apply", "-f", "-", *where, stdin=SETUP + "---\n" + workload("nebula"), env=key_env)
         assert r.returncode == 0, r.stderr
         await until(admitted, "get", "workload", "default/nebula", "-o", "json", *where, env=key_env)
         yield client
