@@ -470,6 +470,9 @@ async def test_apply_wait_follows_and_get_watch_prints_changes(engine):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
+        # Its first list, before the workload exists (a loaded machine starts it late).
+        first = await asyncio.wait_for(asyncio.to_thread(watcher.stdout.readline), 30)
+        assert first.strip() == "No resources found."
         r = await run(engine, "apply", "--wait", "-f", "-", stdin=workload_yaml("waited", "2", 1))
         assert r.returncode == 0, r.stderr
         lines = r.stdout.splitlines()
@@ -481,7 +484,6 @@ async def test_apply_wait_follows_and_get_watch_prints_changes(engine):
         seen: list[tuple[str, str, str]] = []  # name, admitted, finished, read at the header's columns
 
         def read_until_finished() -> None:
-            assert watcher.stdout.readline().strip() == "No resources found."
             header = watcher.stdout.readline()
             admitted, finished, end = header.index("ADMITTED"), header.index("FINISHED"), header.index("AGE")
             for line in watcher.stdout:
