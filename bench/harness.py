@@ -170,6 +170,15 @@ def result_paths(name: str, out: Path | None) -> tuple[Path, Path]:
     return base.with_suffix(".json"), base.with_suffix(".png")
 
 
+def save_figure(fig: Any, path: Path) -> None:
+    """Lay out, write (110 dpi) and close a matplotlib figure."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Strict JSON: a figure that could not be measured (NaN) is written as null."""
 

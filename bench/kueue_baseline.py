@@ -65,6 +65,7 @@ from bench.harness import (  # noqa: E402
     machine,
     result_paths,
     revision,
+    save_figure,
     write_json,
 )
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest  # noqa: E402
@@ -408,9 +409,7 @@ def plot(run: Run, out: dict, start: float, path: Path) -> None:
         f"{out['wall_s']:.0f} s, {out['workloads_per_s']:.1f} workloads/s (bare Temporal {out['bare_per_s']['mean']:.1f} wf/s, ratio {out['ratio_to_bare']:.2f})",
         fontsize=10,
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 async def main() -> None:

@@ -45,7 +45,7 @@ from admitflow.admission.workload import WorkloadReport  # noqa: E402
 from admitflow.api import parse_manifest  # noqa: E402
 from admitflow.controller import CheckRequest, Controller, pending, ready  # noqa: E402
 from bench.bare_workflow import BareHoldWorkflow, BareSignalWorkflow  # noqa: E402
-from bench.harness import Engine, bounded, engine, loaded, machine, result_paths, revision, summary_ms, write_json  # noqa: E402
+from bench.harness import Engine, bounded, engine, loaded, machine, result_paths, revision, save_figure, summary_ms, write_json  # noqa: E402
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest  # noqa: E402
 
 CHECK = "latency"
@@ -239,9 +239,7 @@ def plot(samples: dict[str, list[float]], path: Path, title: str) -> None:
     ax.grid(True, which="both", lw=0.3)
     ax.legend(loc="lower right", fontsize=8)
     ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 async def main() -> None:

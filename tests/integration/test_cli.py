@@ -257,6 +257,17 @@ def test_the_main_job_admits_the_examples_and_a_second_run_reuses_the_database(t
         assert proc.wait(30) == 0
 
 
+# What `admitflow setup` prints for a namespace without admitflow's search attributes, in order.
+REGISTERED = [
+    "search attribute AdmitflowClusterQueue registered",
+    "search attribute AdmitflowLocalQueue registered",
+    "search attribute AdmitflowPhase registered",
+    "search attribute AdmitflowPendingChecks registered",
+    "search attribute AdmitflowPriority registered",
+    "search attribute AdmitflowRetryCount registered",
+]
+
+
 async def test_setup_registers_namespace_and_search_attributes_once(dev_server):
     namespace = f"setup-{os.getpid()}"
     cmd = [ADMITFLOW, "setup", "--address", dev_server.address, "--namespace", namespace]
@@ -264,12 +275,7 @@ async def test_setup_registers_namespace_and_search_attributes_once(dev_server):
     assert first.returncode == 0, first.stderr
     assert first.stdout.splitlines() == [
         f"namespace {namespace} created",
-        "search attribute AdmitflowClusterQueue registered",
-        "search attribute AdmitflowLocalQueue registered",
-        "search attribute AdmitflowPhase registered",
-        "search attribute AdmitflowPendingChecks registered",
-        "search attribute AdmitflowPriority registered",
-        "search attribute AdmitflowRetryCount registered",
+        *REGISTERED,
         f"{dev_server.address} (namespace {namespace}) is ready for admitflow",
     ]
     again = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=60)
