@@ -15,7 +15,7 @@ from activities.provisioning.kubernetes import KubernetesBackend
 from admitflow.client import AdmitflowClient
 from tests.integration.test_admission import eventually
 from tests.integration.test_admission_checks import checks_of, until
-from tests.integration.test_provisioning import setup, submit
+from tests.integration.test_provisioning import config, setup, submit
 from tests.k8s_fake import PODTEMPLATES, PROVISIONING_REQUESTS, FakeApiServer
 from worker.main import build_worker
 
@@ -66,7 +66,9 @@ async def test_a_watched_request_admits_the_workload_and_goes_when_it_finishes(c
 
 async def test_a_request_deleted_by_someone_else_is_made_again(cluster):
     af, fake = cluster
-    await setup(af)
+    # A backoff long enough to be seen: with the default 1 s, a loaded machine polled the phase
+    # only after the workload had left Backoff for its second attempt.
+    await setup(af, cfg=config(retryStrategy={"backoffLimitCount": 2, "backoffBaseSeconds": 30}))
     await submit(af)
     first = await stored(fake, "job-prov-1")
     fake.remove(PROVISIONING_REQUESTS, "default", "job-prov-1")
