@@ -112,13 +112,13 @@ async def test_retry_with_one_check_backs_off_then_admits(engine):
     await setup(af, "a")
     await submit(af)
     await until(af, "QuotaReserved")
-    await say(af, "job", "a", "Retry", requeueAfterSeconds=2, message="not yet")
+    await say(af, "job", "a", "Retry", requeueAfterSeconds=5, message="not yet")
     r = await report(af)
     assert wl.phase(WorkloadState(workload=r)) == "Backoff"
     assert cond(r, "Evicted") == ("True", "AdmissionCheck", 'Evicted due to AdmissionCheck in Retry state: "a" (not yet)')
     assert cond(r, "Requeued")[:2] == ("False", "AdmissionCheck")
     retry_at = r.status.admission_checks[0].last_transition_time
-    assert r.status.requeue_state.requeue_at == retry_at + timedelta(seconds=2)
+    assert r.status.requeue_state.requeue_at == retry_at + timedelta(seconds=5)
     assert checks_of(r) == [("a", "Pending", 1)]
     assert r.status.admission_checks[0].message == "Reset to Pending after eviction. Previously: Retry"
     assert "EvictedDueToAdmissionCheck" in [e.reason for e in r.events]
@@ -137,12 +137,12 @@ async def test_retry_with_two_checks_waits_for_the_latest_end(engine):
     await submit(af)
     await until(af, "QuotaReserved")
     # b says Retry first with the longer delay; a later, with a shorter one: each counts from its own transition.
-    await say(af, "job", "b", "Retry", requeueAfterSeconds=3)
+    await say(af, "job", "b", "Retry", requeueAfterSeconds=5)
     r = await report(af)
     assert checks_of(r) == [("a", "Pending", None), ("b", "Pending", 1)], "b's Retry evicted at once"
     b = r.status.admission_checks[1]
-    assert r.status.requeue_state.requeue_at == b.last_transition_time + timedelta(seconds=3)
-    await until(af, "QuotaReserved", timeout=10)
+    assert r.status.requeue_state.requeue_at == b.last_transition_time + timedelta(seconds=5)
+    await until(af, "QuotaReserved", timeout=15)
     await say(af, "job", "a", "Retry", requeueAfterSeconds=1)
     await say(af, "job", "b", "Ready", attempt=2)
     r = await report(af)
@@ -159,16 +159,17 @@ async def test_max_delay_of_two_retry_checks_at_one_eviction(engine):
     await submit(af)
     await until(af, "QuotaReserved")
     # Both in Retry at the moment of eviction: the update applies a's verdict first, b's arrives
-    # during the backoff and may only push the requeue later.
-    await say(af, "job", "a", "Retry", requeueAfterSeconds=1)
+    # during the backoff and may only push the requeue later. The delays leave a loaded machine
+    # seconds to read the backoff before it ends.
+    await say(af, "job", "a", "Retry", requeueAfterSeconds=5)
     first = (await report(af)).status.requeue_state.requeue_at
-    await say(af, "job", "b", "Retry", requeueAfterSeconds=4)
+    await say(af, "job", "b", "Retry", requeueAfterSeconds=8)
     r = await report(af)
     assert r.status.requeue_state.requeue_at > first
     assert [v.detail.startswith("applied to the backoff: requeue pushed") for v in r.verdicts] == [False, True]
     await say(af, "job", "b", "Retry", requeueAfterSeconds=0)
     assert (await report(af)).status.requeue_state.requeue_at == r.status.requeue_state.requeue_at, "never earlier"
-    await until(af, "QuotaReserved", timeout=10)
+    await until(af, "QuotaReserved", timeout=20)
     await say(af, "job", "a", "Ready")
     await say(af, "job", "b", "Ready")
     await until(af, "Admitted")
