@@ -298,7 +298,7 @@ async def final_reports(e: Engine, keys: list[str]) -> dict[str, WorkloadReport]
 
 async def history_figures(e: Engine, run: Run, keys: list[str]) -> dict:
     """From a sample of workload histories: how long a workload's first workflow task waited after
-    it was submitted (its creationTimestamp is set there), and how late the runner saw the last
+    it was submitted (where its creationTimestamp was set, before `created-at-submission`), and how late the runner saw the last
     `AdmitflowPhase=Admitted` upsert (visibility's delay plus the poll interval; the workloads it
     did not see after that upsert, preempted again in between, are left out)."""
 

@@ -59,6 +59,8 @@ START_WORKLOAD = "start_workload"
 STOP_WORKLOAD = "stop_workload"
 # workflow.patched: a finish and an eviction in one task end as Finished (histories before evicted too).
 NO_EVICTION_AFTER_FINISH = "no-eviction-after-finish"
+# workflow.patched: creationTimestamp is the start's acceptance (histories before: their first task).
+CREATED_AT_SUBMISSION = "created-at-submission"
 # A runner that keeps `start_workload` running must heartbeat this often; when it stops (the runner
 # died), the workload's pods count as failed.
 RUNNER_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
@@ -174,6 +176,8 @@ class WorkloadWorkflow:
 
     @workflow.run
     async def run(self, input: WorkloadInput) -> WorkloadReport:
+        if input.state is None and workflow.patched(CREATED_AT_SUBMISSION):
+            wl.stamp_submission(self.state, input.workload, workflow.info().workflow_start_time)
         self._publish()
         while not (wl.is_finished(self.state) or self.state.deleted):
             await self._provision()

@@ -165,6 +165,13 @@ def new_state(workload: Workload, uid: str, now: datetime) -> WorkloadState:
     return state
 
 
+def stamp_submission(state: WorkloadState, submitted: Workload, accepted: datetime) -> None:
+    """creationTimestamp is when the object was stored, as Kubernetes' API server sets it: here, when
+    the Temporal server accepted the workflow's start, not when a worker first ran it (seconds later
+    under load, and queue order goes by it). A timestamp in the manifest stays, as in new_state."""
+    state.workload.metadata.creation_timestamp = submitted.metadata.creation_timestamp or second(accepted)
+
+
 def record(state: WorkloadState, reason: str, message: str, now: datetime, type_: str = "Normal") -> None:
     state.events.append(Event(type=type_, reason=reason, message=truncate(message, MAX_EVENT_MESSAGE), time=second(now)))
     del state.events[:-MAX_EVENTS]

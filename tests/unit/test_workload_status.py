@@ -71,6 +71,23 @@ def test_without_checks_reservation_admits_in_the_same_step():
     assert not st.queued
 
 
+@pytest.mark.parametrize(
+    ("in_manifest", "stamped"),
+    [(None, "2026-11-22T09:59:57Z"), ("2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z")],
+    ids=["acceptance", "manifest"],
+)
+def test_creation_is_stamped_at_the_starts_acceptance_not_the_first_task(in_manifest, stamped):
+    m = workload_manifest("job", cpu="2")
+    if in_manifest:
+        m["metadata"]["creationTimestamp"] = in_manifest
+    submitted_ = manifest(m)
+    st = wl.new_state(submitted_, "uid-1", T0)  # the first task, 3 s after the start was accepted
+    wl.stamp_submission(st, submitted_, T0 - timedelta(seconds=2, milliseconds=700))
+    assert st.workload.to_wire()["metadata"]["creationTimestamp"] == stamped
+    assert wl.queue_timestamp(st) == wl.queued_since(st) == st.workload.metadata.creation_timestamp, "queue order and wait time"
+    assert st.status.conditions[0].last_transition_time == T0, "conditions are the first reconcile's"
+
+
 def test_with_checks_reservation_waits_for_them():
     st = submitted()
     wl.reserve_quota(st, reserved_notice(checks=["b", "a"]), T0)
