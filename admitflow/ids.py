@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 DEFAULT_TASK_QUEUE = "admitflow"
@@ -13,6 +14,13 @@ PODS_READY_GATE_ID = "admitflow/pods-ready-gate"
 
 CLUSTER_QUEUE_PREFIX = "clusterqueue/"
 WORKLOAD_PREFIX = "workload/"
+
+# Temporal's SQL persistence (PostgreSQL, MySQL) keeps workflow IDs in VARCHAR(255) columns, and
+# docker/temporal/dynamicconfig.yaml makes the server refuse longer ones (the dev server allows
+# 1000). Every ID admitflow makes fits: the manifests refuse longer workload and ClusterQueue keys,
+# and an attempt's ID is cut with limit_id.
+MAX_ID_LENGTH = 255
+_HASH_LENGTH = 10
 
 
 def task_queue(flag: str | None = None) -> str:
@@ -26,6 +34,29 @@ def cluster_queue_id(name: str) -> str:
 def workload_id(key: str) -> str:
     """`key` is namespace/name."""
     return f"{WORKLOAD_PREFIX}{key}"
+
+
+def shorten(full: str, maximum: int, hash_length: int) -> str:
+    """`full`, or when it is longer than `maximum`, its head, a dash and `hash_length` characters of
+    a hash of all of it: Kueue's limitObjectName."""
+    if len(full) <= maximum:
+        return full
+    digest = hashlib.sha1(full.encode()).hexdigest()[:hash_length]
+    return f"{full[: maximum - hash_length - 1]}-{digest}"
+
+
+def limit_id(full: str) -> str:
+    return shorten(full, MAX_ID_LENGTH, _HASH_LENGTH)
+
+
+def id_length_error(kind: str, workflow_id: str, shape: str) -> str | None:
+    """Why a workload or ClusterQueue may not have this name, or None."""
+    if len(workflow_id) <= MAX_ID_LENGTH:
+        return None
+    return (
+        f"too long for admitflow: its workflow ID {shape} would be {len(workflow_id)} characters, "
+        f"more than the {MAX_ID_LENGTH} Temporal's SQL persistence stores; use a shorter {kind} name"
+    )
 
 
 def workload_key(workflow_id: str) -> str | None:

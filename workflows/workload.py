@@ -61,6 +61,9 @@ STOP_WORKLOAD = "stop_workload"
 NO_EVICTION_AFTER_FINISH = "no-eviction-after-finish"
 # workflow.patched: creationTimestamp is the start's acceptance (histories before: their first task).
 CREATED_AT_SUBMISSION = "created-at-submission"
+# workflow.patched: an attempt's workflow ID longer than ids.MAX_ID_LENGTH is cut (histories before
+# started it uncut, which a server on SQL persistence refuses, failing every workflow task).
+LIMITED_ATTEMPT_IDS = "limited-attempt-ids"
 # A runner that keeps `start_workload` running must heartbeat this often; when it stops (the runner
 # died), the workload's pods count as failed.
 RUNNER_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
@@ -323,6 +326,10 @@ class WorkloadWorkflow:
                 provisioning.stopped(st, attempt.check, attempt.attempt)  # it had ended already
         for plan in cmds.start:
             a = plan.attempt
+            meta = st.workload.metadata
+            uncut = provisioning.workflow_id(meta.namespace, meta.name, a.check, a.attempt, limited=False)
+            if a.workflow_id != uncut and not workflow.patched(LIMITED_ATTEMPT_IDS):
+                a.workflow_id = st.provisioning[a.check].workflow_id = uncut
             try:
                 await workflow.start_child_workflow(
                     "ProvisioningCheckWorkflow",

@@ -13,13 +13,13 @@ Pure and deterministic: the workflow passes `now` and a random number for the ji
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from pydantic import Field, ValidationError
 
+from admitflow import ids
 from admitflow.admission import backoff, checks, pod_set_updates
 from admitflow.admission import workload as wl
 from admitflow.admission.checks import Verdict
@@ -27,6 +27,7 @@ from admitflow.admission.workload import ProvisioningAttempt as Attempt
 from admitflow.admission.workload import WorkloadState
 from admitflow.api import AdmissionCheckState
 from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
+from admitflow.api.names import DNS1123_SUBDOMAIN_MAX_LENGTH
 from admitflow.api.pod import PodTemplateSpec
 from admitflow.api.provisioning_request import (
     ACCEPTED,
@@ -50,9 +51,6 @@ NOT_NEEDED_MESSAGE = "the provisioning request is not needed"
 INACTIVE_MESSAGE = "the check is not active"
 WORKFLOW_PREFIX = "provisioning/"
 
-# Kueue's limitObjectName: 253 characters at most, the tail replaced by a hash when longer.
-_MAX_PREFIX = 247
-_HASH_LENGTH = 5
 
 
 class Plan(WireModel):
@@ -74,10 +72,8 @@ class Commands(WireModel):
 
 
 def limit_object_name(full: str) -> str:
-    if len(full) <= _MAX_PREFIX:
-        return full
-    digest = hashlib.sha1(full.encode()).hexdigest()[:_HASH_LENGTH]
-    return f"{full[:_MAX_PREFIX]}-{digest}"
+    """Kueue's limitObjectName: 253 characters at most, the tail replaced by a hash when longer."""
+    return ids.shorten(full, DNS1123_SUBDOMAIN_MAX_LENGTH, 5)
 
 
 def newer(seen: ProvisioningRequest, than: ProvisioningRequest) -> bool:
@@ -99,8 +95,12 @@ def pod_template_name(request: str, pod_set: str) -> str:
     return limit_object_name(f"ppt-{request}-{pod_set}")
 
 
-def workflow_id(namespace: str, workload: str, check: str, attempt: int) -> str:
-    return f"{WORKFLOW_PREFIX}{namespace}/{workload}/{check}/{attempt}"
+def workflow_id(namespace: str, workload: str, check: str, attempt: int, limited: bool = True) -> str:
+    """`provisioning/<namespace>/<workload>/<check>/<attempt>`, cut to ids.MAX_ID_LENGTH with a hash
+    when longer (a workload and a check may have names of 253 characters). `limited=False` is the
+    uncut ID that workflows written before the cut started (workflows/workload.py)."""
+    full = f"{WORKFLOW_PREFIX}{namespace}/{workload}/{check}/{attempt}"
+    return ids.limit_id(full) if limited else full
 
 
 # --- config -----------------------------------------------------------------------------------------
@@ -325,7 +325,7 @@ def reconcile(state: WorkloadState) -> tuple[Commands, list[Verdict]]:
         else:
             continue
         p = p if number == p.attempt.attempt else plan(state, name, number, config)
-        if p is None or p.attempt.workflow_id in state.stopping:
+        if p is None or _still_stopping(state, p.attempt):
             continue
         current[name] = p.attempt
         cmds.start.append(p)
@@ -340,18 +340,23 @@ def _stop(state: WorkloadState, cmds: Commands, check: str) -> None:
             state.stopping.append(attempt.workflow_id)
 
 
+def _ids(state: WorkloadState, check: str, attempt: int) -> set[str]:
+    """The attempt's workflow ID, cut or not (histories from before the cut hold the uncut one)."""
+    meta = state.workload.metadata
+    return {workflow_id(meta.namespace, meta.name, check, attempt, limited) for limited in (True, False)}
+
+
+def _still_stopping(state: WorkloadState, attempt: Attempt) -> bool:
+    return not _ids(state, attempt.check, attempt.attempt).isdisjoint(state.stopping)
+
+
 def stopped(state: WorkloadState, check: str, attempt: int) -> None:
     """An attempt's workflow ended (its request deleted, by us or by someone else): a current
     attempt that vanished is made again by the next reconcile."""
     current = attempt_for(state, check, attempt)
     if current is not None:
         del state.provisioning[check]
-        wid = current.workflow_id
-    else:
-        meta = state.workload.metadata
-        wid = workflow_id(meta.namespace, meta.name, check, attempt)
-    if wid in state.stopping:
-        state.stopping.remove(wid)
+    state.stopping = [wid for wid in state.stopping if wid not in _ids(state, check, attempt)]
 
 
 def _change(check: AdmissionCheckState, state: str, message: str) -> list[Verdict]:

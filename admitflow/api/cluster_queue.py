@@ -10,6 +10,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
+from admitflow import ids
+
 from . import field_error as fe
 from .base import KueueModel
 from .field_error import FieldError
@@ -508,4 +510,7 @@ class ClusterQueue(KueueModel):
         return self.metadata.name
 
     def validation_errors(self, path: str = "") -> list[FieldError]:
-        return self.spec.validation_errors(fe.join_path(path, "spec"))
+        too_long = ids.id_length_error("ClusterQueue", ids.cluster_queue_id(self.key), "clusterqueue/<name>")
+        return ([fe.invalid(fe.join_path(path, "metadata.name"), self.key, too_long)] if too_long else []) + (
+            self.spec.validation_errors(fe.join_path(path, "spec"))
+        )

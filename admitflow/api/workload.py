@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
+from admitflow import ids
+
 from . import field_error as fe
 from .admission_check import CheckState
 from .base import KueueModel
@@ -288,8 +290,10 @@ class Workload(KueueModel):
     def validation_errors(self, path: str = "") -> list[FieldError]:
         spec_path = fe.join_path(path, "spec")
         status_path = fe.join_path(path, "status")
+        too_long = ids.id_length_error("workload", ids.workload_id(self.key), "workload/<namespace>/<name>")
         return (
-            self._schema_errors(spec_path, status_path)
+            ([fe.invalid(fe.join_path(path, "metadata.name"), self.metadata.name, too_long)] if too_long else [])
+            + self._schema_errors(spec_path, status_path)
             + self._cel_errors(spec_path, status_path)
             + self._webhook_errors(spec_path, status_path)
         )

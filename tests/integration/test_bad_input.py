@@ -75,6 +75,9 @@ JOB = "workload default/job"  # QuotaReserved; check a Pending at attempt 2, che
 RUN = "workload default/run"  # Admitted, in a ClusterQueue without checks
 NOBODY = "workload default/nobody"  # never submitted
 OTHER = "workload default/other"  # what the bad Workload manifests would create
+# A workload name Kubernetes takes (at most 253) whose workflow ID workload/default/<name> is 257 long.
+LONG = "w" * 240
+TOO_LONG = f"workload default/{LONG}"
 PROV = "provreq default/job-prov-1"  # Accepted and Provisioned by the simulated autoscaler
 
 CONTROLLER_QUEUE = "tests/bad-input-controller"
@@ -120,12 +123,12 @@ def flavor(name: str = "default", resources: tuple = (("cpu", 4),)) -> dict:
     return {"name": name, "resources": [{"name": r, "nominalQuota": q} for r, q in resources]}
 
 
-def other_workload(pod_set: str) -> str:
+def other_workload(pod_set: str, name: str = "other") -> str:
     return textwrap.dedent(
         f"""\
         apiVersion: kueue.x-k8s.io/v1beta2
         kind: Workload
-        metadata: {{name: other, namespace: default}}
+        metadata: {{name: {name}, namespace: default}}
         spec:
           queueName: lq
           podSets:
@@ -175,6 +178,16 @@ TABLE: list[Case] = [
          other_workload("{name: main, count: -1, template: {spec: {containers: [{name: c, image: x}]}}}"),
          "error: <stdin>: document 1 (Workload other): spec.podSets[0].count: Invalid value: -1: "
          "spec.podSets[0].count in body should be greater than or equal to 0"),
+    Case("manifest-workload-name-too-long-for-its-workflow-id", MANIFEST, TOO_LONG,
+         other_workload("{name: main, count: 1, template: {spec: {containers: [{name: c, image: x}]}}}", LONG),
+         f'error: <stdin>: document 1 (Workload {LONG}): metadata.name: Invalid value: "{LONG}": too long for admitflow: '
+         "its workflow ID workload/<namespace>/<name> would be 257 characters, more than the 255 Temporal's SQL "
+         "persistence stores; use a shorter workload name"),
+    Case("manifest-cluster-queue-name-too-long-for-its-workflow-id", MANIFEST, CATALOG,
+         cq({"resourceGroups": [group(["cpu"], flavor())]}, name="c" * 243),
+         f'error: <stdin>: document 1 (ClusterQueue {"c" * 243}): metadata.name: Invalid value: "{"c" * 243}": too long '
+         "for admitflow: its workflow ID clusterqueue/<name> would be 256 characters, more than the 255 Temporal's SQL "
+         "persistence stores; use a shorter ClusterQueue name"),
     Case("manifest-cluster-queue-reference-not-a-name", MANIFEST, CATALOG, doc("LocalQueue", "lq2", "{clusterQueue: CQ}", "default"),
          'error: <stdin>: document 1 (LocalQueue lq2): spec.clusterQueue: Invalid value: "CQ": spec.clusterQueue in body '
          "should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'"),
@@ -630,7 +643,7 @@ async def test_bad_input_is_refused_in_one_line_and_changes_nothing(case: Case, 
     if case.channel == CONTROLLER:
         assert o.after == RETRIED, "counted as Retry, asked again, nothing of the answer applied, still running"
     else:
-        assert o.before is not None or case.target in (NOBODY, OTHER), f"{case.target} missing before the case"
+        assert o.before is not None or case.target in (NOBODY, OTHER, TOO_LONG), f"{case.target} missing before the case"
         assert o.after == o.before, f"{case.target} changed"
     lines = (o.error or "").splitlines()
     if len(lines) > 1 and lines[-1] == case.error:
