@@ -33,7 +33,7 @@ from admitflow.client import (
     kind_of,
 )
 from admitflow.api.provisioning_request import CONDITION_TYPES as PROVREQ_CONDITIONS
-from admitflow.devserver import DEFAULT_DB, DevServer, DevServerError
+from admitflow.devserver import DEFAULT_DB, DevServer, DevServerError, die_with_parent
 from admitflow.messages import ProvisioningRequestCondition
 from admitflow.printing import (
     COLUMNS,
@@ -693,14 +693,15 @@ async def cmd_codec_server(args: argparse.Namespace) -> None:
 
 
 def _start_runner(path: str, address: str, namespace: str, logs: Path) -> subprocess.Popen:
-    """A runner program in its own process (so that it can be killed on its own), on the dev server."""
+    """A runner program in its own process (so that it can be killed on its own), on the dev server.
+    It goes when `admitflow dev` does, however that ends (its commands go with it)."""
     if not Path(path).is_file():
         raise CLIError(f"--runner: {path}: no such file")
     logs.mkdir(parents=True, exist_ok=True)
     with (logs / "runner.log").open("a") as log:
         return subprocess.Popen(
             [sys.executable, path, "--address", address, "--namespace", namespace, "--logs", str(logs / "runs")],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
         )
 
 

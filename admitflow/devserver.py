@@ -113,7 +113,7 @@ class DevServer:
         # Its own session keeps a terminal's Ctrl-C for us to handle (we stop it cleanly); the parent
         # death signal stops it if we are killed without a chance to.
         self._process = subprocess.Popen(
-            self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent
+            self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent
         )
         try:
             await self._wait_healthy(timeout, log_path)
@@ -168,8 +168,9 @@ class DevServer:
         self.stop()
 
 
-def _die_with_parent() -> None:
-    """Linux: SIGTERM the server when the process that started it dies (prctl PR_SET_PDEATHSIG)."""
+def die_with_parent() -> None:
+    """Linux: SIGTERM this child process when the process that started it dies, even by SIGKILL
+    (prctl PR_SET_PDEATHSIG). A `preexec_fn` for the processes `admitflow dev` starts."""
     if sys.platform.startswith("linux"):
         import ctypes
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from admitflow.devserver import port_free
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.integration
@@ -252,9 +253,24 @@ def test_the_main_job_admits_the_examples_and_a_second_run_reuses_the_database(t
         lines = _read_until(proc, "All 6 workloads admitted.")
         assert "workload.kueue.x-k8s.io/team-b/sweep unchanged" in lines
         assert "clusterqueue.kueue.x-k8s.io/research unchanged" in lines
+        runner = int(next(ln for ln in lines if ln.startswith("Runner ")).split("(pid ", 1)[1].split(",", 1)[0])
     finally:
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(30) == 0
+        proc.kill()  # no Ctrl-C this time: what it started must not outlive it
+        proc.wait(30)
+    deadline = time.monotonic() + 15
+    while (_alive(runner) or not port_free("127.0.0.1", port)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(runner), "the runner went with admitflow dev"
+    assert port_free("127.0.0.1", port), "the dev server went with admitflow dev"
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead and not yet reaped, does not count)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 # What `admitflow setup` prints for a namespace without admitflow's search attributes, in order.
