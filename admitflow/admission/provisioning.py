@@ -52,7 +52,6 @@ INACTIVE_MESSAGE = "the check is not active"
 WORKFLOW_PREFIX = "provisioning/"
 
 
-
 class Plan(WireModel):
     """What one attempt creates."""
 
