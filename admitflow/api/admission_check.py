@@ -13,6 +13,7 @@ from pydantic import Field
 
 from . import field_error as fe
 from .base import KueueModel
+from .bounds import FACTOR_MAX, INT32_MAX
 from .field_error import FieldError
 from .meta import Condition, ObjectMeta
 from .names import DNS1123_LABEL_PATTERN, DNS1123_SUBDOMAIN_PATTERN
@@ -59,16 +60,39 @@ class AdmissionCheckRetryStrategy(KueueModel):
     strategy: Literal["Static", "Backoff"] = Field(
         default="Backoff", description="Backoff (default): grow the delay by `factor`; Static: always `baseDelaySeconds`."
     )
-    base_delay_seconds: int = Field(default=60, ge=0, description="Delay of the first retry, in seconds; >= 0, default 60.")
-    factor: float = Field(default=2.0, ge=1, description="Growth of the delay per retry with Backoff; >= 1, default 2.0.")
+    base_delay_seconds: int = Field(
+        default=60,
+        ge=0,
+        le=INT32_MAX,
+        description="Delay of the first retry, in seconds; 0 to 2147483647 (int32), default 60.",
+    )
+    factor: float = Field(
+        default=2.0,
+        ge=1,
+        le=FACTOR_MAX,
+        allow_inf_nan=False,
+        description="Growth of the delay per retry with Backoff; 1 to 100, default 2.0.",
+    )
     jitter: float = Field(
-        default=0.0001, ge=0, le=1, description="Random extra delay, as a fraction of the delay; 0 to 1, default 0.0001."
+        default=0.0001,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="Random extra delay, as a fraction of the delay; 0 to 1, default 0.0001.",
     )
     max_delay_seconds: int = Field(
-        default=1800, ge=0, description="Upper bound of the delay, in seconds; >= baseDelaySeconds, default 1800."
+        default=1800,
+        ge=0,
+        le=INT32_MAX,
+        description="Upper bound of the delay, in seconds; baseDelaySeconds to 2147483647 (int32), default 1800.",
     )
     backoff_limit_count: int | None = Field(
-        default=None, ge=0, description="Retries allowed before the check becomes Rejected; unset means unlimited."
+        default=None,
+        ge=0,
+        le=INT32_MAX,
+        description=(
+            "Retries allowed before the check becomes Rejected; 0 to 2147483647 (int32); unset means unlimited."
+        ),
     )
 
     def validation_errors(self, path: str = "") -> list[FieldError]:

@@ -14,6 +14,7 @@ from admitflow import ids
 
 from . import field_error as fe
 from .base import KueueModel
+from .bounds import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from .field_error import FieldError
 from .meta import Condition, LabelSelector, ObjectMeta, Time
 from .names import DNS1123_SUBDOMAIN_PATTERN, qualified_name_errors
@@ -131,7 +132,10 @@ class BorrowWithinCohort(KueueModel):
         default="Never", description="Never (default) or LowerPriority."
     )
     max_priority_threshold: int | None = Field(
-        default=None, description="Only workloads with priority at most this may be preempted; unset means any."
+        default=None,
+        ge=INT32_MIN,
+        le=INT32_MAX,
+        description="Only workloads with priority at most this may be preempted; an int32; unset means any.",
     )
 
 
@@ -466,7 +470,9 @@ class AdmissionFairSharingStatus(KueueModel):
 class FairSharingStatus(KueueModel):
     """Current fair-sharing state."""
 
-    weighted_share: int = Field(description="Dominant share of borrowed resources divided by the weight.")
+    weighted_share: int = Field(
+        ge=INT64_MIN, le=INT64_MAX, description="Dominant share of borrowed resources divided by the weight; an int64."
+    )
     admission_fair_sharing_status: AdmissionFairSharingStatus | None = Field(
         default=None, description="Admission fair sharing state."
     )
@@ -488,9 +494,11 @@ class ClusterQueueStatus(KueueModel):
         max_length=64,
         description="Quota used per flavor by admitted workloads; at most 64.",
     )
-    pending_workloads: int = Field(default=0, ge=0, description="Workloads waiting for a reservation.")
-    reserving_workloads: int = Field(default=0, ge=0, description="Workloads holding a quota reservation.")
-    admitted_workloads: int = Field(default=0, ge=0, description="Admitted workloads not yet finished.")
+    pending_workloads: int = Field(default=0, ge=0, le=INT32_MAX, description="Workloads waiting for a reservation.")
+    reserving_workloads: int = Field(
+        default=0, ge=0, le=INT32_MAX, description="Workloads holding a quota reservation."
+    )
+    admitted_workloads: int = Field(default=0, ge=0, le=INT32_MAX, description="Admitted workloads not yet finished.")
     fair_sharing: FairSharingStatus | None = Field(default=None, description="Fair-sharing state.")
 
 

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .base import KueueModel
+from .bounds import INT32_MAX
 from .duration import GoDuration, format_duration_nanos, parse_duration_nanos
 from .field_error import k8s_error
 from .meta import ObjectMeta
@@ -27,6 +28,11 @@ SINGLETON_KEY = "config"
 DEFAULT_WAIT_FOR_PODS_READY_TIMEOUT = "30m"
 DISABLE_WAIT_FOR_PODS_READY_GATE = "DisableWaitForPodsReady"
 NEGATIVE_MESSAGE = "must be greater than or equal to 0"
+# Kueue's backoff fields are *int32; its timeouts end up as seconds in timers and datetimes, so they
+# are held to the same 2147483647 seconds (about 68 years).
+INT32_MESSAGE = f"must be less than or equal to {INT32_MAX}"
+MAX_DURATION_NANOS = INT32_MAX * 1_000_000_000
+MAX_DURATION_MESSAGE = f"must be less than or equal to {format_duration_nanos(MAX_DURATION_NANOS)}"
 
 # Top-level fields of Kueue's Configuration (ControllerManager is inlined into it).
 KUEUE_FIELDS_V1BETA2 = (
@@ -59,17 +65,22 @@ USED_FIELDS = ("apiVersion", "kind", "metadata", "waitForPodsReady", "featureGat
 UNUSED_WAIT_FOR_PODS_READY_FIELDS = ("maxTimeoutOnWorkload", "unscheduledTimeout")
 
 
-def _non_negative_int(value: int | None) -> int | None:
+def _non_negative_int32(value: int | None) -> int | None:
     if value is not None and value < 0:
         raise k8s_error(f"Invalid value: {value}: {NEGATIVE_MESSAGE}")
+    if value is not None and value > INT32_MAX:
+        raise k8s_error(f"Invalid value: {value}: {INT32_MESSAGE}")
     return value
 
 
-def _non_negative_duration(value: str | None) -> str | None:
+def _bounded_duration(value: str | None) -> str | None:
+    """A duration from 0 to INT32_MAX seconds."""
     if value is not None:
         nanos = parse_duration_nanos(value)
         if nanos < 0:
             raise k8s_error(f"Invalid value: {format_duration_nanos(nanos)}: {NEGATIVE_MESSAGE}")
+        if nanos > MAX_DURATION_NANOS:
+            raise k8s_error(f"Invalid value: {format_duration_nanos(nanos)}: {MAX_DURATION_MESSAGE}")
     return value
 
 
@@ -82,22 +93,24 @@ class RequeuingStrategy(KueueModel):
     )
     backoff_limit_count: int | None = Field(
         default=None,
-        json_schema_extra={"minimum": 0},
-        description="Requeues before the workload is deactivated; unset means no limit; >= 0.",
+        json_schema_extra={"minimum": 0, "maximum": INT32_MAX},
+        description="Requeues before the workload is deactivated; unset means no limit; 0 to 2147483647 (int32).",
     )
     backoff_base_seconds: int = Field(
         default=60,
-        json_schema_extra={"minimum": 0},
-        description="Backoff base: requeue n waits about base*2^(n-1) seconds; >= 0, default 60.",
+        json_schema_extra={"minimum": 0, "maximum": INT32_MAX},
+        description="Backoff base: requeue n waits about base*2^(n-1) seconds; 0 to 2147483647 (int32), default 60.",
     )
     backoff_max_seconds: int = Field(
-        default=3600, json_schema_extra={"minimum": 0}, description="Upper bound of one backoff; >= 0, default 3600."
+        default=3600,
+        json_schema_extra={"minimum": 0, "maximum": INT32_MAX},
+        description="Upper bound of one backoff, in seconds; 0 to 2147483647 (int32), default 3600.",
     )
 
     @field_validator("backoff_limit_count", "backoff_base_seconds", "backoff_max_seconds")
     @classmethod
-    def _non_negative(cls, value: int | None) -> int | None:
-        return _non_negative_int(value)
+    def _int32(cls, value: int | None) -> int | None:
+        return _non_negative_int32(value)
 
 
 class WaitForPodsReady(KueueModel):
@@ -105,7 +118,10 @@ class WaitForPodsReady(KueueModel):
 
     timeout: GoDuration = Field(
         default=DEFAULT_WAIT_FOR_PODS_READY_TIMEOUT,
-        description="Time from admission until PodsReady=True, as a Go duration; `0s` means the default 30m; >= 0.",
+        description=(
+            "Time from admission until PodsReady=True, as a Go duration; `0s` means the default 30m; "
+            "0 to 596523h14m7s (2147483647 seconds)."
+        ),
     )
     block_admission: bool = Field(
         default=False,
@@ -116,7 +132,10 @@ class WaitForPodsReady(KueueModel):
     )
     recovery_timeout: GoDuration | None = Field(
         default=None,
-        description="Time a running workload may spend with PodsReady=False; defaults to `timeout`, `0s` disables; >= 0.",
+        description=(
+            "Time a running workload may spend with PodsReady=False; defaults to `timeout`, `0s` disables; "
+            "0 to 596523h14m7s (2147483647 seconds)."
+        ),
     )
     max_timeout_on_workload: GoDuration | None = Field(
         default=None, description="Upper bound of per-workload timeouts. Accepted, not used by admitflow."
@@ -128,14 +147,14 @@ class WaitForPodsReady(KueueModel):
     @field_validator("timeout")
     @classmethod
     def _timeout(cls, value: str) -> str:
-        _non_negative_duration(value)
+        _bounded_duration(value)
         # Kueue's defaulting treats a zero timeout as unset.
         return DEFAULT_WAIT_FOR_PODS_READY_TIMEOUT if parse_duration_nanos(value) == 0 else value
 
     @field_validator("recovery_timeout")
     @classmethod
     def _recovery_timeout(cls, value: str | None) -> str | None:
-        return _non_negative_duration(value)
+        return _bounded_duration(value)
 
     @model_validator(mode="after")
     def _recovery_defaults_to_timeout(self) -> WaitForPodsReady:

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from . import field_error as fe
 from .base import KueueModel
+from .bounds import INT32_MAX, INT64_MAX, INT64_MIN
 from .cluster_queue import (
     AdmissionFairSharingStatus,
     ClusterQueueReference,
@@ -63,7 +64,9 @@ class LocalQueueFlavorUsage(KueueModel):
 class LocalQueueFairSharingStatus(KueueModel):
     """Current fair-sharing state of the queue."""
 
-    weighted_share: int = Field(description="Dominant share divided by the weight.")
+    weighted_share: int = Field(
+        ge=INT64_MIN, le=INT64_MAX, description="Dominant share divided by the weight; an int64."
+    )
     admission_fair_sharing_status: AdmissionFairSharingStatus | None = Field(
         default=None, description="Admission fair sharing state."
     )
@@ -75,9 +78,11 @@ class LocalQueueStatus(KueueModel):
     conditions: list[Condition] = Field(
         default_factory=list, max_length=16, description="Conditions (type `Active`); at most 16."
     )
-    pending_workloads: int = Field(default=0, ge=0, description="Workloads not yet admitted.")
-    reserving_workloads: int = Field(default=0, ge=0, description="Workloads holding a quota reservation.")
-    admitted_workloads: int = Field(default=0, ge=0, description="Admitted workloads not yet finished.")
+    pending_workloads: int = Field(default=0, ge=0, le=INT32_MAX, description="Workloads not yet admitted.")
+    reserving_workloads: int = Field(
+        default=0, ge=0, le=INT32_MAX, description="Workloads holding a quota reservation."
+    )
+    admitted_workloads: int = Field(default=0, ge=0, le=INT32_MAX, description="Admitted workloads not yet finished.")
     flavors_reservation: list[LocalQueueFlavorUsage] = Field(
         default_factory=list, max_length=16, description="Quota reserved per flavor; at most 16."
     )

@@ -11,6 +11,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, PlainSerializer, WithJs
 
 from . import field_error as fe
 from .base import KueueModel
+from .bounds import INT64_MAX
 from .field_error import FieldError, invalid_body, k8s_error
 from .names import (
     DNS1123_SUBDOMAIN_PATTERN,
@@ -111,7 +112,10 @@ class ObjectMeta(KueueModel):
         default=None, description="Opaque version of the stored object, changed on every write."
     )
     generation: int | None = Field(
-        default=None, ge=0, description="Sequence number of spec changes, assigned by the store."
+        default=None,
+        ge=0,
+        le=INT64_MAX,
+        description="Sequence number of spec changes, assigned by the store; 0 to 2^63-1 (int64).",
     )
     creation_timestamp: Time | None = Field(
         default=None, description="When the object was first stored (UTC, second precision)."
@@ -189,7 +193,10 @@ class Condition(KueueModel):
     )
     status: ConditionStatus = Field(description="One of True, False, Unknown.")
     observed_generation: int | None = Field(
-        default=None, ge=0, description="The metadata.generation the condition was set for; optional, >= 0."
+        default=None,
+        ge=0,
+        le=INT64_MAX,
+        description="The metadata.generation the condition was set for; optional, 0 to 2^63-1 (int64).",
     )
     last_transition_time: Time = Field(
         description="When the status last changed (UTC, second precision). Required."

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from . import field_error as fe
 from .base import KueueModel
+from .bounds import INT32_MAX
 from .field_error import FieldError
 from .meta import ObjectMeta, label_errors
 from .names import qualified_name_errors
@@ -46,18 +47,20 @@ class SimulatedNodeGroupSpec(KueueModel):
     provisioning_delay_seconds: int = Field(
         default=0,
         ge=0,
+        le=INT32_MAX,
         description=(
             "How long a scale-up in this group takes: `Provisioned=True` comes this many seconds after "
-            "the request fits. Default 0, >= 0. Ignored for the class "
+            "the request fits. Default 0, 0 to 2147483647. Ignored for the class "
             "check-capacity.autoscaling.x-k8s.io, which only checks existing capacity and answers at once."
         ),
     )
     available_after_seconds: int = Field(
         default=0,
         ge=0,
+        le=INT32_MAX,
         description=(
             "The group's capacity exists only this many seconds after the group was first applied "
-            "(its creationTimestamp): a stockout that ends. Until then nothing fits in it. Default 0, >= 0."
+            "(its creationTimestamp): a stockout that ends. Until then nothing fits in it. Default 0, 0 to 2147483647."
         ),
     )
     class_details: dict[str, str] | None = Field(

@@ -13,6 +13,7 @@ from pydantic import ConfigDict, Field
 
 from . import field_error as fe
 from .base import KueueModel
+from .bounds import INT64_MAX, INT64_MIN
 from .field_error import FieldError
 from .meta import Time
 from .names import label_value_errors, qualified_name_errors
@@ -35,7 +36,10 @@ class Toleration(KueueModel):
         default=None, description="Taint effect to match: NoSchedule, PreferNoSchedule or NoExecute; empty matches all."
     )
     toleration_seconds: int | None = Field(
-        default=None, description="For NoExecute only: how long a pod stays bound after the taint appears."
+        default=None,
+        ge=INT64_MIN,
+        le=INT64_MAX,
+        description="For NoExecute only: how long a pod stays bound after the taint appears; an int64.",
     )
 
 

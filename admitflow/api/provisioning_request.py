@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field
 
 from .base import KueueModel
+from .bounds import INT32_MAX
 from .meta import Condition, NamespacedObjectMeta
 from .pod import PodTemplateSpec
 
@@ -45,7 +46,7 @@ class PodTemplateReference(KueueModel):
 
 class ProvisioningRequestPodSet(KueueModel):
     pod_template_ref: PodTemplateReference = Field(description="The pods' template. Required.")
-    count: int = Field(ge=1, description="How many pods of that template; at least 1.")
+    count: int = Field(ge=1, le=INT32_MAX, description="How many pods of that template; 1 to 2147483647 (int32).")
 
 
 class ProvisioningRequestSpec(KueueModel):

@@ -12,6 +12,7 @@ from pydantic import Field, StringConstraints
 
 from . import field_error as fe
 from .base import KueueModel
+from .bounds import INT32_MAX, INT32_MIN
 from .field_error import FieldError
 from .meta import ObjectMeta
 from .names import DNS1123_SUBDOMAIN_PATTERN
@@ -30,15 +31,27 @@ Parameter = Annotated[str, StringConstraints(max_length=255)]
 class ProvisioningRequestRetryStrategy(KueueModel):
     """Retries of failed or expired ProvisioningRequests. Each field defaults on its own."""
 
+    # Kueue types these *int32 with no Minimum marker: any int32 is accepted, nothing wider.
     backoff_limit_count: int = Field(
         default=3,
-        description="Retries before the check becomes Rejected; 0 disables retries. Defaults to 3.",
+        ge=INT32_MIN,
+        le=INT32_MAX,
+        description="Retries before the check becomes Rejected; 0 disables retries; an int32. Defaults to 3.",
     )
     backoff_base_seconds: int = Field(
         default=60,
-        description="Base of the exponential backoff: attempt n waits about base*2^(n-1) seconds. Defaults to 60.",
+        ge=INT32_MIN,
+        le=INT32_MAX,
+        description=(
+            "Base of the exponential backoff: attempt n waits about base*2^(n-1) seconds; an int32. Defaults to 60."
+        ),
     )
-    backoff_max_seconds: int = Field(default=1800, description="Upper bound of one backoff, in seconds. Defaults to 1800.")
+    backoff_max_seconds: int = Field(
+        default=1800,
+        ge=INT32_MIN,
+        le=INT32_MAX,
+        description="Upper bound of one backoff, in seconds; an int32. Defaults to 1800.",
+    )
 
 
 class ProvisioningRequestPodSetUpdatesNodeSelector(KueueModel):

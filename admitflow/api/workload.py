@@ -14,6 +14,7 @@ from admitflow import ids
 from . import field_error as fe
 from .admission_check import CheckState
 from .base import KueueModel
+from .bounds import INT32_MAX, INT32_MIN
 from .cluster_queue import ClusterQueueReference, ResourceFlavorReference
 from .field_error import FieldError
 from .meta import Condition, NamespacedObjectMeta, Time, annotation_errors, label_errors
@@ -74,14 +75,18 @@ class PodSetTopologyRequest(KueueModel):
     sub_group_index_label: str | None = Field(
         default=None, max_length=317, description="Label indexing replicated jobs; at most 317 characters."
     )
-    sub_group_count: int | None = Field(default=None, description="Number of replicated jobs in the podSet.")
+    sub_group_count: int | None = Field(
+        default=None, ge=INT32_MIN, le=INT32_MAX, description="Number of replicated jobs in the podSet; an int32."
+    )
     pod_set_group_name: str | None = Field(
         default=None, max_length=256, description="PodSets with the same group name get the same flavor; at most 256."
     )
     pod_set_slice_required_topology: str | None = Field(
         default=None, max_length=63, description="Topology level required per slice; at most 63 characters."
     )
-    pod_set_slice_size: int | None = Field(default=None, description="Pods per slice.")
+    pod_set_slice_size: int | None = Field(
+        default=None, ge=INT32_MIN, le=INT32_MAX, description="Pods per slice; an int32."
+    )
 
 
 class PodSet(KueueModel):
@@ -94,10 +99,13 @@ class PodSet(KueueModel):
             "and required node affinity on ResourceFlavor nodeLabels decide the flavors. Required."
         )
     )
-    count: int = Field(default=1, ge=0, description="Number of pods; >= 0, defaults to 1.")
+    count: int = Field(
+        default=1, ge=0, le=INT32_MAX, description="Number of pods; 0 to 2147483647 (int32), defaults to 1."
+    )
     min_count: int | None = Field(
         default=None,
         ge=1,
+        le=INT32_MAX,
         description="Fewest pods acceptable for partial admission (>= 1, <= count); at most one podSet may set it.",
     )
     topology_request: PodSetTopologyRequest | None = Field(
@@ -119,13 +127,19 @@ class WorkloadSpec(KueueModel):
         default=None, description="Priority class the priority comes from; needs `priority`."
     )
     priority: int | None = Field(
-        default=None, description="Priority; higher goes first. Required when priorityClassRef is set."
+        default=None,
+        ge=INT32_MIN,
+        le=INT32_MAX,
+        description="Priority; higher goes first; an int32. Required when priorityClassRef is set.",
     )
     active: bool = Field(
         default=True, description="False keeps the workload from admission and evicts it if admitted. Defaults to true."
     )
     maximum_execution_time_seconds: int | None = Field(
-        default=None, ge=1, description="Seconds the workload may stay admitted before it is deactivated; >= 1."
+        default=None,
+        ge=1,
+        le=INT32_MAX,
+        description="Seconds the workload may stay admitted before it is deactivated; 1 to 2147483647 (int32).",
     )
 
 
@@ -139,7 +153,9 @@ class PodSetAssignment(KueueModel):
     resource_usage: dict[str, Quantity] | None = Field(
         default=None, description="Total resources of all pods of the podSet, per resource."
     )
-    count: int | None = Field(default=None, ge=0, description="Pods counted at admission; >= 0.")
+    count: int | None = Field(
+        default=None, ge=0, le=INT32_MAX, description="Pods counted at admission; 0 to 2147483647 (int32)."
+    )
     topology_assignment: dict[str, Any] | None = Field(
         default=None, description="Topology assignment (TAS), passed through unchanged. Not used by admitflow."
     )
@@ -160,7 +176,9 @@ class Admission(KueueModel):
 class RequeueState(KueueModel):
     """Backoff state of an evicted workload."""
 
-    count: int | None = Field(default=None, ge=0, description="Times the workload was requeued; >= 0.")
+    count: int | None = Field(
+        default=None, ge=0, le=INT32_MAX, description="Times the workload was requeued; 0 to 2147483647 (int32)."
+    )
     requeue_at: Time | None = Field(default=None, description="When the workload goes back to its queue.")
 
 
@@ -186,11 +204,14 @@ class AdmissionCheckState(KueueModel):
     requeue_after_seconds: int | None = Field(
         default=None,
         ge=0,
-        description="With Retry: requeue no earlier than lastTransitionTime plus this; >= 0.",
+        le=INT32_MAX,
+        description="With Retry: requeue no earlier than lastTransitionTime plus this; 0 to 2147483647 (int32).",
     )
-    retry_count: int | None = Field(default=None, ge=0, description="Retries of this check so far; >= 0.")
+    retry_count: int | None = Field(
+        default=None, ge=0, le=INT32_MAX, description="Retries of this check so far; 0 to 2147483647 (int32)."
+    )
     pod_set_updates: list[PodSetUpdate] | None = Field(
-        default=None, max_length=18, description="PodSet updates to apply when admitted; at most 18."
+        default=None, max_length=8, description="PodSet updates to apply when admitted; at most 8."
     )
 
 
@@ -198,7 +219,7 @@ class ReclaimablePod(KueueModel):
     """Pods of a podSet whose quota is no longer needed."""
 
     name: PodSetReference = Field(description="PodSet name. Required.")
-    count: int = Field(ge=0, description="Number of pods; >= 0. Required.")
+    count: int = Field(ge=0, le=INT32_MAX, description="Number of pods; 0 to 2147483647 (int32). Required.")
 
 
 class PodSetRequest(KueueModel):
@@ -213,7 +234,7 @@ class WorkloadSchedulingStatsEviction(KueueModel):
 
     reason: str = Field(max_length=316, description="Eviction reason (e.g. AdmissionCheck); at most 316 characters.")
     underlying_cause: str = Field(max_length=316, description="Finer cause; may be empty; at most 316 characters.")
-    count: int = Field(ge=0, description="Number of evictions; >= 0.")
+    count: int = Field(ge=0, le=INT32_MAX, description="Number of evictions; 0 to 2147483647 (int32).")
 
 
 class SchedulingStats(KueueModel):
@@ -251,7 +272,7 @@ class WorkloadStatus(KueueModel):
         default=None, max_length=8, description="Requests of a pending workload per podSet; at most 8."
     )
     accumulated_past_execution_time_seconds: int | None = Field(
-        default=None, description="Seconds spent admitted in earlier admissions."
+        default=None, ge=INT32_MIN, le=INT32_MAX, description="Seconds spent admitted in earlier admissions; an int32."
     )
     scheduling_stats: SchedulingStats | None = Field(default=None, description="Scheduling statistics.")
     nominated_cluster_names: list[Annotated[str, StringConstraints(max_length=256)]] | None = Field(

@@ -690,9 +690,9 @@ BAD = [
         id="negative-requeue-after-seconds-is-refused",
     ),
     pytest.param(
-        dump(wl(status={"admissionChecks": [check_state("prov", podSetUpdates=[{"name": f"ps{i}"} for i in range(19)])]})),
-        line("Workload", "job", "status.admissionChecks[0].podSetUpdates: Too many: 19: must have at most 18 items"),
-        id="admission-check-with-19-pod-set-updates-is-refused",
+        dump(wl(status={"admissionChecks": [check_state("prov", podSetUpdates=[{"name": f"ps{i}"} for i in range(9)])]})),
+        line("Workload", "job", "status.admissionChecks[0].podSetUpdates: Too many: 9: must have at most 8 items"),
+        id="admission-check-with-9-pod-set-updates-is-refused",
     ),
     pytest.param(
         dump(wl(status={"admissionChecks": [check_state("prov", podSetUpdates=[{"name": "workers"}])]})),
