@@ -36,10 +36,14 @@ def workload_id(key: str) -> str:
     return f"{WORKLOAD_PREFIX}{key}"
 
 
-def shorten(full: str, maximum: int, hash_length: int) -> str:
-    """`full`, or when it is longer than `maximum`, its head, a dash and `hash_length` characters of
-    a hash of all of it: Kueue's limitObjectName."""
-    if len(full) <= maximum:
+def shorten(full: str, maximum: int, hash_length: int, keep: int | None = None) -> str:
+    """`full` when it has at most `keep` characters (default `maximum`); else its head, a dash and
+    the first `hash_length` hex digits of the SHA-1 of all of it, `maximum` characters in all.
+
+    Kueue's limitObjectName (pkg/controller/admissionchecks/provisioning/controller.go) is
+    `shorten(full, 253, 5, keep=247)`: it keeps names of up to 247 characters only, so one of 248
+    to 253 is cut too (to 253). `limit_id` keeps whatever fits, as workflow IDs always have."""
+    if len(full) <= (maximum if keep is None else keep):
         return full
     digest = hashlib.sha1(full.encode()).hexdigest()[:hash_length]
     return f"{full[: maximum - hash_length - 1]}-{digest}"

@@ -30,6 +30,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.outbox import Outbox, continue_as_new_suggested
 
 
+# Before this patch a deleted AdmissionCheck went at once even while a ClusterQueue used it; the
+# patch is asked only when a deletion is held back, so histories without such a delete replay as
+# they were written.
+RESOURCE_IN_USE = "admission-check-resource-in-use"
+
+
 def _refuse(err: CatalogError) -> ApplicationError:
     # The client maps `index` back to the file and document the object came from.
     return ApplicationError(str(err), {"index": err.index}, type="CatalogError", non_retryable=True)
@@ -109,7 +115,9 @@ class CatalogWorkflow:
     @workflow.update(name="delete")
     def delete(self, request: DeleteRequest) -> ApplyResult:
         try:
-            outcomes = catalog.delete(self.state, request.objects, workflow.now())
+            outcomes = catalog.delete(
+                self.state, request.objects, workflow.now(), protect=lambda: workflow.patched(RESOURCE_IN_USE)
+            )
         except CatalogError as err:
             raise _refuse(err) from None
         self.dirty = True

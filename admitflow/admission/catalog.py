@@ -2,7 +2,9 @@
 
 `CatalogState` holds every ResourceFlavor, ClusterQueue, LocalQueue, AdmissionCheck,
 ProvisioningRequestConfig, SimulatedNodeGroup and the Configuration. `apply` and `delete` answer per
-object like kubectl (`created`, `configured`, `unchanged`, `deleted`); `views` resolves, for each
+object like kubectl (`created`, `configured`, `unchanged`, `deleted`), and `terminating` for a
+deleted AdmissionCheck that a ClusterQueue still uses (Kueue's `kueue.x-k8s.io/resource-in-use`
+finalizer keeps it until none does); `views` resolves, for each
 ClusterQueue, what it references, which is all a ClusterQueue workflow ever learns about the rest of
 the configuration; the simulated autoscaler gets every SimulatedNodeGroup (`changed_node_groups`).
 """
@@ -17,7 +19,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from admitflow.admission.cluster_queue import AdmissionCheckInfo, ClusterQueueView, LocalQueueInfo
+from admitflow.admission.cluster_queue import AdmissionCheckInfo, ClusterQueueView, LocalQueueInfo, check_rules
 from admitflow.admission.conditions import is_true, second, set_condition
 from admitflow.api import CONFIG_TYPES, AdmissionCheck, CatalogObject, ClusterQueue, LocalQueue
 from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
@@ -42,7 +44,11 @@ PLURALS = {
     "Workload": "workloads",
 }
 
-Action = Literal["created", "configured", "unchanged", "deleted"]
+Action = Literal["created", "configured", "unchanged", "deleted", "terminating"]
+
+# Kueue's ResourceInUseFinalizerName: its AdmissionCheck reconciler puts it on every AdmissionCheck
+# and, once the check is deleted, removes it only when no ClusterQueue uses the check.
+RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
 
 
 class CatalogError(ValueError):
@@ -57,6 +63,7 @@ class Outcome(WireModel):
     kind: str
     key: str
     action: Action
+    message: str = Field(default="", description="Why, when the action alone does not say it (terminating).")
 
 
 class ObjectRef(WireModel):
@@ -84,6 +91,13 @@ class CatalogState(WireModel):
     )
     published_node_groups: str = Field(
         default="", description="Digest of the SimulatedNodeGroups last sent to the simulated autoscaler."
+    )
+    terminating: dict[str, dict[str, datetime]] = Field(
+        default_factory=dict,
+        description=(
+            "kind -> key -> when its deletion was asked: deleted objects a ClusterQueue still uses, "
+            "kept (still in force) until none does"
+        ),
     )
 
     def get(self, kind: str, key: str):
@@ -161,6 +175,7 @@ def apply(
         changed = True
     if changed:
         state.revision += 1
+        release_unused(state)
         sync_provisioning_checks(state, now)
     return outcomes
 
@@ -173,14 +188,84 @@ def validate_delete(state: CatalogState, refs: Sequence[ObjectRef]) -> None:
             raise CatalogError(i, f'{PLURALS[ref.kind]} "{ref.key}" not found')
 
 
-def delete(state: CatalogState, refs: Sequence[ObjectRef], now: datetime) -> list[Outcome]:
+# --- in use: Kueue's resource-in-use finalizer ---------------------------------------------------
+
+
+def cluster_queues_using_check(state: CatalogState, name: str) -> list[str]:
+    """Kueue's ClusterQueuesUsingAdmissionCheck: the ClusterQueues whose admissionChecksStrategy
+    names the check, whatever flavors the rule is for."""
+    return sorted(cq.key for cq in state.all("ClusterQueue") if name in check_rules(cq.spec))
+
+
+# The kinds a ClusterQueue's use protects from deletion, and who uses an object of that kind.
+IN_USE_BY: dict[str, Callable[[CatalogState, str], list[str]]] = {
+    "AdmissionCheck": cluster_queues_using_check,
+}
+
+
+def in_use_by(state: CatalogState, kind: str, key: str) -> list[str]:
+    """The ClusterQueues that keep a deleted object of this kind from going, sorted."""
+    users = IN_USE_BY.get(kind)
+    return users(state, key) if users is not None else []
+
+
+def is_terminating(state: CatalogState, kind: str, key: str) -> bool:
+    return key in state.terminating.get(kind, {})
+
+
+def release_unused(state: CatalogState) -> list[ObjectRef]:
+    """Kueue's reconciler removing the finalizer: a terminating object no ClusterQueue uses any
+    more is deleted now. Returns what went."""
+    gone: list[ObjectRef] = []
+    for kind in list(state.terminating):
+        waiting = state.terminating[kind]
+        for key in sorted(waiting):
+            if state.get(kind, key) is None or not in_use_by(state, kind, key):
+                del waiting[key]
+                state.objects.get(kind, {}).pop(key, None)
+                gone.append(ObjectRef(kind=kind, key=key))
+        if not waiting:
+            del state.terminating[kind]
+    return gone
+
+
+def in_use_message(kind: str, key: str, users: Sequence[str]) -> str:
+    queues = ", ".join(f'"{u}"' for u in users)
+    noun = "ClusterQueue" if len(users) == 1 else "ClusterQueues"
+    return (
+        f'{PLURALS[kind]} "{key}" is still used by {noun} {queues}: it stays, terminating '
+        f"({RESOURCE_IN_USE_FINALIZER}), and is deleted once no ClusterQueue refers to it"
+    )
+
+
+def delete(
+    state: CatalogState, refs: Sequence[ObjectRef], now: datetime, protect: Callable[[], bool] = lambda: True
+) -> list[Outcome]:
+    """Delete like `kubectl delete`. An AdmissionCheck that a ClusterQueue uses is not removed: as
+    with Kueue's `kueue.x-k8s.io/resource-in-use` finalizer it stays, terminating and still in force
+    for the ClusterQueues using it, until the last of them stops referring to it (an apply or a
+    delete of the ClusterQueue), and its outcome is `terminating` with the reason. An object
+    deleted and freed by the same request is `deleted`. `protect` is asked, only when an object
+    would be kept, whether to keep it (the workflow's patch; False deletes it at once, as before)."""
     validate_delete(state, refs)
     for ref in refs:
-        del state.objects[ref.kind][ref.key]
+        if in_use_by(state, ref.kind, ref.key) and protect():
+            state.terminating.setdefault(ref.kind, {}).setdefault(ref.key, second(now))
+        else:
+            state.objects[ref.kind].pop(ref.key, None)
+            state.terminating.get(ref.kind, {}).pop(ref.key, None)
     if refs:
         state.revision += 1
+        release_unused(state)
         sync_provisioning_checks(state, now)
-    return [Outcome(kind=r.kind, key=r.key, action="deleted") for r in refs]
+    outcomes = []
+    for r in refs:
+        if state.get(r.kind, r.key) is None:
+            outcomes.append(Outcome(kind=r.kind, key=r.key, action="deleted"))
+        else:
+            message = in_use_message(r.kind, r.key, in_use_by(state, r.kind, r.key))
+            outcomes.append(Outcome(kind=r.kind, key=r.key, action="terminating", message=message))
+    return outcomes
 
 
 # --- resolution ---------------------------------------------------------------------------------

@@ -70,9 +70,16 @@ class Commands(WireModel):
 # --- names ----------------------------------------------------------------------------------------
 
 
+# Kueue's objNameHashLength and objNameMaxPrefixLength (252 - objNameHashLength).
+OBJECT_NAME_HASH_LENGTH = 5
+OBJECT_NAME_MAX_PREFIX_LENGTH = DNS1123_SUBDOMAIN_MAX_LENGTH - 1 - OBJECT_NAME_HASH_LENGTH
+
+
 def limit_object_name(full: str) -> str:
-    """Kueue's limitObjectName: 253 characters at most, the tail replaced by a hash when longer."""
-    return ids.shorten(full, DNS1123_SUBDOMAIN_MAX_LENGTH, 5)
+    """Kueue's limitObjectName: a name of up to 247 characters is kept; a longer one (even one of
+    248 to 253, which would fit) becomes its first 247 characters, `-` and the first 5 hex digits
+    of the SHA-1 of the whole name: 253 characters."""
+    return ids.shorten(full, DNS1123_SUBDOMAIN_MAX_LENGTH, OBJECT_NAME_HASH_LENGTH, keep=OBJECT_NAME_MAX_PREFIX_LENGTH)
 
 
 def newer(seen: ProvisioningRequest, than: ProvisioningRequest) -> bool:
@@ -367,13 +374,30 @@ def _change(check: AdmissionCheckState, state: str, message: str) -> list[Verdic
 # --- conditions -> check state ------------------------------------------------------------------------
 
 
+def stale(state: WorkloadState, check: str, number: int) -> bool:
+    """Whether an attempt is older than the check's current one: its number is at most the check's
+    retryCount (the current attempt is retryCount + 1). Kueue's syncCheckStates retries only a
+    request whose attempt is above retryCount ("We don't want to Retry on old
+    ProvisioningRequests")."""
+    c = next((c for c in state.status.admission_checks or () if c.name == check), None)
+    return c is not None and number <= (c.retry_count or 0)
+
+
 def on_status(state: WorkloadState, attempt: Attempt, random: float) -> Verdict | None:
     """Kueue's syncCheckStates for one check: what the request's conditions make of the check, or
-    None when nothing changes."""
+    None when nothing changes.
+
+    The request of an attempt older than the check's current one (`stale`) changes nothing,
+    whatever its conditions. When such a request is the newest Kueue finds (left over when
+    requests are not deleted on eviction), Kueue keeps the check's state but still writes
+    `Retrying after failure: ...` as its message, and rejects the check when the old attempt is
+    past a lowered backoffLimitCount; here only the current attempt's request speaks for it."""
     check = next((c for c in state.status.admission_checks or () if c.name == attempt.check), None)
     config = config_of(state, attempt.check)
     pr = attempt.request
     if check is None or config is None or pr is None or not wl.has_quota(state):
+        return None
+    if stale(state, attempt.check, attempt.attempt):
         return None
     retry_count = check.retry_count or 0
     limit = config.retry_strategy.backoff_limit_count
@@ -383,8 +407,6 @@ def on_status(state: WorkloadState, attempt: Attempt, random: float) -> Verdict 
         message = _message(pr, condition)
         if attempt.attempt > limit:
             return _verdict(check, "Rejected", message)
-        if attempt.attempt <= retry_count:
-            return None  # a stale request
         delay = backoff_seconds(config.retry_strategy, retry_count + 1, random)
         return _verdict(check, "Retry", f"{prefix}: {message}", requeue_after_seconds=delay)
 
@@ -446,9 +468,15 @@ def report(
     """What an attempt's workflow reported: its request as it is now, or why it could not be
     created (Kueue's `FailedCreate` warning, with the error as the check's message and its state
     unchanged). Reports of an attempt that is no longer current, or after the quota is gone, are
-    ignored; the first report of a request records `ProvisioningRequestCreated`."""
+    ignored; the first report of a request records `ProvisioningRequestCreated`. A report of an
+    attempt older than the check's current one (`stale`) changes neither the check nor the
+    events: only the request is kept, so that `reconcile` sees it failed and moves on."""
     attempt = attempt_for(state, check, number)
     if attempt is None or not wl.has_quota(state):
+        return
+    if stale(state, check, number):
+        if not error:
+            attempt.request = request
         return
     if error:
         wl.record(state, "FailedCreate", error, now, "Warning")

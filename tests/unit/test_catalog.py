@@ -194,3 +194,96 @@ def test_a_local_queues_runner_annotation_reaches_the_view():
     st = applied(flavor_manifest(), cluster_queue_manifest(), lq, local_queue_manifest("other"))
     queues = catalog.view_of(st, "cq").local_queues
     assert (queues["default/lq"].runner, queues["default/other"].runner) == ("local", "")
+
+
+# --- an AdmissionCheck in use: Kueue's kueue.x-k8s.io/resource-in-use finalizer ---------------------
+
+
+def check_manifest(name: str = "ac") -> dict:
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": name}, "spec": {"controllerName": "example.com/c"}}
+
+
+def using(name: str, *checks: str) -> dict:
+    return cluster_queue_manifest(name, checks=[{"name": c} for c in checks] or None)
+
+
+def ref(kind: str, key: str) -> ObjectRef:
+    return ObjectRef(kind=kind, key=key)
+
+
+AC, CQ = ref("AdmissionCheck", "ac"), ref("ClusterQueue", "cq")
+IN_USE_BY_CQ = 'admissionchecks "ac" is still used by ClusterQueue "cq": it stays, terminating (kueue.x-k8s.io/resource-in-use), and is deleted once no ClusterQueue refers to it'
+
+
+@pytest.mark.parametrize(
+    ("docs", "steps", "answers", "left"),
+    [
+        pytest.param([check_manifest()], [[AC]], [[("ac", "deleted", "")]], "gone", id="a-check-no-cluster-queue-uses-is-deleted-at-once"),
+        pytest.param(
+            [check_manifest(), using("cq", "ac")], [[AC]], [[("ac", "terminating", IN_USE_BY_CQ)]], "terminating",
+            id="a-check-a-cluster-queue-uses-stays-terminating",
+        ),
+        pytest.param(
+            [check_manifest(), using("cq", "ac")], [[AC], [AC]], [[("ac", "terminating", IN_USE_BY_CQ)]] * 2, "terminating",
+            id="deleting-it-again-still-keeps-it",
+        ),
+        pytest.param(
+            [check_manifest(), using("cq", "ac")], [[AC], [CQ]], [[("ac", "terminating", IN_USE_BY_CQ)], [("cq", "deleted", "")]], "gone",
+            id="deleting-the-cluster-queue-that-used-it-deletes-it",
+        ),
+        pytest.param(
+            [check_manifest(), using("cq", "ac")], [[AC], using("cq")], [[("ac", "terminating", IN_USE_BY_CQ)], [("cq", "configured", "")]], "gone",
+            id="a-cluster-queue-that-stops-referring-to-it-deletes-it",
+        ),
+        pytest.param(
+            [check_manifest(), using("cq", "ac"), using("cq2", "ac")], [[AC], [CQ]],
+            [
+                [("ac", "terminating", IN_USE_BY_CQ.replace('ClusterQueue "cq"', 'ClusterQueues "cq", "cq2"'))],
+                [("cq", "deleted", "")],
+            ],
+            "terminating", id="a-check-two-cluster-queues-use-waits-for-both",
+        ),
+        pytest.param(
+            [check_manifest(), using("cq", "ac")], [[AC, CQ]], [[("ac", "deleted", ""), ("cq", "deleted", "")]], "gone",
+            id="deleted-with-the-cluster-queue-that-used-it-both-go",
+        ),
+        pytest.param(
+            [check_manifest(), using("cq", "ac")], [[CQ, AC]], [[("cq", "deleted", ""), ("ac", "deleted", "")]], "gone",
+            id="deleted-after-the-cluster-queue-that-used-it-it-goes",
+        ),
+        pytest.param(
+            [check_manifest(), using("cq", "ac"), flavor_manifest("unrelated")], [[AC], [ref("ResourceFlavor", "unrelated")]],
+            [[("ac", "terminating", IN_USE_BY_CQ)], [("unrelated", "deleted", "")]], "terminating",
+            id="deleting-something-else-leaves-it-terminating",
+        ),
+    ],
+)
+def test_an_admission_check_in_use_stays_until_no_cluster_queue_uses_it(docs, steps, answers, left):
+    st = applied(*docs)
+    got = []
+    for step in steps:
+        if isinstance(step, dict):
+            outcomes = catalog.apply(st, [manifest(step)], uids(), T0)
+        else:
+            outcomes = catalog.delete(st, step, T0)
+        got.append([(o.key, o.action, o.message) for o in outcomes])
+    assert got == answers
+    assert (st.get("AdmissionCheck", "ac") is not None) is (left == "terminating")
+    assert st.terminating == ({"AdmissionCheck": {"ac": T0}} if left == "terminating" else {})
+
+
+def test_a_terminating_check_stays_in_force_for_the_cluster_queue_using_it():
+    st = applied(check_manifest(), flavor_manifest(), using("cq", "ac"))
+    (before,) = catalog.changed_views(st)
+    catalog.delete(st, [AC], T0)
+    assert catalog.changed_views(st) == [], "the ClusterQueue sees no change while the check is terminating"
+    assert "ac" in catalog.view_of(st, "cq").admission_checks and before.admission_checks == catalog.view_of(st, "cq").admission_checks
+    catalog.apply(st, [manifest(using("cq"))], uids(), T0)
+    assert st.get("AdmissionCheck", "ac") is None and st.terminating == {}
+
+
+def test_without_the_workflows_patch_a_check_in_use_goes_at_once():
+    """Histories written before the finalizer replay as they were: the check was deleted."""
+    st = applied(check_manifest(), using("cq", "ac"))
+    assert actions(catalog.delete(st, [AC], T0, protect=lambda: False)) == [("AdmissionCheck", "ac", "deleted")]
+    assert st.get("AdmissionCheck", "ac") is None and st.terminating == {}

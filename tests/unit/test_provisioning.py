@@ -104,6 +104,8 @@ def check(st: wl.WorkloadState):
     [
         pytest.param("wl", 1, len("wl-prov-1"), "wl-prov-1", id="short-names-are-kept"),
         pytest.param("w" * 240, 3, 247, None, id="247-characters-are-kept"),
+        pytest.param("w" * 241, 3, 253, None, id="248-characters-are-cut-although-they-would-fit"),
+        pytest.param("w" * 246, 1, 253, None, id="253-characters-are-cut-although-they-would-fit"),
         pytest.param("w" * 250, 1, 253, None, id="longer-names-end-in-a-dash-and-five-hex-of-sha1"),
     ],
 )
@@ -117,8 +119,23 @@ def test_request_names_follow_kueues_limit(workload, attempt, expected_length, s
         assert name == full[:247] + "-" + hashlib.sha1(full.encode()).hexdigest()[:5]
 
 
-def test_pod_template_names_and_workflow_ids():
-    assert prov.pod_template_name("wl-check1-1", "main") == "ppt-wl-check1-1-main"
+@pytest.mark.parametrize(
+    ("request_name", "pod_set", "expected"),
+    [
+        pytest.param("wl-check1-1", "main", "ppt-wl-check1-1-main", id="a-short-template-name-is-kept"),
+        pytest.param("r" * 238, "main", "ppt-" + "r" * 238 + "-main", id="a-template-name-of-247-characters-is-kept"),
+        pytest.param(
+            "r" * 239, "main",
+            ("ppt-" + "r" * 239 + "-main")[:247] + "-" + hashlib.sha1(("ppt-" + "r" * 239 + "-main").encode()).hexdigest()[:5],
+            id="a-template-name-of-248-characters-is-cut-to-253",
+        ),
+    ],
+)
+def test_pod_template_names_follow_kueues_limit(request_name, pod_set, expected):
+    assert prov.pod_template_name(request_name, pod_set) == expected
+
+
+def test_workflow_ids():
     assert prov.workflow_id("ns", "wl", "prov", 2) == "provisioning/ns/wl/prov/2"
 
 
@@ -360,11 +377,52 @@ def test_no_condition_clears_the_message_and_nothing_repeats():
     assert reported(st, status()) is None
 
 
-def test_a_stale_failed_request_does_not_retry_again():
-    st = holding(config={})
+OLD_ATTEMPT = [
+    pytest.param([("Failed", "True", "x")], 3, id="an-old-attempts-failure-does-not-retry-again"),
+    pytest.param([("Failed", "True", "x")], 0, id="an-old-attempts-failure-past-a-lowered-limit-does-not-reject"),
+    pytest.param([("Provisioned", "True", "ok"), ("BookingExpired", "True", "late")], 3, id="an-old-attempts-expired-booking-does-not-retry"),
+    pytest.param([("CapacityRevoked", "True", "gone")], 3, id="an-old-attempts-revoked-capacity-does-not-reject"),
+    pytest.param([("Provisioned", "True", "ok")], 3, id="an-old-attempts-capacity-does-not-make-the-check-ready"),
+    pytest.param([("Accepted", "True", ""), ("Provisioned", "False", "ETA 10:30")], 3, id="an-old-attempts-eta-is-not-the-message"),
+]
+
+
+def old_attempt(limit: int) -> wl.WorkloadState:
+    """Attempt 1 is still the workflow's, but the check has been retried once (retryCount 1): the
+    current attempt is 2."""
+    st = holding(config={"retryStrategy": {"backoffLimitCount": limit}})
     started(st)
-    st.status.admission_checks[0] = check(st).model_copy(update={"retry_count": 1})
-    assert reported(st, status(("Failed", "True", "x"))) is None, "attempt 1 <= retryCount 1"
+    st.status.admission_checks[0] = check(st).model_copy(update={"retry_count": 1, "message": "Reset to Pending after eviction. Previously: Retry"})
+    return st
+
+
+@pytest.mark.parametrize(("conds", "limit"), OLD_ATTEMPT)
+def test_an_old_attempts_request_changes_nothing(conds, limit):
+    assert reported(old_attempt(limit), status(*conds)) is None
+
+
+@pytest.mark.parametrize(("conds", "limit"), OLD_ATTEMPT)
+def test_a_report_of_an_old_attempt_changes_neither_the_check_nor_the_events(conds, limit):
+    st = old_attempt(limit)
+    before_check, before_events = check(st), list(st.events)
+    prov.report(st, "prov", 1, status(*conds), "", T0, 0.0)
+    assert check(st) == before_check and st.events == before_events
+    assert st.provisioning["prov"].request == status(*conds), "kept, so that reconcile moves on to the next attempt"
+
+
+def test_a_refused_create_of_an_old_attempt_changes_nothing():
+    st = old_attempt(3)
+    before = st.model_copy(deep=True)
+    prov.report(st, "prov", 1, None, 'Error creating ProvisioningRequest "job-prov-1": forbidden', T0, 0.0)
+    assert st == before
+
+
+def test_after_an_old_attempts_failure_the_next_attempt_starts():
+    st = old_attempt(3)
+    prov.report(st, "prov", 1, status(("Failed", "True", "x")), "", T0, 0.0)
+    cmds, verdicts = prov.reconcile(st)
+    assert verdicts == [] and [a.name for a in cmds.stop] == ["job-prov-1"]
+    assert [p.attempt.name for p in cmds.start] == ["job-prov-2"]
 
 
 @pytest.mark.parametrize(
