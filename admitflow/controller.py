@@ -150,7 +150,9 @@ class Controller(Generic[P]):
     @activity.defn(name="admission_check")
     async def admission_check(self, request: CheckInput) -> dict:
         """The contract's activity. A non-retryable error (bad parameters, or one the function
-        raises) reaches the workload as a `Retry` with its message; any other error is retried."""
+        raises) reaches the workload as a failed answer: it is recorded (a Warning event) and this
+        controller is asked again after a backoff (5 s, doubling, at most 5 minutes); the workload
+        is never evicted for it. Any other error is retried."""
         if self._check is None:
             raise ApplicationError(f"controller {self.name} has no check function", non_retryable=True)
         try:
@@ -298,7 +300,7 @@ class Controller(Generic[P]):
                             workload=Workload.model_validate(report.model_dump(include=WORKLOAD_FIELDS)),
                             admission_check=state.name,
                             parameters=params[state.name],
-                            attempt=attempt_of(state),
+                            attempt=report.check_attempts.get(state.name) or attempt_of(state),
                             workflow_id=ids.workload_id(report.key),
                         )
                     )
@@ -324,9 +326,13 @@ def _addressed(verdict: Verdict, name: str, attempt: int) -> Verdict:
 
 
 def current_attempt(workload: Workload, check: str) -> int | None:
-    """The attempt a workload's check is at (`retryCount + 1`), or None if it has no such check."""
+    """The attempt a workload's check is at, or None if it has no such check. A `workload` query's
+    report says it (`checkAttempts`); a bare Workload only has `retryCount + 1`, which is behind
+    once the workload was evicted by something other than this check's Retry."""
     state = next((c for c in workload.status.admission_checks or () if c.name == check), None)
-    return attempt_of(state) if state is not None else None
+    if state is None:
+        return None
+    return (getattr(workload, "check_attempts", None) or {}).get(check) or attempt_of(state)
 
 
 def load(path: str) -> list[Controller[Any]]:

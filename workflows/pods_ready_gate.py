@@ -42,6 +42,10 @@ class PodsReadyGateWorkflow:
     def settled(self, m: GateSettled) -> None:
         self.answers.update(pods_ready.gate_settled(self.state, m.key, m.uid, m.ticket))
 
+    @workflow.signal(name="unsettled")
+    def unsettled(self, m: GateSettled) -> None:
+        self.answers.update(pods_ready.gate_unsettled(self.state, m.key, m.uid, m.ticket))
+
     @workflow.query(name="status")
     def status(self) -> GateState:
         return self.state

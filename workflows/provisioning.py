@@ -40,6 +40,7 @@ PODS_SCHEDULED = "provisioning_pods_scheduled"
 # reconcile does.
 _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1))
 _AFTER_REFUSAL = timedelta(minutes=1)
+_DELETE_BOUND = timedelta(minutes=10)
 
 
 @workflow.defn(name="ProvisioningCheckWorkflow")
@@ -59,6 +60,10 @@ class ProvisioningCheckWorkflow:
     @workflow.signal(name="delete_provisioning_request")
     def delete_provisioning_request(self, request: ProvisioningNotice) -> None:
         self.deleting = True
+
+    @workflow.signal(name="probe")
+    def probe(self, request: ProvisioningNotice | None = None) -> None:
+        """The workload checks that this attempt still runs (a signal to a run that ended fails)."""
 
     @workflow.signal(name="pods_scheduled")
     def pods_scheduled(self, request: ProvisioningNotice | None = None) -> None:
@@ -168,8 +173,14 @@ class ProvisioningCheckWorkflow:
         return True
 
     async def _delete(self) -> None:
-        await workflow.execute_activity(
-            DELETE, self.ref, start_to_close_timeout=timedelta(minutes=1), retry_policy=_RETRY,
-            summary=f"delete ProvisioningRequest {self.ref.name}",
-        )
+        """Delete the request, then tell the workload the attempt is over. A backend that keeps
+        failing is given up on after _DELETE_BOUND (the request may be left behind, as the Warning
+        says): the workload waits for this report before it can start the attempt again."""
+        try:
+            await workflow.execute_activity(
+                DELETE, self.ref, start_to_close_timeout=timedelta(minutes=1), schedule_to_close_timeout=_DELETE_BOUND,
+                retry_policy=_RETRY, summary=f"delete ProvisioningRequest {self.ref.name}",
+            )
+        except ActivityError as err:
+            workflow.logger.warning("delete_given_up", extra={"request": self.ref.name, "error": str(err.cause or err)})
         await self._report(None)

@@ -1,7 +1,11 @@
 """WorkloadWorkflow (`workload/<namespace>/<name>`): the single writer of one workload's status.
 
-Everything that happens to the workload arrives as a message and is applied in order by the pure
-transitions of `admitflow.admission.workload`; the workflow carries out what they call for.
+Decide, then execute: every handler only turns its message into an event; the loop steps the
+events through `admitflow.admission.lifecycle.step`, which owns every rule, and carries out the
+commands it returns. The workflow has no rule of its own: what it does is in the commands.
+
+Histories written before this loop replay through `workflows.workload_legacy`, chosen by
+`workflow.patched(LIFECYCLE_STEP)`.
 
 No `from __future__ import annotations` here: the sandbox executes this module again for every
 workload run, and string annotations would make the SDK evaluate each handler's hints each time.
@@ -9,7 +13,7 @@ workload run, and string annotations would make the SDK evaluate each handler's 
 
 import asyncio
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -18,127 +22,105 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from admitflow import ids
+    from admitflow import contract
     from admitflow import search_attributes as sa
     from admitflow.admission import checks
-    from admitflow.admission import pod_set_updates
+    from admitflow.admission import lifecycle as lc
     from admitflow.admission import metrics
-    from admitflow.admission import pods_ready
-    from admitflow.admission import provisioning
     from admitflow.admission import workload as wl
     from admitflow.admission.catalog import QueueResolution
     from admitflow.admission.checks import WrongArguments
-    from admitflow.admission.cluster_queue import Notice, QueueEntry
     from admitflow.admission.workload import WorkloadReport
     from admitflow.api import WorkloadStatus
+    from admitflow.messages import ProvisioningCheckInput, ProvisioningNotice, WorkloadInput
 
     from workflows.metrics import emit
-    from admitflow.messages import (
-        DeleteWorkload,
-        EnqueueRequest,
-        FinishRequest,
-        GateSettled,
-        ProvisioningCheckInput,
-        ProvisioningNotice,
-        ProvisioningUpdate,
-        QueueAvailable,
-        ReleaseRequest,
-        StartWorkload,
-        StopWorkload,
-        WorkloadInput,
-    )
+    from workflows.workload_legacy import LegacyLoop
 
-ENQUEUE = "enqueue_workload"
-ADMISSION_CHECK = "admission_check"
+# workflow.patched: the loop over lifecycle.step (histories before ran workflows.workload_legacy).
+LIFECYCLE_STEP = "lifecycle-step"
 # A controller's transient errors are retried for as long as it takes, at most this far apart; the
-# attempts cost no history (only the last one is recorded).
+# attempts cost no history (only the last one is recorded). A non-retryable error comes back as a
+# failed answer, which lifecycle backs off from.
 CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), maximum_attempts=0)
 CHECK_TIMEOUT = timedelta(minutes=5)
-START_AGAIN = timedelta(seconds=2)
-START_WORKLOAD = "start_workload"
-STOP_WORKLOAD = "stop_workload"
-# workflow.patched: a finish and an eviction in one task end as Finished (histories before evicted too).
-NO_EVICTION_AFTER_FINISH = "no-eviction-after-finish"
-# workflow.patched: creationTimestamp is the start's acceptance (histories before: their first task).
-CREATED_AT_SUBMISSION = "created-at-submission"
-# workflow.patched: an attempt's workflow ID longer than ids.MAX_ID_LENGTH is cut (histories before
-# started it uncut, which a server on SQL persistence refuses, failing every workflow task).
-LIMITED_ATTEMPT_IDS = "limited-attempt-ids"
 # A runner that keeps `start_workload` running must heartbeat this often; when it stops (the runner
 # died), the workload's pods count as failed.
 RUNNER_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 RUNNER_RUN_TIMEOUT = timedelta(days=365)
-
-Message = tuple[str, Any]
+# Follow-up events (an enqueue's answer, a child found gone) settle again; this many rounds in one
+# batch at most, the rest waits for the next message or timer.
+MAX_ROUNDS = 20
 
 
 @workflow.defn(name="WorkloadWorkflow")
-class WorkloadWorkflow:
+class WorkloadWorkflow(LegacyLoop):
     @workflow.init
     def __init__(self, input: WorkloadInput) -> None:
         self.state = input.state or wl.new_state(input.workload, str(workflow.uuid4()), workflow.now())
-        self.inbox: list[Message] = []
+        self.inbox: list[Any] = []
         self.published: TypedSearchAttributes | None = None
-        self.handled = 0  # messages taken from the inbox so far, for updates waiting on theirs
+        self.handled = 0  # events taken from the inbox and settled, for updates waiting on theirs
         self.taken = 0
-        # Controllers being asked now: check name -> (attempt, activity). Not carried across
-        # continue-as-new: the next run asks again whatever is still unanswered.
-        self.asking: dict[str, tuple[int, workflow.ActivityHandle]] = {}
-        # A ProvisioningRequest attempt could not start because its previous run had not ended.
-        self.start_again = False
-        # The runner's `start_workload` for the current admission, while it runs.
-        self.running: workflow.ActivityHandle | None = None
+        # What is under way in this run (never carried: lifecycle's Started asks again).
+        self.asking: dict[str, workflow.ActivityHandle] = {}
+        self.runner: workflow.ActivityHandle | None = None
+        # The run of each attempt's workflow started by this run (an ID is reused when an attempt
+        # starts again): only the latest one's end is news.
+        self.children: dict[str, Any] = {}
+        self.timer: tuple[datetime, asyncio.Task] | None = None
+        self.fired: datetime | None = None  # the deadline of the timer that fired
         # What the metrics already counted (what a carried state holds counts as counted).
         self.seen = metrics.snapshot(self.state)
         # The last event and verdict written to the log (a carried state's were logged by its run).
         self.logged = (self.state.events[-1] if self.state.events else None,
                        self.state.verdicts[-1] if self.state.verdicts else None)
+        self._v0_init()
 
-    # --- messages -----------------------------------------------------------------------------
+    # --- messages: each one an event -------------------------------------------------------------
+    # Every handler takes any number of arguments of any shape: `lifecycle.step` parses them, so a
+    # malformed message is refused and recorded instead of failing the workflow task.
 
-    @workflow.signal(name="quota_reserved")
-    def quota_reserved(self, notice: Notice) -> None:
-        self.inbox.append(("reserved", notice))
+    @workflow.signal(name=contract.QUOTA_RESERVED)
+    def quota_reserved(self, *payload: Any) -> None:
+        self.inbox.append(lc.QueueNoticed(signal=contract.QUOTA_RESERVED, payload=_one(payload)))
 
-    @workflow.signal(name="pending_status")
-    def pending_status(self, notice: Notice) -> None:
-        self.inbox.append(("pending", notice))
+    @workflow.signal(name=contract.PENDING_STATUS)
+    def pending_status(self, *payload: Any) -> None:
+        self.inbox.append(lc.QueueNoticed(signal=contract.PENDING_STATUS, payload=_one(payload)))
 
-    @workflow.signal(name="dequeued")
-    def dequeued(self, notice: Notice) -> None:
-        self.inbox.append(("dequeued", notice))
+    @workflow.signal(name=contract.DEQUEUED)
+    def dequeued(self, *payload: Any) -> None:
+        self.inbox.append(lc.QueueNoticed(signal=contract.DEQUEUED, payload=_one(payload)))
 
-    @workflow.signal(name="evicted")
-    def evicted(self, notice: Notice) -> None:
-        self.inbox.append(("evicted", notice))
+    @workflow.signal(name=contract.EVICTED)
+    def evicted(self, *payload: Any) -> None:
+        self.inbox.append(lc.QueueNoticed(signal=contract.EVICTED, payload=_one(payload)))
 
-    @workflow.signal(name="queue_available")
-    def queue_available(self, message: QueueAvailable) -> None:
-        self.inbox.append(("queue_available", message))
+    @workflow.signal(name=contract.ADMISSION_CHECKS_CHANGED)
+    def admission_checks_changed(self, *payload: Any) -> None:
+        self.inbox.append(lc.QueueNoticed(signal=contract.ADMISSION_CHECKS_CHANGED, payload=_one(payload)))
 
-    @workflow.signal(name="finish")
-    def finish(self, request: FinishRequest) -> None:
-        self.inbox.append(("finish", request))
+    @workflow.signal(name=contract.QUEUE_AVAILABLE)
+    def queue_available(self, *payload: Any) -> None:
+        self.inbox.append(lc.QueueAppeared())
 
-    @workflow.signal(name="delete")
-    def delete(self, request: DeleteWorkload) -> None:
-        self.inbox.append(("delete", request))
+    @workflow.signal(name=contract.FINISH)
+    def finish(self, *payload: Any) -> None:
+        self.inbox.append(lc.FinishRequested(payload=_one(payload)))
 
-    @workflow.signal(name="admission_checks_changed")
-    def admission_checks_changed(self, notice: Notice) -> None:
-        self.inbox.append(("checks", notice))
+    @workflow.signal(name=contract.DELETE)
+    def delete(self, *payload: Any) -> None:
+        self.inbox.append(lc.DeleteRequested(payload=_one(payload)))
 
-    # Handlers that take a payload from anyone accept any number of arguments, so that a call with
-    # none or two is refused with a clear reason instead of failing the workflow task.
-
-    @workflow.signal(name="set_admission_check_state")
+    @workflow.signal(name=contract.SET_ADMISSION_CHECK_STATE)
     def set_admission_check_state(self, *payload: Any) -> None:
         """Any payload is taken: one that is not a valid verdict is recorded as rejected."""
-        self.inbox.append(("verdict", _one(payload)))
+        self.inbox.append(lc.VerdictReceived(payload=_one(payload)))
 
-    @workflow.update(name="apply_admission_check_state")
+    @workflow.update(name=contract.APPLY_ADMISSION_CHECK_STATE)
     async def apply_admission_check_state(self, *payload: Any) -> WorkloadStatus:
-        self.inbox.append(("verdict", _one(payload)))
+        self.inbox.append(lc.VerdictReceived(payload=_one(payload)))
         mine = self.taken + len(self.inbox)
         await workflow.wait_condition(lambda: self.handled >= mine)
         return self.state.status
@@ -150,230 +132,120 @@ class WorkloadWorkflow:
         except checks.VerdictError as err:
             raise ApplicationError(str(err), type="InvalidVerdict", non_retryable=True) from None
 
-    @workflow.signal(name="provisioning_request_updated")
-    def provisioning_request_updated(self, update: ProvisioningUpdate) -> None:
-        self.inbox.append(("provreq", update))
+    @workflow.signal(name=contract.PROVISIONING_REQUEST_UPDATED)
+    def provisioning_request_updated(self, *payload: Any) -> None:
+        self.inbox.append(lc.ProvisioningReported(payload=_one(payload)))
 
-    @workflow.signal(name="provisioning_request_deleted")
-    def provisioning_request_deleted(self, update: ProvisioningUpdate) -> None:
-        self.inbox.append(("provreq_deleted", update))
+    @workflow.signal(name=contract.PROVISIONING_REQUEST_DELETED)
+    def provisioning_request_deleted(self, *payload: Any) -> None:
+        self.inbox.append(lc.ProvisioningEnded(payload=_one(payload)))
 
-    @workflow.signal(name="set_pods_ready")
+    @workflow.signal(name=contract.SET_PODS_READY)
     def set_pods_ready(self, *payload: Any) -> None:
         """Any payload is taken: one that is not a valid report is recorded and changes nothing."""
-        self.inbox.append(("pods_ready", _one(payload)))
+        self.inbox.append(lc.PodsReadyReported(payload=_one(payload)))
 
-    @workflow.signal(name="deactivate")
-    def deactivate(self, request: Any = None) -> None:
-        self.inbox.append(("deactivate", request))
+    @workflow.signal(name=contract.DEACTIVATE)
+    def deactivate(self, *payload: Any) -> None:
+        self.inbox.append(lc.Deactivated())
 
-    @workflow.signal(name="activate")
-    def activate(self, request: Any = None) -> None:
-        self.inbox.append(("activate", request))
+    @workflow.signal(name=contract.ACTIVATE)
+    def activate(self, *payload: Any) -> None:
+        self.inbox.append(lc.Activated())
 
-    @workflow.query(name="workload")
+    @workflow.query(name=contract.WORKLOAD_QUERY)
     def workload(self) -> WorkloadReport:
         return self.state.report()
 
-    # --- the loop -----------------------------------------------------------------------------
+    # --- the loop ----------------------------------------------------------------------------------
 
     @workflow.run
     async def run(self, input: WorkloadInput) -> WorkloadReport:
-        if input.state is None and workflow.patched(CREATED_AT_SUBMISSION):
+        if not workflow.patched(LIFECYCLE_STEP):
+            return await self._v0_run(input)
+        if input.state is None:
             wl.stamp_submission(self.state, input.workload, workflow.info().workflow_start_time)
-        self._publish()
+        await self._settle([lc.Started()])
         while not (wl.is_finished(self.state) or self.state.deleted):
-            await self._provision()
-            self._ask_controllers()
-            await self._settle_pods()
-            if checks.finish_backoff_if_due(self.state, workflow.now()):
-                self._publish()
-            if self._needs_enqueue():
-                await self._enqueue()
-                self._publish()
+            self._set_timer(lc.next_wake(self.state))
+            await workflow.wait_condition(
+                # A workload running on a runner does not continue as new: its run is tied to this
+                # workflow run. Few messages arrive while it runs.
+                lambda: bool(self.inbox) or self.fired is not None or (workflow.info().is_continue_as_new_suggested() and self.runner is None)
+            )
+            if self.inbox or self.fired is not None:
+                events, self.inbox = self.inbox, []
+                self.taken += len(events)
+                if self.fired is not None:
+                    events.append(lc.TimerFired(at=self.fired))
+                    self.fired = None
+                await self._settle(events)
+                self.handled = self.taken
                 continue
-            timeout, summary = self._next_timer()
-            try:
-                await workflow.wait_condition(
-                    # A workload running on a runner does not continue as new: its run is tied to this
-                    # workflow run. Few messages arrive while it runs.
-                    lambda: bool(self.inbox) or (workflow.info().is_continue_as_new_suggested() and self.running is None),
-                    timeout=timeout,
-                    timeout_summary=summary,
-                )
-            except asyncio.TimeoutError:
-                await self._time_out_pods()
-                continue  # the backoff is over, an attempt can be started again, or pods timed out
+            await workflow.wait_condition(workflow.all_handlers_finished)
             if not self.inbox:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                if not self.inbox:
-                    workflow.continue_as_new(WorkloadInput(workload=input.workload, state=self.state))
-            await self._drain_inbox()
-            self._publish()
-        await self._provision()
-        self._ask_controllers()
-        await self._settle_pods()
+                workflow.continue_as_new(WorkloadInput(workload=input.workload, state=self.state))
+        self._set_timer(None)
+        await workflow.wait_condition(workflow.all_handlers_finished)
         return self.state.report()
 
-    def _next_timer(self) -> tuple[timedelta | None, str | None]:
-        """The first of: the end of the backoff, the PodsReady timeout, starting a ProvisioningRequest
-        attempt again."""
-        st = self.state
-        now = workflow.now()
-        timers: list[tuple[timedelta, str]] = []
-        if checks.in_backoff(st):
-            timers.append((checks.requeue_at(st) - now, checks.backoff_summary(st)))
-        due = pods_ready.deadline(st, st.wait_for_pods_ready)
-        if due is not None:
-            timers.append((due[0] - now, pods_ready.timer_summary(st.wait_for_pods_ready, due[1])))
-        if self.start_again:
-            timers.append((START_AGAIN, "start the ProvisioningRequest attempt again"))
-        self.start_again = False
-        if not timers:
-            return None, None
-        timeout, summary = min(timers, key=lambda t: t[0])
-        return max(timeout, timedelta(milliseconds=1)), summary
-
-    async def _time_out_pods(self) -> None:
-        """The PodsReady timeout, if it is the timer that fired: evict or deactivate (Kueue's rules)."""
-        st = self.state
-        now = workflow.now()
-        due = pods_ready.deadline(st, st.wait_for_pods_ready)
-        if due is None or due[0] > now:
-            return
-        if pods_ready.time_out(st, st.wait_for_pods_ready, due[1], now, workflow.random().random()):
-            await self._release()
+    async def _settle(self, events: list[Any]) -> None:
+        """Step the events and a Settle, carrying out each step's commands; what those commands
+        answer at once (an enqueue's resolution, a child found gone) is stepped next, then settled."""
+        pending = [*events, lc.Settle()]
+        rounds = 0
+        while pending:
+            event = pending.pop(0)
+            self.state, commands = lc.step(self.state, event, workflow.now(), workflow.random().random())
+            answers: list[Any] = []
+            for command in commands:
+                answers += await self._execute(command)
+            if answers:
+                pending[0:0] = answers
+                if isinstance(event, lc.Settle) and rounds < MAX_ROUNDS:
+                    rounds += 1
+                    pending.append(lc.Settle())
         self._publish()
 
-    async def _settle_pods(self) -> None:
-        """Carry out what the workload's pods call for: the runner starts an admitted workload and
-        stops one that is no longer admitted; the blockAdmission gate hears when a workload it
-        counted as not ready is ready or gave its quota back."""
-        st = self.state
-        runner = wl.runner_of(st)
-        command = pods_ready.runner_command(st, running=self.running is not None)
-        if command == "start":
-            self._start_runner(runner)
-        elif command == "stop" and self.running is not None:
-            self.running.cancel()
-            self.running = None
-            stopping = workflow.start_activity(
-                STOP_WORKLOAD,
-                StopWorkload(workflow_id=workflow.info().workflow_id, admission=st.runner_started, reason=wl.phase(st),
-                             message=wl.condition_summary(st)),
-                task_queue=runner,
-                schedule_to_close_timeout=timedelta(minutes=5),
-                summary=f"stop on runner {runner} (admission {st.runner_started})",
+    async def _execute(self, c: Any) -> list[Any]:
+        """Carry out one command; returns the events it answered with at once."""
+        if isinstance(c, lc.Enqueue):
+            # A local activity: no extra round trip through the server before the workload is queued.
+            resolution = await workflow.execute_local_activity(
+                contract.ENQUEUE_WORKLOAD, c.request, result_type=QueueResolution,
+                start_to_close_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
+                summary=f"enqueue in LocalQueue {c.request.local_queue}",
             )
-            # Nothing waits for it: a runner that cannot be reached has had its run cancelled already.
-            stopping.add_done_callback(lambda task: task.cancelled() or task.exception())
-        if pods_ready.leaves_gate(st):
-            st.gated = False
-            try:
-                await workflow.get_external_workflow_handle(ids.PODS_READY_GATE_ID).signal(
-                    "settled", GateSettled(key=st.key, uid=st.workload.metadata.uid, ticket=st.ticket)
-                )
-            except ApplicationError as err:
-                if "NotFound" not in (err.type or ""):
-                    raise
-
-    def _start_runner(self, runner: str) -> None:
-        st = self.state
-        st.runner_started = st.ticket
-        handle = workflow.start_activity(
-            START_WORKLOAD,
-            StartWorkload(
-                workflow_id=workflow.info().workflow_id, admission=st.ticket, workload=st.workload.to_wire(),
-                pod_sets_info=st.pod_sets_info or [],
-            ),
-            task_queue=runner,
-            start_to_close_timeout=RUNNER_RUN_TIMEOUT,
-            heartbeat_timeout=RUNNER_HEARTBEAT_TIMEOUT,
-            retry_policy=RetryPolicy(maximum_attempts=1),
-            summary=f"start on runner {runner} (admission {st.ticket})",
-        )
-        self.running = handle
-        admission = st.ticket
-
-        def done(task: Any) -> None:
-            error = None
-            try:
-                task.result()
-            except ActivityError as err:
-                error = _message(err)
-            except asyncio.CancelledError:
-                error = "cancelled"
-            if self.running is not handle:
-                return  # this workflow cancelled it: the admission is over
-            self.running = None
-            if error is not None:
-                # It stopped on its own: the runner died, shut down, or gave up.
-                self.inbox.append(("runner_lost", (admission, error)))
-
-        handle.add_done_callback(done)
-
-    async def _provision(self) -> None:
-        """The built-in ProvisioningRequest check: start and delete attempts as the pure reconcile
-        says, and apply the check states that need no request."""
-        st = self.state
-        held, queued, admitted = wl.has_quota(st), st.queued, wl.is_admitted(st)
-        cmds, verdicts = provisioning.reconcile(st)
-        now = workflow.now()
-        for v in verdicts:
-            checks.apply(st, v, now, workflow.random().random())
-        for attempt in cmds.stop:
-            if not await self._signal_child(attempt.workflow_id, "delete_provisioning_request", ProvisioningNotice(reason=wl.phase(st))):
-                provisioning.stopped(st, attempt.check, attempt.attempt)  # it had ended already
-        for plan in cmds.start:
-            a = plan.attempt
-            meta = st.workload.metadata
-            uncut = provisioning.workflow_id(meta.namespace, meta.name, a.check, a.attempt, limited=False)
-            if a.workflow_id != uncut and not workflow.patched(LIMITED_ATTEMPT_IDS):
-                a.workflow_id = st.provisioning[a.check].workflow_id = uncut
-            try:
-                await workflow.start_child_workflow(
-                    "ProvisioningCheckWorkflow",
-                    ProvisioningCheckInput(
-                        parent=workflow.info().workflow_id, check=a.check, attempt=a.attempt,
-                        request=plan.request, pod_templates=plan.pod_templates,
-                    ),
-                    id=a.workflow_id,
-                    # It outlives a continue-as-new of this workflow; the workload ends it itself.
-                    parent_close_policy=ParentClosePolicy.ABANDON,
-                    static_summary=f"ProvisioningRequest {a.name}",
-                )
-            except WorkflowAlreadyStartedError:
-                # An earlier run of this attempt (its request was deleted by someone else, and it
-                # is ending) still holds the ID: tell it to go, and try again shortly.
-                st.provisioning.pop(a.check, None)
-                await self._signal_child(a.workflow_id, "delete_provisioning_request", ProvisioningNotice(reason="restart"))
-                self.start_again = True
-        if verdicts:
-            await self._settle(held, queued, admitted)
-
-    def _ask_controllers(self) -> None:
-        """Ask the controllers of the checks that wait for them, and cancel what is no longer
-        needed: the check was answered by a signal, or the workload lost its quota or finished."""
-        wanted = checks.to_ask(self.state)
-        for name, (_, handle) in list(self.asking.items()):
-            if name not in wanted:
-                del self.asking[name]
+            return [lc.EnqueueResolved(ticket=c.request.entry.ticket, resolution=resolution)]
+        if isinstance(c, lc.TellQueue):
+            await _signal(contract.cluster_queue_id(c.cluster_queue), c.signal, c.request)
+        elif isinstance(c, lc.AskController):
+            self._ask(c)
+        elif isinstance(c, lc.StopAsking):
+            handle = self.asking.pop(c.check, None)
+            if handle is not None:
                 handle.cancel()
-        for name in wanted:
-            if name not in self.asking:
-                self._ask(name)
+        elif isinstance(c, lc.StartProvisioning):
+            return await self._start_provisioning(c)
+        elif isinstance(c, lc.TellProvisioning):
+            if not await _signal(c.workflow_id, c.signal, ProvisioningNotice(reason=c.reason)):
+                return [lc.ProvisioningEnded(workflow_id=c.workflow_id)]
+        elif isinstance(c, lc.StartRunner):
+            self._start_runner(c)
+        elif isinstance(c, lc.StopRunner):
+            self._stop_runner(c)
+        elif isinstance(c, lc.TellGate):
+            await _signal(contract.PODS_READY_GATE_ID, c.signal, c.request)
+        return []
 
-    def _ask(self, name: str) -> None:
-        req = checks.request(self.state, name, workflow.info().workflow_id)
+    def _ask(self, c: lc.AskController) -> None:
+        req = c.request
+        name = req.admission_check
         handle = workflow.start_activity(
-            ADMISSION_CHECK,
-            req,
-            task_queue=self.state.checks_info[name].controller_name,
-            start_to_close_timeout=CHECK_TIMEOUT,
-            retry_policy=CHECK_RETRY,
-            summary=f"check {name} (attempt {req.attempt})",
+            contract.ADMISSION_CHECK, req, task_queue=c.task_queue, start_to_close_timeout=CHECK_TIMEOUT,
+            retry_policy=CHECK_RETRY, summary=f"check {name} (attempt {req.attempt})",
         )
-        self.asking[name] = (req.attempt, handle)
+        self.asking[name] = handle
 
         def done(task: Any) -> None:
             result, error = None, ""
@@ -382,179 +254,99 @@ class WorkloadWorkflow:
             except ActivityError as err:
                 if isinstance(err.cause, CancelledError):
                     return
-                error = _message(err)  # only a non-retryable error ends the retries: it counts as Retry
+                error = _message(err)  # only a non-retryable error ends the retries
             except asyncio.CancelledError:
                 return
-            if self.asking.get(name, (0, None))[1] is handle:  # else a verdict, an eviction or the finish came first
-                self.inbox.append(("answer", (name, req.attempt, result, error)))
+            if self.asking.get(name) is handle:  # else it was stopped: answered, evicted, finished
+                del self.asking[name]
+                self.inbox.append(lc.ControllerAnswered(check=name, attempt=req.attempt, result=result, error=error))
 
         handle.add_done_callback(done)
 
-    def _needs_enqueue(self) -> bool:
-        st = self.state
-        return (
-            st.workload.spec.active is not False
-            and not wl.has_quota(st)
-            and not st.queued
-            and not st.waiting_for_queue
-            and not checks.in_backoff(st)
-        )
-
-    async def _enqueue(self) -> None:
-        st = self.state
-        spec = st.workload.spec
-        st.ticket += 1
-        entry = QueueEntry(
-            key=st.key,
-            uid=st.workload.metadata.uid,
-            ticket=st.ticket,
-            local_queue=spec.queue_name or "",
-            priority=spec.priority or 0,
-            timestamp=wl.queue_timestamp(st),
-            pod_sets=st.pod_set_requests(),
-        )
-        # A local activity: no extra round trip through the server before the workload is queued.
-        resolution: QueueResolution = await workflow.execute_local_activity(
-            ENQUEUE,
-            EnqueueRequest(
-                namespace=st.workload.metadata.namespace,
-                local_queue=spec.queue_name or "",
-                workflow_id=workflow.info().workflow_id,
-                entry=entry,
-                fresh=st.sent_back,
-            ),
-            result_type=QueueResolution,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
-            summary=f"enqueue in LocalQueue {spec.queue_name}",
-        )
-        now = workflow.now()
-        if resolution.reason:
-            # The catalog now knows to wake this workload when the queue exists.
-            st.waiting_for_queue = True
-            if resolution.cluster_queue:
-                st.cluster_queue = resolution.cluster_queue
-            wl.set_pending(st, resolution.reason, resolution.message, now)
-            return
-        st.cluster_queue = resolution.cluster_queue
-        st.queued = True
-        st.sent_back = False
-
-    async def _drain_inbox(self) -> None:
-        now = workflow.now()
-        messages, self.inbox = self.inbox, []
-        self.taken += len(messages)
-        for kind, m in messages:
-            st = self.state
-            held, queued, admitted = wl.has_quota(st), st.queued, wl.is_admitted(st)
-            if kind == "reserved" and wl.accepts(st, m):
-                wl.reserve_quota(st, m, now)
-            elif kind == "pending" and wl.accepts(st, m):
-                wl.set_pending(st, m.reason, m.message, now)
-                wl.take_checks_before_reservation(st, m.admission_checks, now)
-            elif kind == "checks" and self._accepts_eviction(st, m):
-                wl.take_checks(st, m, now)
-                checks.reconcile(st, now)
-            elif kind == "verdict":
-                checks.receive(st, m, now, workflow.random().random())
-            elif kind == "answer":
-                name, attempt, result, error = m
-                if self.asking.get(name, (0, None))[0] == attempt:
-                    del self.asking[name]
-                checks.answer(st, name, attempt, result, error, now, workflow.random().random())
-            elif kind == "provreq":
-                provisioning.report(st, m.check, m.attempt, m.request, m.error, now, workflow.random().random())
-            elif kind == "provreq_deleted":
-                provisioning.stopped(st, m.check, m.attempt)
-            elif kind == "pods_ready":
-                try:
-                    pods_ready.report(st, m, now)
-                except pods_ready.PodsReadyError as err:
-                    wl.record(st, "InvalidPodsReadyReport", str(err), now, "Warning")
-            elif kind == "runner_lost":
-                admission, error = m
-                if admission == st.ticket:
-                    pods_ready.runner_lost(st, error, now)
-            elif kind == "deactivate":
-                if st.workload.spec.active is not False:
-                    checks.deactivate(st, now)
-            elif kind == "activate":
-                checks.activate(st, now)
-            elif kind == "dequeued" and wl.accepts(st, m):
-                wl.sent_back(st, m.reason, m.message, now)
-            elif kind == "evicted" and self._accepts_eviction(st, m):
-                if wl.evict(st, m.reason, m.message, now, preemption_reason=m.preemption_reason):
-                    await self._release()
-            elif kind == "queue_available":
-                st.waiting_for_queue = False
-            elif kind == "finish":
-                if wl.finish(st, m.succeeded, m.message, now):
-                    await self._release()
-            elif kind == "delete":
-                if wl.delete(st):
-                    await self._release()
-            if kind in ("reserved", "checks", "verdict", "answer", "deactivate", "provreq"):
-                # Admitted along with a reservation without checks: the queue already counts it.
-                told = kind == "reserved" and not m.admission_checks
-                await self._settle(held, queued, admitted, queue_knows=told)
-            self.handled += 1
-
-    async def _signal_child(self, workflow_id: str, signal: str, payload: Any) -> bool:
-        """Signal a ProvisioningCheckWorkflow; False when it has ended."""
+    async def _start_provisioning(self, c: lc.StartProvisioning) -> list[Any]:
+        a = c.plan.attempt
+        self.children[a.workflow_id] = None  # an earlier run's end, heard from now on, is old news
         try:
-            await workflow.get_external_workflow_handle(workflow_id).signal(signal, payload)
-        except ApplicationError as err:
-            if "NotFound" not in (err.type or ""):
-                raise
-            return False
-        return True
+            child = await workflow.start_child_workflow(
+                contract.PROVISIONING_CHECK_WORKFLOW,
+                ProvisioningCheckInput(
+                    parent=workflow.info().workflow_id, check=a.check, attempt=a.attempt,
+                    request=c.plan.request, pod_templates=c.plan.pod_templates,
+                ),
+                id=a.workflow_id,
+                # It outlives a continue-as-new of this workflow; the workload ends it itself.
+                parent_close_policy=ParentClosePolicy.ABANDON,
+                static_summary=f"ProvisioningRequest {a.name}",
+            )
+        except WorkflowAlreadyStartedError:
+            del self.children[a.workflow_id]
+            return [lc.ProvisioningStartRefused(check=a.check, attempt=a.attempt, workflow_id=a.workflow_id)]
+        def ended(task: Any) -> None:
+            # However it ends (deleted as asked, terminated by an operator), the workload hears of it.
+            if not task.cancelled():
+                task.exception()
+            if self.children.get(a.workflow_id) is task:
+                del self.children[a.workflow_id]
+                self.inbox.append(lc.ProvisioningEnded(workflow_id=a.workflow_id))
 
-    async def _settle(self, held: bool, queued: bool, admitted: bool, queue_knows: bool = False) -> None:
-        """Carry out what a check-driven change calls for: a workload newly admitted gets its pods'
-        start information and its queue is told; quota or a place given up is released."""
-        st = self.state
-        if not admitted and wl.is_admitted(st):
+        self.children[a.workflow_id] = child
+        child.add_done_callback(ended)
+        return []
+
+    def _start_runner(self, c: lc.StartRunner) -> None:
+        admission = c.request.admission
+        handle = workflow.start_activity(
+            contract.START_WORKLOAD, c.request, task_queue=c.task_queue, start_to_close_timeout=RUNNER_RUN_TIMEOUT,
+            heartbeat_timeout=RUNNER_HEARTBEAT_TIMEOUT, retry_policy=RetryPolicy(maximum_attempts=1),
+            summary=f"start on runner {c.task_queue} (admission {admission})",
+        )
+        self.runner = handle
+
+        def done(task: Any) -> None:
+            if self.runner is not handle:
+                return  # stopped by this workflow: the admission is over
+            self.runner = None
+            error = ""
             try:
-                wl.set_pod_sets_info(st)
-            except pod_set_updates.PodSetUpdateConflict as err:
-                if wl.finish(st, False, str(err), workflow.now(), reason="FailedToStart"):
-                    await self._release()
-                return
-            if not queue_knows:
-                await self._signal_queue("admitted")
-            for a in list(st.provisioning.values()):
-                await self._signal_child(a.workflow_id, "pods_scheduled", ProvisioningNotice(reason="Admitted"))
-        if (held or queued) and not (wl.has_quota(st) or st.queued):
-            await self._release()
+                task.result()
+            except ActivityError as err:
+                error = _message(err)
+            except asyncio.CancelledError:
+                error = "cancelled"
+            # It stopped on its own: the runner died, shut down, gave up, or the run is over.
+            self.inbox.append(lc.RunnerStopped(admission=admission, error=error))
 
-    def _accepts_eviction(self, st: wl.WorkloadState, m: Notice) -> bool:
-        if wl.accepts_eviction(st, m):
-            return True
-        # A finished workload used to be evicted too; histories that did so replay it.
-        return wl.evicts_reservation(st, m) and not workflow.patched(NO_EVICTION_AFTER_FINISH)
+        handle.add_done_callback(done)
 
-    async def _release(self) -> None:
-        """Tell the ClusterQueue to take back our quota or our place."""
-        await self._signal_queue("release")
+    def _stop_runner(self, c: lc.StopRunner) -> None:
+        if self.runner is not None:
+            self.runner.cancel()
+            self.runner = None
+        stopping = workflow.start_activity(
+            contract.STOP_WORKLOAD, c.request, task_queue=c.task_queue, schedule_to_close_timeout=timedelta(minutes=5),
+            summary=f"stop on runner {c.task_queue} (admission {c.request.admission})",
+        )
+        # Nothing waits for it: a runner that cannot be reached has had its run cancelled already.
+        stopping.add_done_callback(lambda task: task.cancelled() or task.exception())
 
-    async def _signal_queue(self, signal: str) -> None:
-        """Tell the ClusterQueue about our ticket. Only a queue that is gone frees us from it; a
-        refusal (its per-run signal limit, while it continues as new) is tried again, or the quota
-        would stay held for good."""
-        st = self.state
-        handle = workflow.get_external_workflow_handle(ids.cluster_queue_id(st.cluster_queue))
-        request = ReleaseRequest(key=st.key, uid=st.workload.metadata.uid, ticket=st.ticket)
-        delay = timedelta(seconds=1)
-        while True:
-            try:
-                await handle.signal(signal, request)
-                return
-            except ApplicationError as err:
-                if "NotFound" in (err.type or ""):
-                    return
-                workflow.logger.warning("release_refused", extra={"cluster_queue": st.cluster_queue, "error": str(err)})
-            await workflow.sleep(delay, summary=f"retry {signal} in ClusterQueue {st.cluster_queue}")
-            delay = min(delay * 2, timedelta(minutes=1))
+    def _set_timer(self, wake: tuple[datetime, str] | None) -> None:
+        """One durable timer for the next wake-up; kept while the time it waits for is unchanged, so
+        one wait shows as one timer in the UI."""
+        if self.timer is not None and (wake is None or wake[0] != self.timer[0]):
+            self.timer[1].cancel()
+            self.timer = None
+        if wake is None or self.timer is not None:
+            return
+        at, summary = wake
+        sleep = asyncio.ensure_future(workflow.sleep(max(at - workflow.now(), timedelta(milliseconds=1)), summary=summary))
+
+        def fired(task: asyncio.Task) -> None:
+            if self.timer is not None and self.timer[1] is task and not task.cancelled():
+                self.timer = None
+                self.fired = at
+
+        sleep.add_done_callback(fired)
+        self.timer = (at, sleep)
 
     def _log(self) -> None:
         """Each new event and verdict, as a log line with the workload, its ClusterQueue, and the
@@ -566,9 +358,8 @@ class WorkloadWorkflow:
             workflow.logger.log(logging.WARNING if e.type == "Warning" else logging.INFO, e.reason,
                                 extra={**base, "reason": e.reason, "detail": e.message})
         for v in _after(st.verdicts, last_verdict):
-            check = next((c for c in st.status.admission_checks or () if c.name == v.check), None)
             workflow.logger.info("verdict", extra={
-                **base, "check": v.check, "attempt": checks.attempt_of(check) if check else None, "state": v.state,
+                **base, "check": v.check, "attempt": wl.current_attempt(st, v.check), "state": v.state,
                 "outcome": v.outcome, "detail": v.detail,
             })
         self.logged = (st.events[-1] if st.events else None, st.verdicts[-1] if st.verdicts else None)
@@ -591,6 +382,23 @@ class WorkloadWorkflow:
         self.published = TypedSearchAttributes([SearchAttributePair(k, v) for k, v in wanted.items()])
 
 
+async def _signal(workflow_id: str, signal: str, payload: Any) -> bool:
+    """Signal another workflow; False when it has ended. A refusal (the server's per-run signal
+    limit, while the target continues as new) is tried again, with backoff, for as long as it
+    takes: dropping it could leave quota held for good."""
+    delay = timedelta(seconds=1)
+    while True:
+        try:
+            await workflow.get_external_workflow_handle(workflow_id).signal(signal, payload)
+            return True
+        except ApplicationError as err:
+            if "NotFound" in (err.type or ""):
+                return False
+            workflow.logger.warning("signal_refused", extra={"workflow_id": workflow_id, "signal": signal, "error": str(err)})
+        await workflow.sleep(delay, summary=f"retry {signal} to {workflow_id}")
+        delay = min(delay * 2, timedelta(minutes=1))
+
+
 def _one(payload: tuple) -> Any:
     """The single argument of a message, or what stands for a wrong count: validation then says
     `... got 2 arguments`."""
@@ -598,9 +406,10 @@ def _one(payload: tuple) -> Any:
 
 
 def _after(items: list, last: Any) -> list:
-    """The items after `last` (the whole list if `last` is gone or None)."""
+    """The items after the last one equal to `last` (the whole list if `last` is gone or None).
+    Equal, not identical: `lifecycle.step` returns a new state each time."""
     for i in range(len(items) - 1, -1, -1):
-        if items[i] is last:
+        if items[i] == last:
             return items[i + 1 :]
     return list(items)
 
@@ -608,3 +417,4 @@ def _after(items: list, last: Any) -> list:
 def _message(err: ActivityError) -> str:
     cause = err.cause
     return (cause.message if isinstance(cause, ApplicationError) else str(cause or err)) or type(cause).__name__
+

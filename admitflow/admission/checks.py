@@ -25,6 +25,7 @@ from admitflow.admission import workload as wl
 from admitflow.admission.conditions import MAX_CONDITION_MESSAGE, second, truncate
 from admitflow.admission.workload import VerdictRecord, WorkloadState
 from admitflow.api import AdmissionCheckState, RequeueState
+from admitflow.api.bounds import INT32_MAX
 from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME, AdmissionCheckRetryStrategy
 from admitflow.api import field_error as fe
 from admitflow.api.duration import format_duration_nanos
@@ -44,9 +45,13 @@ class Verdict(WireModel):
     name: str = Field(description="The AdmissionCheck.")
     state: str = Field(description="Pending, Ready, Retry or Rejected.")
     message: str = ""
-    requeue_after_seconds: int | None = Field(default=None, description="With Retry: wait at least this long.")
+    requeue_after_seconds: int | None = Field(
+        default=None, ge=0, le=INT32_MAX, description="With Retry: wait at least this long (0 to 2147483647)."
+    )
     pod_set_updates: list[PodSetUpdate] | None = None
-    attempt: int | None = Field(default=None, description="The check's retryCount + 1 the controller was asked about.")
+    attempt: int | None = Field(
+        default=None, ge=1, le=INT32_MAX, description="The attempt the controller was asked about (the request's `attempt`)."
+    )
 
 
 class VerdictError(ValueError):
@@ -65,7 +70,10 @@ class CheckRequest(WireModel):
     workload: dict[str, Any] = Field(description="The Workload in Kueue's shape, with its status.")
     admission_check: str = Field(description="The AdmissionCheck asked about.")
     parameters: dict[str, Any] | None = Field(description="The spec of the check's parameters object, if any.")
-    attempt: int = Field(description="The check's retryCount + 1; verdicts may carry it back.")
+    attempt: int = Field(
+        description="Which attempt of this check this is: a new number for every reservation it is asked about, "
+        "never reused; verdicts may carry it back."
+    )
     workflow_id: str = Field(description="Where verdicts go: signal or update this workflow.")
 
 
@@ -100,8 +108,6 @@ def validate(state: WorkloadState, v: Verdict) -> AdmissionCheckState:
         raise VerdictError(f'workload {key} has no admission check "{v.name}" (it has: {have})')
     if v.state not in STATES:
         raise VerdictError(f'unknown state "{v.state}" for check "{v.name}": must be one of {", ".join(STATES)}')
-    if v.requeue_after_seconds is not None and v.requeue_after_seconds < 0:
-        raise VerdictError(f"requeueAfterSeconds must be >= 0, got {v.requeue_after_seconds}")
     pod_sets = [ps.name for ps in state.workload.spec.pod_sets]
     seen: set[str] = set()
     for i, update in enumerate(v.pod_set_updates or ()):
@@ -115,14 +121,39 @@ def validate(state: WorkloadState, v: Verdict) -> AdmissionCheckState:
         errors = toleration_rule_errors(update.tolerations, f"{path}.tolerations") + pod_set_update_errors(update, path)
         if errors:
             raise VerdictError(str(errors[0]))
-    if v.attempt is not None and v.attempt < attempt_of(check):
-        raise VerdictError(
-            f'verdict for attempt {v.attempt} of check "{v.name}", which is at attempt {attempt_of(check)}: ignored',
-            stale=True,
-        )
+    at = wl.current_attempt(state, v.name)
+    if v.attempt is not None and v.attempt < at and not is_late_retry(state, v):
+        raise VerdictError(f'verdict for attempt {v.attempt} of check "{v.name}", which is at attempt {at}: ignored', stale=True)
+    if v.attempt is not None and v.attempt > at and state.rules >= 1:
+        raise VerdictError(f'verdict for attempt {v.attempt} of check "{v.name}", which is at attempt {at}: not asked yet')
     if check.state == "Ready" and v.state == "Ready" and (v.pod_set_updates or None) != (check.pod_set_updates or None):
         raise VerdictError(f'podSetUpdates: field is immutable while check "{v.name}" stays Ready')
     return check
+
+
+def is_late_retry(state: WorkloadState, v: Verdict) -> bool:
+    """A Retry for the attempt that an admission-check eviction just ended (KEP-3258's race): it
+    may still push the requeue later, while the workload has not been reserved again."""
+    return (
+        state.rules >= 1
+        and v.state == "Retry"
+        and v.attempt is not None
+        and v.attempt == state.handed.get(v.name)
+        and after_check_eviction(state)
+    )
+
+
+def after_check_eviction(state: WorkloadState) -> bool:
+    """Evicted by its checks' Retry and not reserved since (in its backoff, or back in its queue)."""
+    evicted = cond.find(state.status.conditions, wl.EVICTED)
+    return (
+        evicted is not None
+        and evicted.status == "True"
+        and evicted.reason == "AdmissionCheck"
+        and not wl.has_quota(state)
+        and state.workload.spec.active is not False
+        and not wl.is_finished(state)
+    )
 
 
 def remember(state: WorkloadState, v: Verdict | None, raw_name: str, raw_state: str, outcome: str, detail: str, now: datetime) -> None:
@@ -157,7 +188,7 @@ def apply(state: WorkloadState, v: Verdict, now: datetime, random: float = 0.0) 
     index, check = next((i, c) for i, c in enumerate(state.status.admission_checks) if c.name == v.name)
     v = _with_strategy(state, check, v, random)
     holding = wl.has_quota(state)
-    backoff = in_backoff(state)
+    backoff = in_backoff(state) or (state.rules >= 1 and after_check_eviction(state))
     if not holding and v.state in ("Retry", "Rejected"):
         if backoff and v.state == "Retry":
             outcome, detail = "applied", _push_backoff(state, index, v, now)
@@ -181,7 +212,7 @@ def apply(state: WorkloadState, v: Verdict, now: datetime, random: float = 0.0) 
         note = f"Admission check {v.name} updated state from {check.state} to {v.state}"
         wl.record(state, "AdmissionCheckUpdated", note + (f" with message: {v.message}" if v.message else ""), now)
     if holding:
-        state.answered[v.name] = attempt_of(check)  # the controller spoke: no need to ask it
+        state.answered[v.name] = wl.current_attempt(state, v.name)  # the controller spoke: no need to ask it
     detail = reconcile(state, now) if holding else "kept until quota is reserved"
     remember(state, v, v.name, v.state, "applied", detail, now)
     return detail
@@ -207,8 +238,10 @@ def retry_delay(strategy: AdmissionCheckRetryStrategy, n: int, random: float) ->
     if strategy.strategy == "Static":
         delay = float(strategy.base_delay_seconds)
     else:
-        delay = min(strategy.base_delay_seconds * strategy.factor ** (n - 1), float(strategy.max_delay_seconds))
-    return int(round(delay * (1 + random * strategy.jitter)))
+        # The growth stops at the max: a factor of 2 past n = 1024 would overflow a float.
+        growth = strategy.factor ** min(n - 1, 64) if strategy.factor > 1 else 1.0
+        delay = min(strategy.base_delay_seconds * growth, float(strategy.max_delay_seconds))
+    return min(int(round(delay * (1 + random * strategy.jitter))), INT32_MAX)
 
 
 def reconcile(state: WorkloadState, now: datetime) -> str:
@@ -249,12 +282,22 @@ def deactivate_for_checks(state: WorkloadState, rejected: Sequence[AdmissionChec
 
 
 def deactivate(state: WorkloadState, now: datetime, cause: str = "", message: str = "The workload is deactivated") -> None:
-    """spec.active=false: evicted (with the cause, if any), requeueState cleared, not in any queue."""
+    """spec.active=false: evicted (with the cause, if any), requeueState cleared, not in any queue.
+    Without quota (waiting, or in its backoff), Kueue's eviction steps still apply: checks go back
+    to Pending; an eviction already recorded keeps its reason and time, so that the workload keeps
+    its place in the queue order when it is activated again."""
     st = state.status
     state.workload.spec.active = False
     reason = "Deactivated" + (f"DueTo{cause}" if cause else "")
     if wl.has_quota(state):
         wl.evict(state, "Deactivated", message, now, underlying_cause=cause)
+    elif state.rules >= 1:
+        st.admission_checks = wl.reset_checks_on_eviction(st.admission_checks, now, keep_retry_count=True)
+        wl.next_attempts(state)
+        if not cond.is_true(st.conditions, wl.EVICTED):
+            st.conditions = cond.set_condition(st.conditions, wl.EVICTED, True, reason, message, now)
+        st.conditions = cond.set_condition(st.conditions, wl.REQUEUED, False, reason, message, now)
+        wl.record(state, f"EvictedDueTo{reason}", message, now)
     else:
         st.conditions = cond.set_condition(st.conditions, wl.EVICTED, True, reason, message, now)
         st.conditions = cond.set_condition(st.conditions, wl.REQUEUED, False, reason, message, now)
@@ -315,6 +358,14 @@ def _push_backoff(state: WorkloadState, index: int, v: Verdict, now: datetime) -
         state.status.admission_checks[index] = check.model_copy(update={"requeue_after_seconds": v.requeue_after_seconds})
     at = now + timedelta(seconds=v.requeue_after_seconds or 0)
     if _push_requeue_at(state, at, now):
+        requeued = cond.find(state.status.conditions, wl.REQUEUED)
+        if state.rules >= 1 and requeued is not None and requeued.status == "True":
+            # Already requeued (an earlier Retry had no delay): it leaves its queue again and waits
+            # for the longest delay, whatever the order the verdicts came in.
+            state.queued = False
+            st = state.status
+            message = f"Evicted due to {checks_message([check.model_copy(update={'message': v.message})], 'Retry')}"
+            st.conditions = cond.set_condition(st.conditions, wl.REQUEUED, False, "AdmissionCheck", message, now)
         return f"applied to the backoff: requeue pushed to {second(at).isoformat()}"
     return "applied to the backoff: the requeue stays as it was"
 
@@ -368,30 +419,45 @@ def finish_backoff_if_due(state: WorkloadState, now: datetime) -> bool:
 def to_ask(state: WorkloadState) -> list[str]:
     """The checks whose controller must be asked now: the workload holds quota, the check is
     Pending, and its controller has not answered this attempt in this reservation. The built-in
-    ProvisioningRequest check is answered by the engine itself."""
+    ProvisioningRequest check is answered by the engine itself. A controller that failed is not
+    asked again while its backoff runs (until its timer takes it out of `ask_again_at`)."""
     if not wl.has_quota(state) or wl.is_finished(state) or state.deleted:
         return []
     out = []
     for c in state.status.admission_checks or ():
         info = state.checks_info.get(c.name)
+        attempt = state.asked_now.get(c.name, 0) if state.rules >= 1 else attempt_of(c)
         if (
             c.state == "Pending"
             and info is not None
             and info.controller_name != PROVISIONING_REQUEST_CONTROLLER_NAME
-            and state.answered.get(c.name) != attempt_of(c)
+            and state.answered.get(c.name) != attempt
+            and c.name not in state.ask_again_at
         ):
             out.append(c.name)
     return out
 
 
-def request(state: WorkloadState, name: str, workflow_id: str) -> CheckRequest:
+def hand_out(state: WorkloadState, name: str) -> int:
+    """The attempt to ask a check's controller about in this reservation: the same one again after
+    it failed, else one it has never been asked about."""
+    if name in state.asked_now:
+        return state.asked_now[name]
+    n = state.attempts.get(name, 1)
+    if state.handed.get(name, 0) >= n:
+        n = state.handed[name] + 1
+    state.attempts[name] = state.handed[name] = state.asked_now[name] = n
+    return n
+
+
+def request(state: WorkloadState, name: str, workflow_id: str, attempt: int | None = None) -> CheckRequest:
     check = next(c for c in state.status.admission_checks or () if c.name == name)
     info = state.checks_info[name]
     return CheckRequest(
         workload=state.workload.to_wire(),
         admission_check=name,
         parameters=info.parameters,
-        attempt=attempt_of(check),
+        attempt=attempt if attempt is not None else attempt_of(check),
         workflow_id=workflow_id,
     )
 
@@ -408,6 +474,8 @@ def answer(
     payload = dict(result) if isinstance(result, dict) else {"state": result}
     payload.setdefault("name", name)
     payload.setdefault("attempt", attempt)
+    if state.rules >= 1:
+        return _answer(state, name, attempt, payload, error, now, random)
     if not _asked(state, name, attempt):
         detail = "ignored: a verdict for this attempt came first, or the workload no longer holds quota"
         remember(state, None, name, "Error" if error else str(payload.get("state", "?")), "ignored", detail, now)
@@ -422,6 +490,47 @@ def answer(
         except VerdictError as err:
             error = f"invalid verdict from the controller: {err}"
     return receive(state, {"name": name, "state": "Retry", "message": error, "attempt": attempt}, now, random)
+
+
+# A controller that fails or answers something that is not a verdict is asked again after
+# min(BASE * 2^(n-1), MAX) seconds, n its failures in a row: it never evicts the workload.
+CONTROLLER_BACKOFF_BASE = 5
+CONTROLLER_BACKOFF_MAX = 300
+CONTROLLER_FAILED = "AdmissionCheckControllerFailed"
+
+
+def controller_backoff(failures: int) -> int:
+    """Seconds before a controller that failed `failures` times in a row is asked again."""
+    return min(CONTROLLER_BACKOFF_BASE * 2 ** min(failures - 1, 16), CONTROLLER_BACKOFF_MAX)
+
+
+def _answer(state: WorkloadState, name: str, attempt: int, payload: dict, error: str, now: datetime, random: float) -> str:
+    """`answer` since lifecycle.step: a failure or an invalid answer backs off instead of counting as Retry."""
+    if not (state.asked_now.get(name) == attempt and name in to_ask(state)):
+        detail = "ignored: a verdict for this attempt came first, or the workload no longer holds quota"
+        remember(state, None, name, "Error" if error else str(payload.get("state", "?")), "ignored", detail, now)
+        return detail
+    if not error:
+        try:
+            v = parse(payload)
+            if v.name != name:
+                raise VerdictError(f'answered for check "{v.name}"')
+            if v.attempt != attempt:
+                raise VerdictError(f"answered for attempt {v.attempt}, asked about {attempt}")
+            validate(state, v)
+        except VerdictError as err:
+            error = f"invalid verdict from the controller: {err}"
+        else:
+            state.controller_failures.pop(name, None)
+            state.ask_again_at.pop(name, None)
+            return apply(state, v, now, random)
+    failures = state.controller_failures[name] = state.controller_failures.get(name, 0) + 1
+    delay = controller_backoff(failures)
+    state.ask_again_at[name] = second(now) + timedelta(seconds=delay)
+    detail = f"{error}; asked again in {delay}s ({failures} in a row)"
+    wl.record(state, CONTROLLER_FAILED, f'Controller of check "{name}" failed on attempt {attempt}: {detail}', now, "Warning")
+    remember(state, None, name, "Error", "rejected", detail, now)
+    return detail
 
 
 def _asked(state: WorkloadState, name: str, attempt: int) -> bool:

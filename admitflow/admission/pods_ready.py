@@ -250,6 +250,14 @@ def gate_settled(gate: GateState, key: str, uid: str, ticket: int) -> dict[str, 
     return _grant(gate)
 
 
+def gate_unsettled(gate: GateState, key: str, uid: str, ticket: int) -> dict[str, GateAnswer]:
+    """A workload that settled as ready is no longer ready while it holds its quota (its pods wait
+    for recovery): as in Kueue, nothing more is admitted until it is ready again or leaves."""
+    gate.not_ready[key] = (uid, ticket)
+    gate.settled = [s for s in gate.settled if tuple(s) != (key, uid, ticket)]
+    return {}
+
+
 def _grant(gate: GateState) -> dict[str, GateAnswer]:
     if gate.holder is not None or gate.not_ready or not gate.waiting:
         return {}

@@ -26,6 +26,7 @@ from admitflow.admission import pod_set_updates
 from admitflow.admission.pod_set_updates import PodSetInfo
 from admitflow.api.configuration import WaitForPodsReady
 from admitflow.api.provisioning_request import ProvisioningRequest
+from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
 from admitflow.api.workload import RUNNER_ANNOTATION
 from admitflow.api.workload import SchedulingStats, WorkloadSchedulingStatsEviction
 
@@ -91,6 +92,10 @@ class WorkloadReport(Workload):
         default_factory=list, description="The current ProvisioningRequest of each provisioning check, as last reported."
     )
     deleted: bool | None = Field(default=None, description="Set on the last report of a deleted workload.")
+    check_attempts: dict[str, int] = Field(
+        default_factory=dict,
+        description="The attempt each admission check is at: a controller's verdict may carry it back as `attempt`.",
+    )
 
 
 class WorkloadState(WireModel):
@@ -126,7 +131,44 @@ class WorkloadState(WireModel):
     runner: str = Field(default="", description="Its LocalQueue's runner task queue, as of its last reservation.")
     runner_started: int = Field(default=0, description="The ticket (admission) its runner was last asked to start.")
     gated: bool = Field(
-        default=False, description="Reserved with a blockAdmission grant; the gate is told when it is ready or leaves."
+        default=False, description="The blockAdmission gate counts it as not ready; it is told when it is ready or leaves."
+    )
+    # What `admitflow.admission.lifecycle` keeps; a state written by the loop before it has rules=0
+    # and is brought up to date when its next run starts.
+    rules: int = Field(default=0, description="Which rules wrote this state: 0 before lifecycle.step, 1 since.")
+    holder: int | None = Field(
+        default=None, description="The ticket its ClusterQueue holds (queued or reserved) until it is released."
+    )
+    holder_queue: str = Field(default="", description="The ClusterQueue holding `holder`.")
+    enqueuing: int | None = Field(default=None, description="The ticket being enqueued now.")
+    told_admitted: int = Field(default=0, description="The ticket whose admission its ClusterQueue was told of.")
+    admission_done: int = Field(default=0, description="The ticket whose admission was carried out (pods' info).")
+    gate_member: bool = Field(
+        default=False, description="Reserved with a blockAdmission grant: the gate counts it whenever it is not ready."
+    )
+    attempts: dict[str, int] = Field(
+        default_factory=dict, description="The attempt each check is at (1 when absent); never goes back."
+    )
+    handed: dict[str, int] = Field(
+        default_factory=dict, description="The highest attempt each check's controller has been asked about."
+    )
+    asked_now: dict[str, int] = Field(
+        default_factory=dict, description="The attempt each check's controller was asked about in this reservation."
+    )
+    asking: dict[str, int] = Field(
+        default_factory=dict, description="Controllers being asked now (check -> attempt); cleared when a run starts."
+    )
+    controller_failures: dict[str, int] = Field(
+        default_factory=dict, description="Failed or invalid controller answers in a row, by check."
+    )
+    ask_again_at: dict[str, datetime] = Field(
+        default_factory=dict, description="When a check's controller that failed is asked again."
+    )
+    runner_running: int | None = Field(
+        default=None, description="The admission whose `start_workload` runs on its runner now."
+    )
+    probe_at: datetime | None = Field(
+        default=None, description="When its ProvisioningRequest attempts' workflows are next checked for being alive."
     )
 
     @property
@@ -149,6 +191,7 @@ class WorkloadState(WireModel):
                 "podSetsInfo": [p.to_wire() for p in self.pod_sets_info] if self.pod_sets_info is not None else None,
                 "provisioningRequests": [a.to_wire() for a in self.provisioning.values()],
                 "deleted": True if self.deleted else None,
+                "checkAttempts": {c.name: current_attempt(self, c.name) for c in self.status.admission_checks or ()},
             }
         )
 
@@ -180,6 +223,27 @@ def record(state: WorkloadState, reason: str, message: str, now: datetime, type_
 def runner_of(state: WorkloadState) -> str:
     """The task queue of the runner that starts it: its own annotation, else its LocalQueue's."""
     return (state.workload.metadata.annotations or {}).get(RUNNER_ANNOTATION) or state.runner
+
+
+def current_attempt(state: WorkloadState, check: str) -> int:
+    """The attempt a check is at: a verdict stamped with an older one is stale, with a later one
+    premature. Since lifecycle.step it is counted per check and never goes back, whatever evicted
+    the workload; before, it was `retryCount + 1`."""
+    c = next((c for c in state.status.admission_checks or () if c.name == check), None)
+    info = state.checks_info.get(check)
+    if state.rules >= 1 and not (info is not None and info.controller_name == PROVISIONING_REQUEST_CONTROLLER_NAME):
+        return state.attempts.get(check, 1)
+    # Before, and for the built-in ProvisioningRequest check (its requests are named by it, as in Kueue).
+    return (c.retry_count or 0) + 1 if c is not None else 1
+
+
+def next_attempts(state: WorkloadState) -> None:
+    """The reservation is over: an attempt a controller was asked about is never asked again, so
+    each check so asked moves to the next one."""
+    for check, handed in state.handed.items():
+        if handed >= state.attempts.get(check, 1):
+            state.attempts[check] = handed + 1
+    state.asked_now = {}
 
 
 def has_quota(state: WorkloadState) -> bool:
@@ -276,9 +340,13 @@ def evicts_reservation(state: WorkloadState, notice: Notice) -> bool:
     return notice.uid == state.workload.metadata.uid and notice.ticket == state.ticket and has_quota(state)
 
 
-def reset_checks_on_eviction(checks: list[AdmissionCheckState] | None, now: datetime) -> list[AdmissionCheckState] | None:
+def reset_checks_on_eviction(
+    checks: list[AdmissionCheckState] | None, now: datetime, keep_retry_count: bool = False
+) -> list[AdmissionCheckState] | None:
     """Kueue's resetChecksOnEviction: every check not Pending goes back to Pending, keeping
-    requeueAfterSeconds; a Retry check counts one more retry."""
+    requeueAfterSeconds; a Retry check counts one more retry. Other checks keep their count with
+    `keep_retry_count` (what Kueue's own tests expect under server-side apply; clearing it made a
+    check's retry limit and the retry-count attribute undercount), else it is cleared."""
     if not checks:
         return checks
     out = []
@@ -292,7 +360,7 @@ def reset_checks_on_eviction(checks: list[AdmissionCheckState] | None, now: date
                     "state": "Pending",
                     "message": f"Reset to Pending after eviction. Previously: {c.state}",
                     "last_transition_time": second(now),
-                    "retry_count": (c.retry_count or 0) + 1 if c.state == "Retry" else None,
+                    "retry_count": (c.retry_count or 0) + 1 if c.state == "Retry" else (c.retry_count if keep_retry_count else None),
                 }
             )
         )
@@ -327,7 +395,9 @@ def evict(
         st.conditions = cond.set_condition(st.conditions, PREEMPTED, True, preemption_reason, message, now)
         record(state, "Preempted", message, now)
     st.admission = None
-    st.admission_checks = reset_checks_on_eviction(st.admission_checks, now)
+    st.admission_checks = reset_checks_on_eviction(st.admission_checks, now, keep_retry_count=state.rules >= 1)
+    if state.rules >= 1:
+        next_attempts(state)
     if cond.find(st.conditions, PODS_READY) is not None:
         # Its pods are gone: not admitted means waiting for start again.
         st.conditions = cond.set_condition(st.conditions, PODS_READY, False, WAIT_FOR_START, NOT_READY_MESSAGE, now)

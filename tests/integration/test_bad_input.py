@@ -82,6 +82,9 @@ PROV = "provreq default/job-prov-1"  # Accepted and Provisioned by the simulated
 
 CONTROLLER_QUEUE = "tests/bad-input-controller"
 ASKED_AGAIN = "asked again"
+# A controller's answer that is not a verdict is recorded, and the controller asked again later.
+FAILED = 'Controller of check "ctl" failed on attempt 1: invalid verdict from the controller: '
+AGAIN = "; asked again in 5s (1 in a row)"
 
 QUANTITY = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 STATES = "must be one of Pending, Ready, Retry, Rejected"
@@ -253,7 +256,9 @@ TABLE: list[Case] = [
          'workload default/job has no admission check "nope" (it has: a, b)'),
     Case("update-unknown-state", UPDATE, JOB, {"name": "a", "state": "Maybe"}, f'unknown state "Maybe" for check "a": {STATES}'),
     Case("update-negative-requeue-after", UPDATE, JOB, {"name": "a", "state": "Retry", "requeueAfterSeconds": -5},
-         "requeueAfterSeconds must be >= 0, got -5"),
+         "invalid verdict: requeueAfterSeconds: Input should be greater than or equal to 0"),
+    Case("update-requeue-after-past-int32", UPDATE, JOB, {"name": "a", "state": "Retry", "requeueAfterSeconds": 10**12},
+         "invalid verdict: requeueAfterSeconds: Input should be less than or equal to 2147483647"),
     Case("update-requeue-after-not-a-number", UPDATE, JOB, {"name": "a", "state": "Retry", "requeueAfterSeconds": "soon"},
          "invalid verdict: requeueAfterSeconds: Input should be a valid integer, unable to parse string as an integer"),
     Case("update-pod-set-unknown", UPDATE, JOB, {"name": "a", "state": "Ready", "podSetUpdates": [{"name": "driver"}]},
@@ -291,7 +296,11 @@ TABLE: list[Case] = [
          'rejected: workload default/job has no admission check "nope" (it has: a, b)'),
     Case("signal-unknown-state", SIGNAL, JOB, {"name": "a", "state": "Maybe"}, f'rejected: unknown state "Maybe" for check "a": {STATES}'),
     Case("signal-negative-requeue-after", SIGNAL, JOB, {"name": "a", "state": "Retry", "requeueAfterSeconds": -5},
-         "rejected: requeueAfterSeconds must be >= 0, got -5"),
+         "rejected: invalid verdict: requeueAfterSeconds: Input should be greater than or equal to 0"),
+    Case("signal-requeue-after-past-int32", SIGNAL, JOB, {"name": "a", "state": "Retry", "requeueAfterSeconds": 10**12},
+         "rejected: invalid verdict: requeueAfterSeconds: Input should be less than or equal to 2147483647"),
+    Case("signal-future-attempt", SIGNAL, JOB, {"name": "a", "state": "Ready", "attempt": 7},
+         'rejected: verdict for attempt 7 of check "a", which is at attempt 2: not asked yet'),
     Case("signal-invalid-label", SIGNAL, JOB,
          {"name": "a", "state": "Ready", "podSetUpdates": [{"name": "main", "labels": {"bad key": "x"}}]},
          f'rejected: podSetUpdates[0].labels: Invalid value: "bad key": {NAME_PART}'),
@@ -308,21 +317,17 @@ TABLE: list[Case] = [
          "rejected: invalid verdict: expected one payload, got 2 arguments"),
     # --- controller results (one workload each, in a ClusterQueue with the check `ctl`) -----------------
     Case("controller-answers-a-bare-word", CONTROLLER, "workload default/controller-answers-a-bare-word", "yes",
-         'Evicted due to AdmissionCheck in Retry state: "ctl" (invalid verdict from the controller: '
-         f'unknown state "yes" for check "ctl": {STATES})'),
+         f'{FAILED}unknown state "yes" for check "ctl": {STATES}{AGAIN}'),
     Case("controller-answers-for-another-check", CONTROLLER, "workload default/controller-answers-for-another-check",
          {"name": "other", "state": "Ready"},
-         'Evicted due to AdmissionCheck in Retry state: "ctl" (invalid verdict from the controller: answered for check "other")'),
+         f'{FAILED}answered for check "other"{AGAIN}'),
     Case("controller-answers-a-number", CONTROLLER, "workload default/controller-answers-a-number", 42,
-         'Evicted due to AdmissionCheck in Retry state: "ctl" (invalid verdict from the controller: '
-         "invalid verdict: state: Input should be a valid string)"),
+         f"{FAILED}invalid verdict: state: Input should be a valid string{AGAIN}"),
     Case("controller-answers-nothing", CONTROLLER, "workload default/controller-answers-nothing", None,
-         'Evicted due to AdmissionCheck in Retry state: "ctl" (invalid verdict from the controller: '
-         "invalid verdict: state: Input should be a valid string)"),
+         f"{FAILED}invalid verdict: state: Input should be a valid string{AGAIN}"),
     Case("controller-answers-an-unknown-pod-set", CONTROLLER, "workload default/controller-answers-an-unknown-pod-set",
          {"state": "Ready", "podSetUpdates": [{"name": "driver", "labels": {"a": "b"}}]},
-         'Evicted due to AdmissionCheck in Retry state: "ctl" (invalid verdict from the controller: '
-         'podSetUpdates: unknown podSet "driver" (the workload has: main))'),
+         f'{FAILED}podSetUpdates: unknown podSet "driver" (the workload has: main){AGAIN}'),
     # --- pods-ready reports by signal ---------------------------------------------------------------
     Case("pods-ready-ready-not-a-boolean", PODS_READY, RUN, {"ready": "maybe"},
          "Warning InvalidPodsReadyReport: invalid pods-ready report: ready: Input should be a valid boolean, unable to interpret input"),
@@ -369,12 +374,17 @@ ANSWERS = {c.target.split("/")[-1]: c.input for c in TABLE if c.channel == CONTR
 VICTIMS = sorted({c.target.split("/")[-1] for c in TABLE if "victim" in c.target})
 
 
+ASKED: dict[str, int] = {}
+
+
 @activity.defn(name="admission_check")
 async def bad_controller(request: dict) -> Any:
     """The check `ctl`'s controller: its first answer about each workload is that row's result;
-    asked again (attempt 2), it says Pending."""
-    if request["attempt"] == 1:
-        return ANSWERS[request["workload"]["metadata"]["name"]]
+    asked again (after its backoff, about the same attempt), it says Pending."""
+    name = request["workload"]["metadata"]["name"]
+    ASKED[name] = ASKED.get(name, 0) + 1
+    if ASKED[name] == 1:
+        return ANSWERS[name]
     return {"state": "Pending", "message": ASKED_AGAIN}
 
 
@@ -477,8 +487,8 @@ async def controller_state(engine: Engine, key: str) -> dict[str, Any]:
 
 
 # What a workload whose controller answered with something that is not a verdict looks like once its
-# controller was asked again: still running, its check Pending in its second attempt, nothing applied.
-RETRIED = {"workflow": "RUNNING", "ctl": ("Pending", 1, ASKED_AGAIN, None), "quotaReserved": True, "admitted": False}
+# controller was asked again after its backoff: still running, not evicted, its check Pending, nothing applied.
+RETRIED = {"workflow": "RUNNING", "ctl": ("Pending", None, ASKED_AGAIN, None), "quotaReserved": True, "admitted": False}
 
 
 # --- running the cases ---------------------------------------------------------------------------------
@@ -539,12 +549,12 @@ async def send(engine: Engine, case: Case) -> Outcome:
         return Outcome(error=f"accepted: {stored}")
     if case.channel == CONTROLLER:
 
-        async def evicted():
+        async def failed():
             r = await _query(engine, key)
-            messages = [e.message for e in r.events if e.reason == "EvictedDueToAdmissionCheck"]
+            messages = [e.message for e in r.events if e.reason == "AdmissionCheckControllerFailed" or e.reason.startswith("Evicted")]
             return messages and (await controller_state(engine, key))["ctl"][2] == ASKED_AGAIN and messages
 
-        messages = await poll(evicted, 30)
+        messages = await poll(failed, 30)
         return Outcome(error="\n".join(messages) if messages else None)
     handle = engine.client.get_workflow_handle(ids.workload_id(key))
     if case.channel == SIGNAL:
@@ -641,7 +651,7 @@ async def test_bad_input_is_refused_in_one_line_and_changes_nothing(case: Case, 
     if case.channel in (MANIFEST, CLI):
         assert (o.code, o.stdout) == (2, ""), o.error
     if case.channel == CONTROLLER:
-        assert o.after == RETRIED, "counted as Retry, asked again, nothing of the answer applied, still running"
+        assert o.after == RETRIED, "not evicted, asked again after a backoff, nothing of the answer applied, still running"
     else:
         assert o.before is not None or case.target in (NOBODY, OTHER, TOO_LONG), f"{case.target} missing before the case"
         assert o.after == o.before, f"{case.target} changed"

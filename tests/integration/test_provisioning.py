@@ -177,7 +177,7 @@ async def test_failed_is_retried_with_backoff_until_the_limit(engine):
     await submit(af)
     r = await until(af, "Inactive", timeout=30)
     assert events(r, "ProvisioningRequestCreated") == [f'Created ProvisioningRequest: "job-prov-{n}"' for n in (1, 2, 3)]
-    assert checks_of(r) == [("prov", "Pending", None)], "the deactivation resets the Rejected check (Kueue drops retryCount)"
+    assert checks_of(r) == [("prov", "Pending", 2)], "the deactivation resets the Rejected check and keeps its retryCount"
     assert events(r, "AdmissionCheckUpdated")[-1] == (
         "Admission check prov updated state from Pending to Rejected with message: CA could not find requested capacity"
     )

@@ -270,7 +270,16 @@ def test_a_verdict_for_an_old_attempt_is_ignored():
     [
         pytest.param(verdict("nope", "Ready"), 'workload default/job has no admission check "nope" (it has: a)', id="unknown-check"),
         pytest.param(verdict("a", "Maybe"), 'unknown state "Maybe" for check "a": must be one of Pending, Ready, Retry, Rejected', id="unknown-state"),
-        pytest.param(verdict("a", "Retry", requeueAfterSeconds=-1), "requeueAfterSeconds must be >= 0, got -1", id="negative-delay"),
+        pytest.param(verdict("a", "Retry", requeueAfterSeconds=-1), "invalid verdict: requeueAfterSeconds: Input should be greater than or equal to 0", id="negative-delay"),
+        pytest.param(
+            verdict("a", "Retry", requeueAfterSeconds=10**12),
+            "invalid verdict: requeueAfterSeconds: Input should be less than or equal to 2147483647", id="a-delay-past-int32",
+        ),
+        pytest.param(
+            verdict("a", "Ready", attempt=2**31), "invalid verdict: attempt: Input should be less than or equal to 2147483647",
+            id="an-attempt-past-int32",
+        ),
+        pytest.param(verdict("a", "Ready", attempt=0), "invalid verdict: attempt: Input should be greater than or equal to 1", id="attempt-zero"),
         pytest.param(
             verdict("a", "Ready", podSetUpdates=[{"name": "workers"}]),
             'podSetUpdates: unknown podSet "workers" (the workload has: main)',

@@ -1,0 +1,722 @@
+"""A workload's whole lifecycle as one pure transition: decide, then execute.
+
+`step(state, event, now, random) -> (state, [Command])` owns every rule of a workload: what each
+message does to its status (through the rules in `workload`, `checks`, `pods_ready` and
+`provisioning`), and what must be done about it. `WorkloadWorkflow` only turns messages into
+events, runs `step`, and carries out the commands; so the same events always give the same
+commands, and a property test can drive `step` through any interleaving.
+
+Events change the state; most give no command. `Settle`, which the workflow steps after every
+batch of messages (all that one workflow task brought) and every timer, compares what the state
+calls for with what is under way and orders the difference: enqueue or release the workload,
+tell its ClusterQueue it is admitted, ask controllers, start or stop ProvisioningRequest attempts
+and the runner, tell the blockAdmission gate. Batching is why a `Retry` without delay and a
+`Retry` with a delay in one workflow task wait for the longer one.
+
+`step` never raises: an event it cannot apply leaves the state as it was and is recorded as a
+Warning event (`EventNotApplied`), so no message can fail a workflow task.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import ConfigDict, Field, ValidationError
+
+from admitflow import ids
+from admitflow.admission import checks, pod_set_updates, pods_ready, provisioning
+from admitflow.admission import conditions as cond
+from admitflow.admission import workload as wl
+from admitflow.admission.catalog import QueueResolution
+from admitflow.admission.checks import CheckRequest
+from admitflow.admission.cluster_queue import Notice, QueueEntry
+from admitflow.admission.conditions import second
+from admitflow.admission.provisioning import Plan
+from admitflow.admission.workload import WorkloadState
+from admitflow.messages import (
+    DeleteWorkload,
+    EnqueueRequest,
+    FinishRequest,
+    GateSettled,
+    ProvisioningUpdate,
+    ReleaseRequest,
+    StartWorkload,
+    StopWorkload,
+)
+from admitflow.wire import WireModel, first_error
+
+# While a ProvisioningRequest attempt is current or being deleted, its workflow is checked this
+# often for being alive (an operator may terminate it, and then nothing would report its end).
+PROBE_INTERVAL = timedelta(minutes=5)
+MAX_EXECUTION_CAUSE = "MaximumExecutionTimeExceeded"
+MAX_EXECUTION_MESSAGE = "The workload is deactivated due to exceeding the maximum execution time"
+NOT_APPLIED = "EventNotApplied"
+
+
+class _Fact(WireModel):
+    model_config = ConfigDict(frozen=True)
+
+
+# --- events: everything that can happen to a workload ---------------------------------------------
+
+
+class Started(_Fact):
+    """A run begins (the first, or after continue-as-new): nothing of an earlier run is under way."""
+
+    kind: Literal["Started"] = "Started"
+
+
+class QueueNoticed(_Fact):
+    """Its ClusterQueue said something (`quota_reserved`, `pending_status`, `dequeued`, `evicted`,
+    `admission_checks_changed`); the payload is parsed here, so a malformed one is refused."""
+
+    kind: Literal["QueueNoticed"] = "QueueNoticed"
+    signal: str
+    payload: Any = None
+
+
+class QueueAppeared(_Fact):
+    """The catalog: its LocalQueue now leads somewhere."""
+
+    kind: Literal["QueueAppeared"] = "QueueAppeared"
+
+
+class EnqueueResolved(_Fact):
+    kind: Literal["EnqueueResolved"] = "EnqueueResolved"
+    ticket: int
+    resolution: QueueResolution
+
+
+class VerdictReceived(_Fact):
+    """`set_admission_check_state` (signal) or `apply_admission_check_state` (update), as sent."""
+
+    kind: Literal["VerdictReceived"] = "VerdictReceived"
+    payload: Any = None
+
+
+class ControllerAnswered(_Fact):
+    """A controller's `admission_check` activity came back: a result, or the message of its error."""
+
+    kind: Literal["ControllerAnswered"] = "ControllerAnswered"
+    check: str
+    attempt: int
+    result: Any = None
+    error: str = ""
+
+
+class ProvisioningReported(_Fact):
+    """An attempt's workflow says how its request is now (`provisioning_request_updated`)."""
+
+    kind: Literal["ProvisioningReported"] = "ProvisioningReported"
+    payload: Any = None
+
+
+class ProvisioningEnded(_Fact):
+    """An attempt's workflow is gone: it said so (`provisioning_request_deleted`), it ended, or
+    signalling it found nothing."""
+
+    kind: Literal["ProvisioningEnded"] = "ProvisioningEnded"
+    payload: Any = None
+    workflow_id: str = ""
+
+
+class ProvisioningStartRefused(_Fact):
+    """An earlier run of the attempt still holds its workflow ID (its request was deleted by
+    someone else and it is ending)."""
+
+    kind: Literal["ProvisioningStartRefused"] = "ProvisioningStartRefused"
+    check: str
+    attempt: int
+    workflow_id: str
+
+
+class PodsReadyReported(_Fact):
+    kind: Literal["PodsReadyReported"] = "PodsReadyReported"
+    payload: Any = None
+
+
+class RunnerStopped(_Fact):
+    """The runner's `start_workload` for an admission ended on its own; `error` says why (empty
+    when it returned)."""
+
+    kind: Literal["RunnerStopped"] = "RunnerStopped"
+    admission: int
+    error: str = ""
+
+
+class Deactivated(_Fact):
+    kind: Literal["Deactivated"] = "Deactivated"
+
+
+class Activated(_Fact):
+    kind: Literal["Activated"] = "Activated"
+
+
+class FinishRequested(_Fact):
+    kind: Literal["FinishRequested"] = "FinishRequested"
+    payload: Any = None
+
+
+class DeleteRequested(_Fact):
+    kind: Literal["DeleteRequested"] = "DeleteRequested"
+    payload: Any = None
+
+
+class TimerFired(_Fact):
+    """The time `next_wake` named has come. Every decision that depends on time is made here, on
+    `at` (the deadline the timer was set for), never on the clock of whichever workflow task runs
+    it: a replay that reads another clock (a task that timed out while its worker died) still takes
+    the same branches."""
+
+    kind: Literal["TimerFired"] = "TimerFired"
+    at: datetime | None = Field(default=None, description="The deadline it was set for; None: `now`.")
+
+
+class Settle(_Fact):
+    """A batch of messages, or a timer, has been stepped: order what the state now calls for."""
+
+    kind: Literal["Settle"] = "Settle"
+
+
+Event = Annotated[
+    Union[
+        Started, QueueNoticed, QueueAppeared, EnqueueResolved, VerdictReceived, ControllerAnswered,
+        ProvisioningReported, ProvisioningEnded, ProvisioningStartRefused, PodsReadyReported, RunnerStopped,
+        Deactivated, Activated, FinishRequested, DeleteRequested, TimerFired, Settle,
+    ],
+    Field(discriminator="kind"),
+]
+
+
+# --- commands: everything a workload does ----------------------------------------------------------
+
+
+class Enqueue(_Fact):
+    """Look its LocalQueue up and put the ticket in that ClusterQueue; answers `EnqueueResolved`."""
+
+    kind: Literal["Enqueue"] = "Enqueue"
+    request: EnqueueRequest
+
+
+class TellQueue(_Fact):
+    """Signal its ClusterQueue: `release` (quota or place given back) or `admitted`."""
+
+    kind: Literal["TellQueue"] = "TellQueue"
+    signal: Literal["release", "admitted"]
+    cluster_queue: str
+    request: ReleaseRequest
+
+
+class AskController(_Fact):
+    """Run activity `admission_check` on the controller's task queue; answers `ControllerAnswered`."""
+
+    kind: Literal["AskController"] = "AskController"
+    task_queue: str
+    request: CheckRequest
+
+
+class StopAsking(_Fact):
+    kind: Literal["StopAsking"] = "StopAsking"
+    check: str
+
+
+class StartProvisioning(_Fact):
+    """Start the attempt's ProvisioningCheckWorkflow; answers `ProvisioningStartRefused` if its ID
+    is taken, and `ProvisioningEnded` when it ends."""
+
+    kind: Literal["StartProvisioning"] = "StartProvisioning"
+    plan: Plan
+
+
+class TellProvisioning(_Fact):
+    """Signal an attempt's workflow; answers `ProvisioningEnded` when it is gone. `probe` only
+    checks that it is alive."""
+
+    kind: Literal["TellProvisioning"] = "TellProvisioning"
+    workflow_id: str
+    signal: Literal["delete_provisioning_request", "pods_scheduled", "probe"]
+    reason: str = ""
+
+
+class StartRunner(_Fact):
+    """Run `start_workload` on the runner's task queue; answers `RunnerStopped` when it ends."""
+
+    kind: Literal["StartRunner"] = "StartRunner"
+    task_queue: str
+    request: StartWorkload
+
+
+class StopRunner(_Fact):
+    """Cancel the running `start_workload` and run `stop_workload`."""
+
+    kind: Literal["StopRunner"] = "StopRunner"
+    task_queue: str
+    request: StopWorkload
+
+
+class TellGate(_Fact):
+    """Signal the blockAdmission gate: `settled` (ready, or gone) or `unsettled` (not ready again)."""
+
+    kind: Literal["TellGate"] = "TellGate"
+    signal: Literal["settled", "unsettled"]
+    request: GateSettled
+
+
+Command = Annotated[
+    Union[Enqueue, TellQueue, AskController, StopAsking, StartProvisioning, TellProvisioning, StartRunner, StopRunner, TellGate],
+    Field(discriminator="kind"),
+]
+
+
+# --- the transition -------------------------------------------------------------------------------
+
+
+def step(state: WorkloadState, event: Any, now: datetime, random: float) -> tuple[WorkloadState, list[Any]]:
+    """The state after `event` at `now`, and what to do. `random` in [0, 1) draws the jitter of
+    backoffs. Total: any event in any state returns; one it cannot apply leaves the state as it
+    was, with a Warning event saying why."""
+    new = state.model_copy(deep=True)
+    try:
+        return new, _HANDLERS[type(event)](new, event, now, random)
+    except Exception as err:  # noqa: BLE001 - no message may fail a workflow task
+        kept = state.model_copy(deep=True)
+        wl.record(kept, NOT_APPLIED, f"{type(event).__name__} not applied: {type(err).__name__}: {err}", now, "Warning")
+        return kept, []
+
+
+def workflow_id(state: WorkloadState) -> str:
+    return ids.workload_id(state.key)
+
+
+def _started(st: WorkloadState, ev: Started, now: datetime, random: float) -> list[Any]:
+    if st.rules < 1:
+        _adopt(st)
+    # What an earlier run had under way did not come along; Settle asks again.
+    st.asking = {}
+    st.enqueuing = None
+    st.runner_running = None
+    return _probes(st, now)
+
+
+def _adopt(st: WorkloadState) -> None:
+    """A state written by the loop before `step` (its run continued as new): what it had told its
+    ClusterQueue and asked its controllers, in this module's terms."""
+    claims = (wl.has_quota(st) and not wl.is_finished(st) and not st.deleted) or st.queued
+    if claims and st.cluster_queue:
+        st.holder, st.holder_queue = st.ticket, st.cluster_queue
+    if wl.is_admitted(st):
+        st.told_admitted = st.admission_done = st.ticket
+    for c in st.status.admission_checks or ():
+        at = (c.retry_count or 0) + 1
+        st.attempts[c.name] = at
+        if st.answered.get(c.name) == at:
+            st.handed[c.name] = st.asked_now[c.name] = at
+    st.gate_member = st.gated
+    st.rules = 1
+
+
+def _probes(st: WorkloadState, now: datetime) -> list[Any]:
+    """Check that every attempt's workflow is alive (a gone one is reported as ended)."""
+    ids_ = [a.workflow_id for a in st.provisioning.values()] + list(st.stopping)
+    st.probe_at = second(now) + PROBE_INTERVAL if ids_ else None
+    return [TellProvisioning(workflow_id=i, signal="probe") for i in ids_]
+
+
+def _queue_noticed(st: WorkloadState, ev: QueueNoticed, now: datetime, random: float) -> list[Any]:
+    try:
+        n = Notice.model_validate(ev.payload)
+    except ValidationError as err:
+        wl.record(st, "InvalidQueueNotice", f"{ev.signal}: {first_error(err, 'notice')}", now, "Warning")
+        return []
+    if n.kind == "reserved" and wl.accepts(st, n) and n.assignment is not None:
+        wl.reserve_quota(st, n, now)
+        st.asked_now = {}
+        st.gate_member = n.gated
+        if not n.admission_checks:
+            st.told_admitted = st.ticket  # its queue counts it admitted along with the reservation
+    elif n.kind == "pending" and wl.accepts(st, n):
+        wl.set_pending(st, n.reason, n.message, now)
+        wl.take_checks_before_reservation(st, n.admission_checks, now)
+    elif n.kind == "checks" and wl.accepts_eviction(st, n):
+        wl.take_checks(st, n, now)
+        checks.reconcile(st, now)
+    elif n.kind == "dequeued" and wl.accepts(st, n):
+        wl.sent_back(st, n.reason, n.message, now)
+        st.holder = None  # the queue let it go itself
+    elif n.kind == "evicted" and wl.accepts_eviction(st, n):
+        wl.evict(st, n.reason, n.message, now, preemption_reason=n.preemption_reason)
+    return []
+
+
+def _queue_appeared(st: WorkloadState, ev: QueueAppeared, now: datetime, random: float) -> list[Any]:
+    st.waiting_for_queue = False
+    return []
+
+
+def _enqueue_resolved(st: WorkloadState, ev: EnqueueResolved, now: datetime, random: float) -> list[Any]:
+    if ev.ticket != st.enqueuing:
+        return []
+    st.enqueuing = None
+    r = ev.resolution
+    if r.reason:
+        # The catalog now knows to wake this workload when the queue exists.
+        st.waiting_for_queue = True
+        if r.cluster_queue:
+            st.cluster_queue = r.cluster_queue
+        wl.set_pending(st, r.reason, r.message, now)
+        return []
+    st.cluster_queue = r.cluster_queue
+    st.holder, st.holder_queue = ev.ticket, r.cluster_queue or ""
+    st.sent_back = False
+    # Queued, unless something it heard meanwhile keeps it out (Settle then gives the place back).
+    st.queued = _wants_queue(st)
+    return []
+
+
+def _verdict(st: WorkloadState, ev: VerdictReceived, now: datetime, random: float) -> list[Any]:
+    checks.receive(st, ev.payload, now, random)
+    return []
+
+
+def _answered(st: WorkloadState, ev: ControllerAnswered, now: datetime, random: float) -> list[Any]:
+    if st.asking.get(ev.check) == ev.attempt:
+        del st.asking[ev.check]
+    checks.answer(st, ev.check, ev.attempt, ev.result, ev.error, now, random)
+    return []
+
+
+def _provisioning_reported(st: WorkloadState, ev: ProvisioningReported, now: datetime, random: float) -> list[Any]:
+    try:
+        u = ProvisioningUpdate.model_validate(ev.payload)
+    except ValidationError as err:
+        wl.record(st, "InvalidProvisioningReport", first_error(err, "report"), now, "Warning")
+        return []
+    provisioning.report(st, u.check, u.attempt, u.request, u.error, now, random)
+    return []
+
+
+def _provisioning_ended(st: WorkloadState, ev: ProvisioningEnded, now: datetime, random: float) -> list[Any]:
+    if ev.workflow_id:
+        for check, a in list(st.provisioning.items()):
+            if a.workflow_id == ev.workflow_id:
+                provisioning.stopped(st, check, a.attempt)
+        st.stopping = [w for w in st.stopping if w != ev.workflow_id]
+        return []
+    try:
+        u = ProvisioningUpdate.model_validate(ev.payload)
+    except ValidationError as err:
+        wl.record(st, "InvalidProvisioningReport", first_error(err, "report"), now, "Warning")
+        return []
+    provisioning.stopped(st, u.check, u.attempt)
+    return []
+
+
+def _provisioning_refused(st: WorkloadState, ev: ProvisioningStartRefused, now: datetime, random: float) -> list[Any]:
+    current = provisioning.attempt_for(st, ev.check, ev.attempt)
+    if current is not None:
+        del st.provisioning[ev.check]
+    # It starts again once the run holding the ID has ended (it reports so, or the probe finds it gone).
+    if ev.workflow_id not in st.stopping:
+        st.stopping.append(ev.workflow_id)
+    return [TellProvisioning(workflow_id=ev.workflow_id, signal="delete_provisioning_request", reason="restart")]
+
+
+def _pods_ready(st: WorkloadState, ev: PodsReadyReported, now: datetime, random: float) -> list[Any]:
+    try:
+        pods_ready.report(st, ev.payload, now)
+    except pods_ready.PodsReadyError as err:
+        wl.record(st, "InvalidPodsReadyReport", str(err), now, "Warning")
+    return []
+
+
+def _runner_stopped(st: WorkloadState, ev: RunnerStopped, now: datetime, random: float) -> list[Any]:
+    if st.runner_running != ev.admission:
+        return []  # this workload stopped it: that admission is over
+    st.runner_running = None
+    if ev.error and ev.admission == st.ticket:
+        pods_ready.runner_lost(st, ev.error, now)
+    return []
+
+
+def _deactivated(st: WorkloadState, ev: Deactivated, now: datetime, random: float) -> list[Any]:
+    if st.workload.spec.active is not False and not wl.is_finished(st) and not st.deleted:
+        checks.deactivate(st, now)
+    return []
+
+
+def _activated(st: WorkloadState, ev: Activated, now: datetime, random: float) -> list[Any]:
+    if not wl.is_finished(st) and not st.deleted:
+        checks.activate(st, now)
+    return []
+
+
+def _finish(st: WorkloadState, ev: FinishRequested, now: datetime, random: float) -> list[Any]:
+    try:
+        r = FinishRequest.model_validate(ev.payload if ev.payload is not None else {})
+    except ValidationError as err:
+        wl.record(st, "InvalidFinishRequest", first_error(err, "finish"), now, "Warning")
+        return []
+    wl.finish(st, r.succeeded, r.message, now)
+    return []
+
+
+def _delete(st: WorkloadState, ev: DeleteRequested, now: datetime, random: float) -> list[Any]:
+    try:
+        DeleteWorkload.model_validate(ev.payload if ev.payload is not None else {})
+    except ValidationError:
+        pass  # a deletion needs nothing from its payload
+    wl.delete(st)
+    return []
+
+
+def _timer(st: WorkloadState, ev: TimerFired, now: datetime, random: float) -> list[Any]:
+    at = ev.at or now
+    if checks.in_backoff(st) and checks.requeue_at(st) <= at:
+        checks.finish_backoff_if_due(st, at)
+    for name in [n for n, when in st.ask_again_at.items() if when <= at]:
+        del st.ask_again_at[name]  # its controller is asked again (Settle)
+    settings = st.wait_for_pods_ready
+    due = pods_ready.deadline(st, settings)
+    if settings is not None and due is not None and due[0] <= at:
+        pods_ready.time_out(st, settings, due[1], now, random)
+    limit = execution_deadline(st)
+    if limit is not None and limit <= at:
+        seconds = st.workload.spec.maximum_execution_time_seconds
+        wl.record(st, MAX_EXECUTION_CAUSE, f"The maximum execution time ({seconds}s) exceeded", now, "Warning")
+        checks.deactivate(st, now, cause=MAX_EXECUTION_CAUSE, message=MAX_EXECUTION_MESSAGE)
+    if st.probe_at is not None and st.probe_at <= at:
+        return _probes(st, now)
+    return []
+
+
+def execution_deadline(st: WorkloadState) -> datetime | None:
+    """When an admitted workload has run its `maximumExecutionTimeSeconds` (Kueue counts the time
+    of earlier admissions too, in `accumulatedPastExecutionTimeSeconds`)."""
+    limit = st.workload.spec.maximum_execution_time_seconds
+    admitted = cond.find(st.status.conditions, wl.ADMITTED)
+    if limit is None or not wl.is_admitted(st) or wl.is_finished(st) or admitted is None or admitted.last_transition_time is None:
+        return None
+    spent = st.status.accumulated_past_execution_time_seconds or 0
+    return admitted.last_transition_time + timedelta(seconds=max(0, limit - spent))
+
+
+# --- Settle: what the state calls for, against what is under way ----------------------------------
+
+
+def _settle(st: WorkloadState, ev: Settle, now: datetime, random: float) -> list[Any]:
+    out: list[Any] = []
+    out += _provision(st, now, random)
+    if checks.requeue_at(st) is None:
+        checks.finish_backoff_if_due(st, now)  # requeued at once; a timed backoff ends on its timer
+    out += _admission(st, now)
+    out += _release(st)
+    out += _runner(st)
+    out += _gate(st)
+    out += _enqueue(st)
+    out += _ask(st, now)
+    return out
+
+
+def _provision(st: WorkloadState, now: datetime, random: float) -> list[Any]:
+    """The built-in ProvisioningRequest check: attempts to start and delete, and the check states
+    that need no request."""
+    cmds, verdicts = provisioning.reconcile(st)
+    for v in verdicts:
+        checks.apply(st, v, now, random)
+    out: list[Any] = [
+        TellProvisioning(workflow_id=a.workflow_id, signal="delete_provisioning_request", reason=wl.phase(st)) for a in cmds.stop
+    ]
+    out += [StartProvisioning(plan=p) for p in cmds.start]
+    if out and st.probe_at is None:
+        st.probe_at = second(now) + PROBE_INTERVAL
+    return out
+
+
+def _admission(st: WorkloadState, now: datetime) -> list[Any]:
+    """A newly admitted workload: what its pods start with, its queue told, its provisioned
+    capacity told that the pods come."""
+    if not (wl.is_admitted(st) and wl.has_quota(st)) or wl.is_finished(st) or st.deleted:
+        return []
+    out: list[Any] = []
+    if st.admission_done != st.ticket:
+        try:
+            wl.set_pod_sets_info(st)
+        except pod_set_updates.PodSetUpdateConflict as err:
+            wl.finish(st, False, str(err), now, reason="FailedToStart")
+            return []
+        st.admission_done = st.ticket
+        out += [TellProvisioning(workflow_id=a.workflow_id, signal="pods_scheduled", reason="Admitted") for a in st.provisioning.values()]
+    if st.told_admitted != st.ticket and st.holder == st.ticket:
+        st.told_admitted = st.ticket
+        out.append(_tell_queue(st, "admitted"))
+    return out
+
+
+def _claims_queue(st: WorkloadState) -> bool:
+    """It holds quota in its ClusterQueue, or a place there."""
+    return (wl.has_quota(st) and not wl.is_finished(st) and not st.deleted) or st.queued
+
+
+def _release(st: WorkloadState) -> list[Any]:
+    if st.holder is None or _claims_queue(st) or st.enqueuing is not None:
+        return []
+    command = _tell_queue(st, "release")
+    st.holder = None
+    return [command]
+
+
+def _tell_queue(st: WorkloadState, signal: Literal["release", "admitted"]) -> TellQueue:
+    ticket = st.holder if st.holder is not None else st.ticket
+    return TellQueue(
+        signal=signal, cluster_queue=st.holder_queue or st.cluster_queue or "",
+        request=ReleaseRequest(key=st.key, uid=st.workload.metadata.uid, ticket=ticket),
+    )
+
+
+def _runner(st: WorkloadState) -> list[Any]:
+    """The runner starts an admitted workload once per admission and stops a run whose admission is over."""
+    runner = wl.runner_of(st)
+    wanted = bool(runner) and wl.is_admitted(st) and wl.has_quota(st) and not wl.is_finished(st) and not st.deleted
+    if wanted and st.runner_running is None and st.runner_started != st.ticket:
+        st.runner_started = st.runner_running = st.ticket
+        return [StartRunner(task_queue=runner, request=StartWorkload(
+            workflow_id=workflow_id(st), admission=st.ticket, workload=st.workload.to_wire(), pod_sets_info=st.pod_sets_info or [],
+        ))]
+    if not wanted and st.runner_running is not None:
+        st.runner_running = None
+        return [StopRunner(task_queue=runner, request=StopWorkload(
+            workflow_id=workflow_id(st), admission=st.runner_started, reason=wl.phase(st), message=wl.condition_summary(st),
+        ))]
+    return []
+
+
+def _gate(st: WorkloadState) -> list[Any]:
+    """blockAdmission: the gate counts a workload reserved with its grant whenever it holds quota
+    and is not ready, as Kueue counts every admitted workload that is not ready."""
+    holds = wl.has_quota(st) and not wl.is_finished(st) and not st.deleted
+    if not holds:
+        st.gate_member = False
+    counted = st.gate_member and holds and not pods_ready.is_ready(st)
+    if counted == st.gated:
+        return []
+    st.gated = counted
+    request = GateSettled(key=st.key, uid=st.workload.metadata.uid, ticket=st.ticket)
+    return [TellGate(signal="unsettled" if counted else "settled", request=request)]
+
+
+def _wants_queue(st: WorkloadState) -> bool:
+    return (
+        st.workload.spec.active is not False
+        and not wl.is_finished(st)
+        and not st.deleted
+        and not wl.has_quota(st)
+        and not checks.in_backoff(st)
+    )
+
+
+def _enqueue(st: WorkloadState) -> list[Any]:
+    if not _wants_queue(st) or st.queued or st.waiting_for_queue or st.enqueuing is not None or st.holder is not None:
+        return []
+    spec = st.workload.spec
+    st.ticket += 1
+    st.enqueuing = st.ticket
+    entry = QueueEntry(
+        key=st.key, uid=st.workload.metadata.uid, ticket=st.ticket, local_queue=spec.queue_name or "",
+        priority=spec.priority or 0, timestamp=wl.queue_timestamp(st), pod_sets=st.pod_set_requests(),
+    )
+    fresh, st.sent_back = st.sent_back, False
+    return [Enqueue(request=EnqueueRequest(
+        namespace=st.workload.metadata.namespace, local_queue=spec.queue_name or "", workflow_id=workflow_id(st),
+        entry=entry, fresh=fresh,
+    ))]
+
+
+def _ask(st: WorkloadState, now: datetime) -> list[Any]:
+    """Ask the controllers of the checks that wait for them, and stop asking what is no longer
+    needed (answered by a signal, quota lost, finished)."""
+    wanted = checks.to_ask(st)
+    out: list[Any] = []
+    for name in list(st.asking):
+        if name not in wanted:
+            del st.asking[name]
+            out.append(StopAsking(check=name))
+    for name in wanted:
+        if name not in st.asking:
+            attempt = checks.hand_out(st, name)
+            st.asking[name] = attempt
+            out.append(AskController(
+                task_queue=st.checks_info[name].controller_name,
+                request=checks.request(st, name, workflow_id(st), attempt),
+            ))
+    return out
+
+
+# --- timers ---------------------------------------------------------------------------------------
+
+
+def next_wake(st: WorkloadState) -> tuple[datetime, str] | None:
+    """The one time the workload must wake up without a message, and why (the timer's summary in
+    the UI): its backoff ends, its pods time out, a failed controller is asked again, its attempts'
+    workflows are checked, its maximum execution time is up."""
+    if wl.is_finished(st) or st.deleted:
+        return None
+    found: list[tuple[datetime, str]] = []
+    if checks.in_backoff(st):
+        found.append((checks.requeue_at(st), checks.backoff_summary(st)))
+    due = pods_ready.deadline(st, st.wait_for_pods_ready)
+    if due is not None and st.wait_for_pods_ready is not None:
+        found.append((due[0], pods_ready.timer_summary(st.wait_for_pods_ready, due[1])))
+    if wl.has_quota(st):
+        for name, at in st.ask_again_at.items():
+            found.append((at, f"ask the controller of {name} again"))
+    limit = execution_deadline(st)
+    if limit is not None:
+        found.append((limit, f"maximum execution time {st.workload.spec.maximum_execution_time_seconds}s"))
+    if st.probe_at is not None:
+        found.append((st.probe_at, "check that its ProvisioningRequest workflows run"))
+    return min(found, key=lambda f: f[0]) if found else None
+
+
+def way_forward(st: WorkloadState) -> str | None:
+    """Why a workload that is not finished, deleted or inactive will move on, or None when nothing
+    would ever move it (a wedge; the model test asserts this never happens)."""
+    if wl.is_finished(st) or st.deleted or st.workload.spec.active is False:
+        return "at rest"
+    if st.enqueuing is not None:
+        return "being enqueued"
+    if st.queued:
+        return "waiting in its queue for quota"
+    if st.waiting_for_queue:
+        return "waiting for its queue to exist"
+    if next_wake(st) is not None:
+        return "a timer"
+    if wl.has_quota(st):
+        if wl.is_admitted(st):
+            return "admitted: its pods report"
+        if any(c.state == "Pending" for c in st.status.admission_checks or ()):
+            return "a verdict from a check it asked or is asking"
+        return None
+    return None
+
+
+_HANDLERS: dict[type, Any] = {
+    Started: _started,
+    QueueNoticed: _queue_noticed,
+    QueueAppeared: _queue_appeared,
+    EnqueueResolved: _enqueue_resolved,
+    VerdictReceived: _verdict,
+    ControllerAnswered: _answered,
+    ProvisioningReported: _provisioning_reported,
+    ProvisioningEnded: _provisioning_ended,
+    ProvisioningStartRefused: _provisioning_refused,
+    PodsReadyReported: _pods_ready,
+    RunnerStopped: _runner_stopped,
+    Deactivated: _deactivated,
+    Activated: _activated,
+    FinishRequested: _finish,
+    DeleteRequested: _delete,
+    TimerFired: _timer,
+    Settle: _settle,
+}
+

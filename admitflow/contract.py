@@ -1,0 +1,100 @@
+"""The names of the contract: every workflow, signal, update, query and activity admitflow's
+workflows take or call, in one place, used by the client, the controller SDK, the runners, the
+workflows and the activities alike (docs/contract.md says what each carries).
+
+A name here is part of the public contract (clients we do not write send them, and histories record
+them): change one only with a migration note. Where two workflows take the same name, each use has
+its own constant, named for its owner.
+"""
+
+from __future__ import annotations
+
+from admitflow.ids import CATALOG_ID, PODS_READY_GATE_ID, cluster_queue_id, workload_id
+
+# --- workflows ----------------------------------------------------------------------------------
+WORKLOAD_WORKFLOW = "WorkloadWorkflow"
+CLUSTER_QUEUE_WORKFLOW = "ClusterQueueWorkflow"
+CATALOG_WORKFLOW = "CatalogWorkflow"
+PROVISIONING_CHECK_WORKFLOW = "ProvisioningCheckWorkflow"
+PODS_READY_GATE_WORKFLOW = "PodsReadyGateWorkflow"
+SIMULATED_AUTOSCALER_WORKFLOW = "SimulatedAutoscalerWorkflow"
+
+# --- WorkloadWorkflow: from anyone ---------------------------------------------------------------
+SET_ADMISSION_CHECK_STATE = "set_admission_check_state"  # signal: a verdict
+APPLY_ADMISSION_CHECK_STATE = "apply_admission_check_state"  # update: a verdict, answered with the status
+SET_PODS_READY = "set_pods_ready"
+FINISH = "finish"
+DEACTIVATE = "deactivate"
+ACTIVATE = "activate"
+DELETE = "delete"
+WORKLOAD_QUERY = "workload"
+
+# --- WorkloadWorkflow: from admitflow's own workflows ---------------------------------------------
+QUOTA_RESERVED = "quota_reserved"
+PENDING_STATUS = "pending_status"
+DEQUEUED = "dequeued"
+EVICTED = "evicted"
+ADMISSION_CHECKS_CHANGED = "admission_checks_changed"
+QUEUE_AVAILABLE = "queue_available"
+PROVISIONING_REQUEST_UPDATED = "provisioning_request_updated"
+PROVISIONING_REQUEST_DELETED = "provisioning_request_deleted"
+
+# --- CatalogWorkflow (admitflow/catalog) ----------------------------------------------------------
+CATALOG_APPLY = "apply"  # update: Kueue objects, applied all or nothing
+CATALOG_DELETE = "delete"  # update: objects by kind and key
+SET_ADMISSION_CHECK_ACTIVE = "set_admission_check_active"  # update: an AdmissionCheck's Active condition
+WATCH_QUEUE = "watch_queue"  # signal: wake a workload when its LocalQueue resolves differently
+CATALOG_GET = "get"  # query: the objects of a kind
+RESOLVE_LOCAL_QUEUE = "resolve_local_queue"  # query: where a LocalQueue leads
+CATALOG_VIEW = "view"  # query: a ClusterQueue's resolved view
+CATALOG_NODE_GROUPS = "node_groups"  # query: the SimulatedNodeGroups
+
+# --- ClusterQueueWorkflow (clusterqueue/<name>) ---------------------------------------------------
+SET_VIEW = "set_view"  # signal: the ClusterQueue's view, from the catalog
+ENQUEUE = "enqueue"  # signal: a workload's queue entry
+RELEASE = "release"  # signal: a workload gives its quota or its place back
+ADMITTED = "admitted"  # signal: a workload holding quota was admitted
+CLUSTER_QUEUE_GATE_ANSWER = "pods_ready_gate"  # signal: the blockAdmission gate's answer {granted}
+CLUSTER_QUEUE_STATUS = "status"  # query
+
+# --- PodsReadyGateWorkflow (admitflow/pods-ready-gate) --------------------------------------------
+GATE_REQUEST = "request"  # signal: a ClusterQueue asks for the grant
+GATE_USED = "used"  # signal: whom a ClusterQueue's grant went to
+GATE_RETURNED = "returned"  # signal: a ClusterQueue hands its grant back unused
+GATE_SETTLED = "settled"  # signal: a workload reserved under a grant is ready, or gave its quota up
+GATE_UNSETTLED = "unsettled"  # signal: such a workload is not ready while holding quota
+GATE_STATUS = "status"  # query
+
+# --- ProvisioningCheckWorkflow (provisioning/<namespace>/<workload>/<check>/<attempt>) ------------
+PROVISIONING_REQUEST_STATUS = "provisioning_request_status"  # signal: the request, pushed by a backend
+PROVISIONING_CHECK_DELETE = "delete_provisioning_request"  # signal: delete the request, then end
+PROVISIONING_CHECK_PODS_SCHEDULED = "pods_scheduled"  # signal: the workload was admitted
+PROVISIONING_CHECK_PROBE = "probe"  # signal: does nothing; fails if the attempt has ended
+
+# --- SimulatedAutoscalerWorkflow (admitflow/autoscaler) -------------------------------------------
+AUTOSCALER_CREATE_REQUEST = "create_request"  # signal (with start): a request and its PodTemplates
+AUTOSCALER_DELETE_REQUEST = "delete_request"  # signal: a request by namespace and name
+AUTOSCALER_PODS_SCHEDULED = "pods_scheduled"  # signal: a request's booking is consumed
+AUTOSCALER_CREATE_PROVISIONING_REQUEST = "create_provisioning_request"  # update, for older histories
+AUTOSCALER_DELETE_PROVISIONING_REQUEST = "delete_provisioning_request"  # update, for older histories
+AUTOSCALER_PROVISIONING_PODS_SCHEDULED = "provisioning_pods_scheduled"  # update, for older histories
+SET_PROVISIONING_REQUEST_CONDITION = "set_provisioning_request_condition"  # update: by hand (`admitflow provreq`)
+SET_NODE_GROUPS = "set_node_groups"  # signal: the SimulatedNodeGroups, from the catalog
+PROVISIONING_REQUESTS_QUERY = "provisioning_requests"  # query: the requests, of a namespace or all
+PROVISIONING_REQUEST_QUERY = "provisioning_request"  # query: one request as stored
+NODE_GROUP_USAGE_QUERY = "node_group_usage"  # query: node group -> resource -> quantity held
+
+# --- activities -----------------------------------------------------------------------------------
+ADMISSION_CHECK = "admission_check"  # on the task queue named by the AdmissionCheck's controllerName
+START_WORKLOAD = "start_workload"  # on a runner's task queue
+STOP_WORKLOAD = "stop_workload"
+ENQUEUE_WORKLOAD = "enqueue_workload"
+DELIVER_SIGNALS = "deliver_signals"  # a batch of signals a hot workflow sends (workflows/outbox.py)
+FETCH_CLUSTER_QUEUE_VIEW = "fetch_cluster_queue_view"
+FETCH_NODE_GROUPS = "fetch_node_groups"
+CREATE_PROVISIONING_REQUEST = "create_provisioning_request"  # through the configured backend
+DELETE_PROVISIONING_REQUEST = "delete_provisioning_request"
+WATCH_PROVISIONING_REQUEST = "watch_provisioning_request"
+PROVISIONING_PODS_SCHEDULED = "provisioning_pods_scheduled"
+
+__all__ = [name for name in dir() if name.isupper()] + ["cluster_queue_id", "workload_id", "CATALOG_ID", "PODS_READY_GATE_ID"]

@@ -1,0 +1,325 @@
+"""`lifecycle.step` case by case: the findings that wedged, stormed or fooled the loop before it,
+each as the sentence it proves. The whole lifecycle under random interleavings is
+`test_lifecycle_model.py`."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from admitflow.admission import checks
+from admitflow.admission import conditions as cond
+from admitflow.admission import lifecycle as lc
+from admitflow.admission import workload as wl
+from admitflow.admission.catalog import QueueResolution
+from admitflow.admission.cluster_queue import AdmissionCheckInfo
+from admitflow.api.configuration import WaitForPodsReady
+from tests.builders import manifest, workload_manifest
+from tests.unit.test_workload_status import T0, reserved_notice
+
+INFO = {name: AdmissionCheckInfo(controller_name=f"ctl-{name}", active=True) for name in "ab"}
+
+
+class World:
+    """One workload stepped as its workflow steps it: each batch of events, then Settle; an
+    Enqueue is answered at once (the queue exists); commands are kept for the asserts."""
+
+    def __init__(self, **spec: Any) -> None:
+        m = workload_manifest("job", cpu="2")
+        m["spec"].update(spec)
+        self.state = wl.new_state(manifest(m), "uid-1", T0)
+        self.now = T0
+        self.commands: list[Any] = []
+        self.batch(lc.Started())
+
+    def batch(self, *events: Any, after: float = 0) -> list[Any]:
+        self.now += timedelta(seconds=after)
+        out: list[Any] = []
+        pending = [*events, lc.Settle()]
+        while pending:
+            event = pending.pop(0)
+            self.state, commands = lc.step(self.state, event, self.now, 0.5)
+            out += commands
+            for c in commands:
+                if isinstance(c, lc.Enqueue):
+                    pending[0:0] = [lc.EnqueueResolved(ticket=c.request.entry.ticket, resolution=QueueResolution(cluster_queue="cq"))]
+                    pending.append(lc.Settle())
+        self.commands += out
+        return out
+
+    def reserve(self, *names: str, after: float = 0, **more: Any) -> list[Any]:
+        notice = reserved_notice(checks=list(names), ticket=self.state.ticket).model_copy(
+            update={"checks_info": {n: INFO[n] for n in names}, **more}
+        )
+        return self.batch(lc.QueueNoticed(signal="quota_reserved", payload=notice.to_wire()), after=after)
+
+    def verdict(self, name: str, state: str, **more: Any) -> dict:
+        return {"name": name, "state": state, **more}
+
+    def asked(self, commands: list[Any]) -> list[tuple[str, int]]:
+        return [(c.request.admission_check, c.request.attempt) for c in commands if isinstance(c, lc.AskController)]
+
+    def told(self, commands: list[Any]) -> list[str]:
+        return [c.signal for c in commands if isinstance(c, lc.TellQueue)]
+
+    def phase(self) -> str:
+        return wl.phase(self.state)
+
+
+def evictions(st: wl.WorkloadState) -> int:
+    stats = st.status.scheduling_stats
+    return sum(e.count for e in (stats.evictions if stats else None) or ())
+
+
+# --- 1. nothing a message carries can wedge the workload ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param({"name": "a", "state": "Retry", "requeueAfterSeconds": 10**12}, id="a-delay-past-int32"),
+        pytest.param({"name": "a", "state": "Retry", "requeueAfterSeconds": -1}, id="a-negative-delay"),
+        pytest.param({"name": "a", "state": "Ready", "attempt": 2**31}, id="an-attempt-past-int32"),
+        pytest.param({"name": "a", "state": "Ready", "attempt": "one"}, id="an-attempt-that-is-no-number"),
+        pytest.param({"name": "a", "state": "Ready", "podSetUpdates": [{"name": "main", "tolerations": "x"}]}, id="junk-pod-set-updates"),
+        pytest.param([1, 2, 3], id="a-list"),
+        pytest.param(None, id="nothing"),
+        pytest.param("Ready", id="a-bare-string"),
+    ],
+)
+def test_a_poison_verdict_is_refused_recorded_and_changes_nothing(payload):
+    w = World()
+    w.reserve("a")
+    before = w.state.status.model_copy(deep=True)
+    w.batch(lc.VerdictReceived(payload=payload))
+    assert w.state.status == before
+    assert w.state.verdicts[-1].outcome == "rejected"
+    assert not [e for e in w.state.events if e.reason == lc.NOT_APPLIED]
+    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Ready")))
+    assert w.phase() == "Admitted", "the workload still admits afterwards"
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        pytest.param(lc.QueueNoticed(signal="quota_reserved", payload={"ticket": "x"}), id="a-junk-reservation"),
+        pytest.param(lc.QueueNoticed(signal="evicted", payload=[1]), id="a-junk-eviction"),
+        pytest.param(lc.ProvisioningReported(payload={"check": 1}), id="a-junk-provisioning-report"),
+        pytest.param(lc.ProvisioningEnded(payload="gone"), id="a-junk-provisioning-end"),
+        pytest.param(lc.PodsReadyReported(payload={"ready": "maybe"}), id="a-junk-pods-report"),
+        pytest.param(lc.FinishRequested(payload={"succeeded": "perhaps"}), id="a-junk-finish"),
+    ],
+)
+def test_a_malformed_message_from_anyone_is_recorded_as_a_warning_and_changes_nothing(event):
+    w = World()
+    w.reserve("a")
+    before = w.state.status.model_copy(deep=True)
+    w.batch(event)
+    assert w.state.status == before
+    assert w.state.events[-1].type == "Warning"
+
+
+def test_an_exception_inside_step_leaves_the_state_as_it_was_with_a_warning(monkeypatch):
+    w = World()
+    before = w.state.model_copy(deep=True)
+
+    def boom(*_: Any) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setitem(lc._HANDLERS, lc.Activated, boom)
+    state, commands = lc.step(w.state, lc.Activated(), w.now, 0.5)
+    assert commands == []
+    assert state.events[-1].reason == lc.NOT_APPLIED and "RuntimeError: a bug" in state.events[-1].message
+    assert state.model_copy(update={"events": before.events}) == before
+
+
+# --- 2. a controller that fails backs off, and never evicts ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("result", "error"),
+    [
+        pytest.param({"state": "Bogus"}, "", id="an-unknown-state"),
+        pytest.param(42, "", id="a-number"),
+        pytest.param({"state": "Retry", "requeueAfterSeconds": 10**12}, "", id="a-delay-past-int32"),
+        pytest.param(None, "controller crashed", id="a-non-retryable-error"),
+    ],
+)
+def test_a_controller_that_answers_garbage_is_asked_again_with_backoff_and_never_evicts(result, error):
+    w = World()
+    (check, attempt), = w.asked(w.reserve("a"))
+    delays = []
+    for n in range(1, 5):
+        w.batch(lc.ControllerAnswered(check=check, attempt=attempt, result=result, error=error))
+        at, summary = lc.next_wake(w.state)
+        delays.append(int((at - w.now).total_seconds()))
+        assert "ask the controller of a again" in summary
+        assert w.asked(w.batch(lc.TimerFired(), after=delays[-1] - 1)) == [], "not before its backoff"
+        assert w.asked(w.batch(lc.TimerFired(), after=1)) == [("a", attempt)], "the same attempt, in the same reservation"
+    assert delays == [5, 10, 20, 40]
+    assert evictions(w.state) == 0 and w.phase() == "QuotaReserved"
+    assert [e.reason for e in w.state.events].count(checks.CONTROLLER_FAILED) == 4
+    w.batch(lc.ControllerAnswered(check=check, attempt=attempt, result={"state": "Ready"}))
+    assert w.phase() == "Admitted"
+
+
+def test_the_controller_backoff_is_capped_at_five_minutes():
+    assert [checks.controller_backoff(n) for n in (1, 2, 6, 7, 100, 2**31)] == [5, 10, 160, 300, 300, 300]
+
+
+# --- 3. attempts never go backwards ---------------------------------------------------------------
+
+
+def test_an_attempt_a_controller_saw_is_never_asked_again_whatever_evicted_the_workload():
+    w = World()
+    assert w.asked(w.reserve("a", "b")) == [("a", 1), ("b", 1)]
+    w.batch(lc.ControllerAnswered(check="a", attempt=1, result={"state": "Ready"}))
+    w.batch(lc.VerdictReceived(payload=w.verdict("b", "Retry", requeueAfterSeconds=3)))
+    w.batch(lc.TimerFired(), after=3)
+    assert w.asked(w.reserve("a", "b")) == [("a", 2), ("b", 2)], "another check's Retry"
+    w.batch(lc.QueueNoticed(signal="evicted", payload={
+        "key": "default/job", "uid": "uid-1", "ticket": w.state.ticket, "kind": "evicted", "reason": "Preempted",
+        "message": "preempted", "preemptionReason": "InClusterQueue",
+    }))
+    assert w.asked(w.reserve("a", "b")) == [("a", 3), ("b", 3)], "a preemption"
+    w.batch(lc.Deactivated())
+    w.batch(lc.Activated())
+    assert w.asked(w.reserve("a", "b")) == [("a", 4), ("b", 4)], "a deactivation"
+    assert [c.retry_count for c in w.state.status.admission_checks] == [None, 1], "b's retry is still counted"
+    assert w.state.report().check_attempts == {"a": 4, "b": 4}
+
+
+@pytest.mark.parametrize(
+    ("attempt", "outcome", "detail"),
+    [
+        pytest.param(1, "ignored", 'verdict for attempt 1 of check "a", which is at attempt 2: ignored', id="an-older-attempt"),
+        pytest.param(3, "rejected", 'verdict for attempt 3 of check "a", which is at attempt 2: not asked yet', id="a-future-attempt"),
+    ],
+)
+def test_a_verdict_for_an_attempt_other_than_the_current_one_changes_nothing(attempt, outcome, detail):
+    w = World()
+    w.reserve("a", "b")
+    w.batch(lc.VerdictReceived(payload=w.verdict("b", "Retry")))  # evicted: a's attempt 1 is over
+    w.reserve("a", "b")
+    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Rejected", attempt=attempt)))
+    assert (w.state.verdicts[-1].outcome, w.state.verdicts[-1].detail) == (outcome, detail)
+    assert w.phase() == "QuotaReserved"
+
+
+# --- 4. the longest delay wins, whatever the order -------------------------------------------------
+
+
+@pytest.mark.parametrize("together", [True, False], ids=["in-one-task", "in-two-tasks"])
+@pytest.mark.parametrize("order", ["a-then-b", "b-then-a"])
+def test_the_requeue_waits_for_the_longest_retry_delay(order, together):
+    w = World()
+    w.reserve("a", "b")
+    a = lc.VerdictReceived(payload=w.verdict("a", "Retry"))
+    b = lc.VerdictReceived(payload=w.verdict("b", "Retry", requeueAfterSeconds=20))
+    events = [a, b] if order == "a-then-b" else [b, a]
+    arrived = {}
+    for i, group in enumerate([events] if together else [[e] for e in events]):
+        w.batch(*group, after=i)
+        arrived.update({id(e): w.now for e in group})
+    due = arrived[id(b)] + timedelta(seconds=20)
+    assert w.phase() == "Backoff"
+    assert checks.requeue_at(w.state) == due
+    assert w.state.holder is None, "its place in the queue was given back"
+    w.batch(lc.TimerFired(), after=(due - w.now).total_seconds() - 1)
+    assert w.phase() == "Backoff"
+    w.batch(lc.TimerFired(), after=1)
+    assert w.phase() == "Pending" and w.state.queued
+
+
+# --- 5. blockAdmission counts a workload each time it is not ready ---------------------------------
+
+
+def test_the_gate_hears_whenever_a_workload_loses_and_regains_readiness():
+    w = World()
+    gate = lambda cs: [c.signal for c in cs if isinstance(c, lc.TellGate)]  # noqa: E731
+    assert gate(w.reserve(gated=True)) == [], "the gate counted it when it granted the reservation"
+    assert gate(w.batch(lc.PodsReadyReported(payload={"ready": True}))) == ["settled"]
+    assert gate(w.batch(lc.PodsReadyReported(payload={"ready": False}))) == ["unsettled"]
+    assert gate(w.batch(lc.PodsReadyReported(payload={"ready": False}))) == []
+    assert gate(w.batch(lc.PodsReadyReported(payload={"ready": True}))) == ["settled"]
+    w.batch(lc.PodsReadyReported(payload={"ready": False}))
+    assert gate(w.batch(lc.FinishRequested(payload={"succeeded": True}))) == ["settled"]
+
+
+# --- 6. deactivating a workload without quota -----------------------------------------------------
+
+
+def test_deactivating_a_waiting_workload_resets_its_checks_as_an_eviction_does():
+    w = World()
+    w.batch(lc.QueueNoticed(signal="pending_status", payload={
+        "key": "default/job", "uid": "uid-1", "ticket": w.state.ticket, "kind": "pending", "reason": "Pending",
+        "message": "no room", "admissionChecks": ["a"],
+    }))
+    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Ready")))
+    w.batch(lc.Deactivated())
+    (c,) = w.state.status.admission_checks
+    assert (c.state, c.message) == ("Pending", "Reset to Pending after eviction. Previously: Ready")
+    assert w.told(w.commands)[-1] == "release" and not w.state.queued
+
+
+def test_deactivating_a_workload_in_backoff_keeps_its_eviction_and_its_place_in_the_queue_order():
+    w = World()
+    w.reserve("a")
+    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Retry", requeueAfterSeconds=30)), after=100)
+    evicted_at = cond.find(w.state.status.conditions, wl.EVICTED).last_transition_time
+    w.batch(lc.Deactivated(), after=5)
+    evicted = cond.find(w.state.status.conditions, wl.EVICTED)
+    assert (evicted.reason, evicted.last_transition_time) == ("AdmissionCheck", evicted_at)
+    assert w.state.status.requeue_state is None
+    enqueued = w.batch(lc.Activated(), after=60)
+    (entry,) = [c.request.entry for c in enqueued if isinstance(c, lc.Enqueue)]
+    assert entry.timestamp == evicted_at, "not its creation time: it does not jump the queue"
+
+
+# --- 7. an attempt's workflow that vanishes is noticed --------------------------------------------
+
+
+def test_a_provisioning_workflow_found_gone_counts_as_ended():
+    w = World()
+    w.state.provisioning["prov"] = wl.ProvisioningAttempt(
+        check="prov", attempt=1, name="job-prov-1", workflow_id="provisioning/default/job/prov/1", class_name="c",
+    )
+    probes = w.batch(lc.Started())
+    assert [(c.signal, c.workflow_id) for c in probes if isinstance(c, lc.TellProvisioning)] == [
+        ("probe", "provisioning/default/job/prov/1")
+    ]
+    assert lc.next_wake(w.state)[1] == "check that its ProvisioningRequest workflows run"
+    w.batch(lc.ProvisioningEnded(workflow_id="provisioning/default/job/prov/1"))
+    assert "prov" not in w.state.provisioning
+
+
+# --- 8. Kueue details ------------------------------------------------------------------------------
+
+
+def test_the_maximum_execution_time_deactivates_with_kueues_reason():
+    w = World(maximumExecutionTimeSeconds=60)
+    w.reserve()
+    at, summary = lc.next_wake(w.state)
+    assert (at - w.now, summary) == (timedelta(seconds=60), "maximum execution time 60s")
+    w.batch(lc.TimerFired(), after=60)
+    evicted = cond.find(w.state.status.conditions, wl.EVICTED)
+    assert (w.phase(), evicted.reason) == ("Inactive", "DeactivatedDueToMaximumExecutionTimeExceeded")
+    assert w.told(w.commands)[-1] == "release"
+
+
+def test_one_wait_has_one_timer():
+    w = World()
+    w.reserve("a")
+    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Retry", requeueAfterSeconds=60)))
+    first = lc.next_wake(w.state)
+    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Ready")), after=5)  # kept while it waits
+    assert lc.next_wake(w.state)[0] == first[0], "the same deadline: the workflow keeps its timer"
+
+
+def test_pods_ready_timeout_is_a_timer_too():
+    w = World()
+    w.reserve(wait_for_pods_ready=WaitForPodsReady(timeout="5m"))
+    at, summary = lc.next_wake(w.state)
+    assert (at - w.now, summary) == (timedelta(minutes=5), "PodsReady timeout 5m")
