@@ -305,9 +305,12 @@ def _load(paths: Sequence[str]):
 
 
 def _print_outcomes(outcomes) -> None:
+    """One line per object, as kubectl prints it (`kind.group/key action`), with the outcome's
+    message after a colon when it has one (`... terminating: <why>`)."""
     for o in outcomes:
         group = "admitflow.io" if o.kind in ("AdmissionCheckParameters", "SimulatedNodeGroup") else "kueue.x-k8s.io"
-        print(f"{o.kind.lower()}.{group}/{o.key} {o.action}")
+        message = " ".join((getattr(o, "message", "") or "").split())
+        print(f"{o.kind.lower()}.{group}/{o.key} {o.action}" + (f": {message}" if message else ""))
 
 
 async def cmd_apply(args: argparse.Namespace) -> None:
