@@ -303,9 +303,6 @@ class WorkloadWorkflow(LegacyLoop):
         self.runner = handle
 
         def done(task: Any) -> None:
-            if self.runner is not handle:
-                return  # stopped by this workflow: the admission is over
-            self.runner = None
             error = ""
             try:
                 task.result()
@@ -313,6 +310,9 @@ class WorkloadWorkflow(LegacyLoop):
                 error = _message(err)
             except asyncio.CancelledError:
                 error = "cancelled"
+            if self.runner is not handle:
+                return  # stopped by this workflow: the admission is over
+            self.runner = None
             # It stopped on its own: the runner died, shut down, gave up, or the run is over.
             self.inbox.append(lc.RunnerStopped(admission=admission, error=error))
 

@@ -14,7 +14,10 @@ their backoff and the limit's deactivation), `autoscaler-signals/` (the main job
 simulated backend signals the autoscaler instead of sending it updates: `create_request` with start,
 `pods_scheduled`, `delete_request`), `eviction-after-finish/` (a workload told to finish and
 preempted in one workflow task, written before the fix: it was evicted after Finished and released
-twice; `workflow.patched("no-eviction-after-finish")` replays it as it was).
+twice; `workflow.patched("no-eviction-after-finish")` replays it as it was). Every set before
+`lifecycle-step/` replays through `workflows/workload_legacy.py`; `lifecycle-step/` (the main job)
+and `lifecycle-step-edges/` (the edges, continued-as-new runs included) were written by the loop
+over `admitflow.admission.lifecycle.step`, marked `workflow.patched("lifecycle-step")`.
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """
