@@ -9,6 +9,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from admitflow import contract
 from admitflow.admission.pods_ready import GATE_SUMMARY
 from admitflow.messages import AutoscalerInput, ClusterQueueInput, Delivery, DeliveryBatch, DeliveryReport, GateInput
 from admitflow.simulation.autoscaler import WORKFLOW_SUMMARY
@@ -21,7 +22,7 @@ class DeliveryActivities:
     def __init__(self, client: Client) -> None:
         self.client = client
 
-    @activity.defn(name="deliver_signals")
+    @activity.defn(name=contract.DELIVER_SIGNALS)
     async def deliver_signals(self, batch: DeliveryBatch) -> DeliveryReport:
         by_target: dict[str, list[Delivery]] = defaultdict(list)
         for d in batch.deliveries:
@@ -67,9 +68,9 @@ class DeliveryActivities:
 def _started_with(d: Delivery) -> tuple[str, object, str] | None:
     """The workflow a delivery starts if it does not run yet: its type, input and summary."""
     if d.start_cluster_queue is not None:
-        return "ClusterQueueWorkflow", ClusterQueueInput(name=d.start_cluster_queue), f"ClusterQueue {d.start_cluster_queue}"
+        return contract.CLUSTER_QUEUE_WORKFLOW, ClusterQueueInput(name=d.start_cluster_queue), f"ClusterQueue {d.start_cluster_queue}"
     if d.start_autoscaler:
-        return "SimulatedAutoscalerWorkflow", AutoscalerInput(), WORKFLOW_SUMMARY
+        return contract.SIMULATED_AUTOSCALER_WORKFLOW, AutoscalerInput(), WORKFLOW_SUMMARY
     if d.start_pods_ready_gate:
-        return "PodsReadyGateWorkflow", GateInput(), GATE_SUMMARY
+        return contract.PODS_READY_GATE_WORKFLOW, GateInput(), GATE_SUMMARY
     return None

@@ -8,7 +8,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from admitflow import ids
+from admitflow import contract, ids
 from admitflow.admission.catalog import QueueResolution, resolve_local_queue
 from admitflow.admission.cluster_queue import ClusterQueueView
 from admitflow.admission.catalog import CatalogState
@@ -41,7 +41,7 @@ class QueueLookupActivities:
         if cached is not None and not request.fresh and self.clock() - cached[1] < ROUTE_TTL_SECONDS:
             return QueueResolution(cluster_queue=cached[0])
         lq = LocalQueueRef(namespace=request.namespace, name=request.local_queue)
-        resolution = await self._catalog_query("resolve_local_queue", lq, QueueResolution)
+        resolution = await self._catalog_query(contract.RESOLVE_LOCAL_QUEUE, lq, QueueResolution)
         if resolution is None:
             resolution = resolve_local_queue(CatalogState(), request.namespace, request.local_queue)
         if resolution.reason:
@@ -59,7 +59,7 @@ class QueueLookupActivities:
                 return None
             raise
 
-    @activity.defn(name="enqueue_workload")
+    @activity.defn(name=contract.ENQUEUE_WORKLOAD)
     async def enqueue_workload(self, request: EnqueueRequest) -> QueueResolution:
         """Resolve the LocalQueue; if it leads to a ClusterQueue, enqueue there (starting that
         workflow if the catalog's view has not reached it yet). Otherwise ask the catalog to wake
@@ -67,11 +67,11 @@ class QueueLookupActivities:
         resolution = await self._resolve(request)
         if resolution.reason:
             await self.client.start_workflow(
-                "CatalogWorkflow",
+                contract.CATALOG_WORKFLOW,
                 CatalogInput(),
                 id=ids.CATALOG_ID,
                 task_queue=activity.info().task_queue,
-                start_signal="watch_queue",
+                start_signal=contract.WATCH_QUEUE,
                 start_signal_args=[
                     WatchRequest(
                         local_queue=f"{request.namespace}/{request.local_queue}",
@@ -82,17 +82,17 @@ class QueueLookupActivities:
             )
             return resolution
         await self.client.start_workflow(
-            "ClusterQueueWorkflow",
+            contract.CLUSTER_QUEUE_WORKFLOW,
             ClusterQueueInput(name=resolution.cluster_queue),
             id=ids.cluster_queue_id(resolution.cluster_queue),
             task_queue=activity.info().task_queue,
-            start_signal="enqueue",
+            start_signal=contract.ENQUEUE,
             start_signal_args=[request.entry],
             static_summary=f"ClusterQueue {resolution.cluster_queue}",
         )
         return resolution
 
-    @activity.defn(name="fetch_cluster_queue_view")
+    @activity.defn(name=contract.FETCH_CLUSTER_QUEUE_VIEW)
     async def fetch_cluster_queue_view(self, ref: ClusterQueueRef) -> ClusterQueueView:
-        view = await self._catalog_query("view", ref, ClusterQueueView)
+        view = await self._catalog_query(contract.CATALOG_VIEW, ref, ClusterQueueView)
         return view if view is not None else ClusterQueueView(name=ref.name, revision=0)

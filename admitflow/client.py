@@ -31,7 +31,7 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from admitflow import ids
+from admitflow import contract, ids
 from admitflow import search_attributes as sa
 from admitflow.admission.catalog import CATALOG_KINDS, PLURALS, ObjectRef, Outcome
 from admitflow.admission import workload as wl
@@ -77,7 +77,7 @@ NAMESPACED = {"LocalQueue", "Workload"}
 
 # The contract: a workload asks a check's controller through this activity, on the task queue
 # named by the AdmissionCheck's controllerName.
-ADMISSION_CHECK_ACTIVITY = "admission_check"
+ADMISSION_CHECK_ACTIVITY = contract.ADMISSION_CHECK
 # A live worker polls again within a minute (a poll waits up to 60 s on the server); a task queue
 # whose last poll is older than this has nobody serving it.
 SERVED_WITHIN = timedelta(seconds=90)
@@ -162,7 +162,7 @@ class AdmitflowClient:
 
     async def _apply_catalog(self, items: Sequence[LoadedManifest]) -> list[Outcome]:
         start = WithStartWorkflowOperation(
-            "CatalogWorkflow",
+            contract.CATALOG_WORKFLOW,
             CatalogInput(),
             id=ids.CATALOG_ID,
             task_queue=self.task_queue,
@@ -171,7 +171,7 @@ class AdmitflowClient:
         )
         try:
             result = await self.client.execute_update_with_start_workflow(
-                "apply",
+                contract.CATALOG_APPLY,
                 ApplyRequest(objects=[m.obj for m in items]),
                 start_workflow_operation=start,
                 result_type=ApplyResult,
@@ -216,7 +216,7 @@ class AdmitflowClient:
             attributes.append(SearchAttributePair(sa.CLUSTER_QUEUE, cluster_queue))
         try:
             await self.client.start_workflow(
-                "WorkloadWorkflow",
+                contract.WORKLOAD_WORKFLOW,
                 WorkloadInput(workload=workload),
                 id=ids.workload_id(workload.key),
                 task_queue=self.task_queue,
@@ -239,11 +239,11 @@ class AdmitflowClient:
                     f'workloads "{key}" is finished: it holds nothing, its history stays in Temporal, '
                     "and applying it again starts a new run"
                 )
-            await self._signal_workload(key, "delete", DeleteWorkload())
+            await self._signal_workload(key, contract.DELETE, DeleteWorkload())
             return Outcome(kind=kind, key=key, action="deleted")
         try:
             result = await self.client.get_workflow_handle(ids.CATALOG_ID).execute_update(
-                "delete", DeleteRequest(objects=[ObjectRef(kind=kind, key=key)]), result_type=ApplyResult
+                contract.CATALOG_DELETE, DeleteRequest(objects=[ObjectRef(kind=kind, key=key)]), result_type=ApplyResult
             )
         except WorkflowUpdateFailedError as err:
             raise AdmitflowError(_cause(err)) from None
@@ -258,7 +258,7 @@ class AdmitflowClient:
     async def catalog_objects(self, kind: str, key: str | None = None) -> list[Any]:
         try:
             found = await self.client.get_workflow_handle(ids.CATALOG_ID).query(
-                "get", ObjectQuery(kind=kind, key=key), result_type=ObjectList
+                contract.CATALOG_GET, ObjectQuery(kind=kind, key=key), result_type=ObjectList
             )
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
@@ -269,7 +269,7 @@ class AdmitflowClient:
     async def cluster_queue_report(self, name: str, query: StatusQuery | None = None) -> ClusterQueueReport | None:
         try:
             return await self.client.get_workflow_handle(ids.cluster_queue_id(name)).query(
-                "status", query or StatusQuery(limit=0), result_type=ClusterQueueReport
+                contract.CLUSTER_QUEUE_STATUS, query or StatusQuery(limit=0), result_type=ClusterQueueReport
             )
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
@@ -322,7 +322,7 @@ class AdmitflowClient:
         try:
             desc = await handle.describe()
             if desc.status == WorkflowExecutionStatus.RUNNING:
-                return await handle.query("workload", result_type=WorkloadReport)
+                return await handle.query(contract.WORKLOAD_QUERY, result_type=WorkloadReport)
             if desc.status == WorkflowExecutionStatus.COMPLETED:
                 report = await handle.result()
                 if not report.deleted:
@@ -473,7 +473,7 @@ class AdmitflowClient:
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def finish(self, key: str, succeeded: bool = True, message: str = "") -> None:
-        await self._signal_workload(key, "finish", FinishRequest(succeeded=succeeded, message=message))
+        await self._signal_workload(key, contract.FINISH, FinishRequest(succeeded=succeeded, message=message))
 
     async def pods_ready(self, key: str, ready: bool = True, reason: str | None = None) -> None:
         """Report whether the workload's pods are ready (signal `set_pods_ready`), as a runner or a
@@ -482,14 +482,14 @@ class AdmitflowClient:
             report = pods_ready.parse({"ready": ready, "reason": reason})
         except pods_ready.PodsReadyError as err:
             raise AdmitflowError(str(err)) from None
-        await self._signal_workload(key, "set_pods_ready", report)
+        await self._signal_workload(key, contract.SET_PODS_READY, report)
 
     async def verdict(self, key: str, verdict: Verdict) -> WorkloadStatus:
         """Apply a check verdict through the workload's update; a refusal is one line."""
         handle = self.client.get_workflow_handle(ids.workload_id(key))
         try:
             return await handle.execute_update(
-                "apply_admission_check_state", verdict, result_type=WorkloadStatus
+                contract.APPLY_ADMISSION_CHECK_STATE, verdict, result_type=WorkloadStatus
             )
         except WorkflowUpdateFailedError as err:
             raise AdmitflowError(_cause(err)) from None
@@ -499,10 +499,10 @@ class AdmitflowClient:
             raise
 
     async def activate(self, key: str) -> None:
-        await self._signal_workload(key, "activate", None)
+        await self._signal_workload(key, contract.ACTIVATE, None)
 
     async def deactivate(self, key: str) -> None:
-        await self._signal_workload(key, "deactivate", None)
+        await self._signal_workload(key, contract.DEACTIVATE, None)
 
     async def set_admission_check_active(
         self, name: str, active: bool = True, reason: str | None = None, message: str | None = None
@@ -516,7 +516,7 @@ class AdmitflowClient:
         request = request.model_copy(update={"reason": reason or request.reason, "message": message or request.message})
         handle = self.client.get_workflow_handle(ids.CATALOG_ID)
         try:
-            return await handle.execute_update("set_admission_check_active", request, result_type=bool)
+            return await handle.execute_update(contract.SET_ADMISSION_CHECK_ACTIVE, request, result_type=bool)
         except WorkflowUpdateFailedError as err:
             raise AdmitflowError(_cause(err)) from None
 
@@ -526,7 +526,7 @@ class AdmitflowClient:
         """The simulated autoscaler's ProvisioningRequests (none when it does not run)."""
         try:
             found = await self.client.get_workflow_handle(ids.AUTOSCALER_ID).query(
-                "provisioning_requests", ProvisioningRequestQuery(namespace=namespace), result_type=ProvisioningRequestList
+                contract.PROVISIONING_REQUESTS_QUERY, ProvisioningRequestQuery(namespace=namespace), result_type=ProvisioningRequestList
             )
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
@@ -539,7 +539,7 @@ class AdmitflowClient:
         handle = self.client.get_workflow_handle(ids.AUTOSCALER_ID)
         try:
             return await handle.execute_update(
-                "set_provisioning_request_condition", request, result_type=ProvisioningRequest
+                contract.SET_PROVISIONING_REQUEST_CONDITION, request, result_type=ProvisioningRequest
             )
         except WorkflowUpdateFailedError as err:
             raise AdmitflowError(_cause(err)) from None
@@ -562,7 +562,7 @@ def workloads_query(phase: str | None = None, cluster_queue: str | None = None, 
     AdmitflowPhase = 'Backoff'`; what the Temporal UI's filter box takes too."""
     if phase is not None and phase not in wl.PHASES:
         raise AdmitflowError(f'unknown phase "{phase}": must be one of {", ".join(wl.PHASES)}')
-    clauses = ["WorkflowType = 'WorkloadWorkflow'"]
+    clauses = [f"WorkflowType = '{contract.WORKLOAD_WORKFLOW}'"]
     for attribute, value in ((sa.PHASE, phase), (sa.CLUSTER_QUEUE, cluster_queue), (sa.PENDING_CHECKS, pending_check)):
         if value is not None:
             quoted = value.replace("\\", "\\\\").replace("'", "\\'")

@@ -38,7 +38,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from admitflow import ids
+from admitflow import contract, ids
 from admitflow.wire import first_error
 from admitflow.admission import workload as wl
 from admitflow.admission.checks import CheckRequest as CheckInput
@@ -147,7 +147,7 @@ class Controller(Generic[P]):
 
     # --- serving --------------------------------------------------------------------------------
 
-    @activity.defn(name="admission_check")
+    @activity.defn(name=contract.ADMISSION_CHECK)
     async def admission_check(self, request: CheckInput) -> dict:
         """The contract's activity. A non-retryable error (bad parameters, or one the function
         raises) reaches the workload as a failed answer: it is recorded (a Warning event) and this
@@ -318,7 +318,7 @@ class Controller(Generic[P]):
             workflow_id = ids.workload_id(to)
         if not verdict.name:
             raise ValueError("a verdict sent by workload key needs the check's name")
-        await self.admitflow.client.get_workflow_handle(workflow_id).signal("set_admission_check_state", verdict)
+        await self.admitflow.client.get_workflow_handle(workflow_id).signal(contract.SET_ADMISSION_CHECK_STATE, verdict)
 
 
 def _addressed(verdict: Verdict, name: str, attempt: int) -> Verdict:

@@ -21,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from activities.provisioning.backend import STATUS_SIGNAL
+    from admitflow import contract
     from admitflow.api.provisioning_request import ProvisioningRequest
     from admitflow.messages import (
         AutoscalerInput,
@@ -39,8 +39,6 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.wire import first_error
 
     from workflows.outbox import Outbox, continue_as_new_suggested
-
-FETCH_NODE_GROUPS = "fetch_node_groups"
 
 # A due moment is never waited for in less than this: the pass after a timer handles everything
 # due by then, so a shorter timer would only mean a clock that reads the same instant again.
@@ -60,7 +58,7 @@ def _refuse(err: AutoscalerError) -> ApplicationError:
     return ApplicationError(str(err), type="AutoscalerError", non_retryable=True)
 
 
-@workflow.defn(name="SimulatedAutoscalerWorkflow")
+@workflow.defn(name=contract.SIMULATED_AUTOSCALER_WORKFLOW)
 class SimulatedAutoscalerWorkflow:
     @workflow.init
     def __init__(self, input: AutoscalerInput) -> None:
@@ -79,19 +77,19 @@ class SimulatedAutoscalerWorkflow:
     # run diverging from its history (a timer cancelled that the server never started). The updates
     # stay for `admitflow provreq set-condition` and for histories recorded before.
 
-    @workflow.signal(name="create_request")
+    @workflow.signal(name=contract.AUTOSCALER_CREATE_REQUEST)
     def create_request(self, request: CreateProvisioningRequest) -> None:
         self.create_provisioning_request(request)
 
-    @workflow.signal(name="delete_request")
+    @workflow.signal(name=contract.AUTOSCALER_DELETE_REQUEST)
     def delete_request(self, ref: ProvisioningRequestRef) -> None:
         self.delete_provisioning_request(ref)
 
-    @workflow.signal(name="pods_scheduled")
+    @workflow.signal(name=contract.AUTOSCALER_PODS_SCHEDULED)
     def pods_scheduled(self, ref: ProvisioningRequestRef) -> None:
         self.provisioning_pods_scheduled(ref)
 
-    @workflow.update(name="create_provisioning_request")
+    @workflow.update(name=contract.AUTOSCALER_CREATE_PROVISIONING_REQUEST)
     def create_provisioning_request(self, request: CreateProvisioningRequest) -> ProvisioningRequest:
         stored, pushes = sim.create(
             self.state, request.request, request.pod_templates, request.watcher, workflow.now(),
@@ -101,20 +99,20 @@ class SimulatedAutoscalerWorkflow:
         self.needs_pass = True
         return stored
 
-    @workflow.update(name="delete_provisioning_request")
+    @workflow.update(name=contract.AUTOSCALER_DELETE_PROVISIONING_REQUEST)
     def delete_provisioning_request(self, ref: ProvisioningRequestRef) -> bool:
         deleted = sim.delete(self.state, ref.namespace, ref.name, workflow.now())
         self.needs_pass = self.needs_pass or deleted
         return deleted
 
-    @workflow.update(name="provisioning_pods_scheduled")
+    @workflow.update(name=contract.AUTOSCALER_PROVISIONING_PODS_SCHEDULED)
     def provisioning_pods_scheduled(self, ref: ProvisioningRequestRef) -> bool:
         """True when it consumed a live booking."""
         pushes = sim.pods_scheduled(self.state, ref.namespace, ref.name, workflow.now())
         self._push(pushes)
         return bool(pushes)
 
-    @workflow.update(name="set_provisioning_request_condition")
+    @workflow.update(name=contract.SET_PROVISIONING_REQUEST_CONDITION)
     def set_provisioning_request_condition(self, payload: Any) -> ProvisioningRequest:
         request = _condition(payload)
         try:
@@ -138,20 +136,20 @@ class SimulatedAutoscalerWorkflow:
         except AutoscalerError as err:
             raise _refuse(err) from None
 
-    @workflow.signal(name="set_node_groups")
+    @workflow.signal(name=contract.SET_NODE_GROUPS)
     def set_node_groups(self, update: NodeGroupsUpdate) -> None:
         self.inbox.append(update)
 
-    @workflow.query(name="provisioning_requests")
+    @workflow.query(name=contract.PROVISIONING_REQUESTS_QUERY)
     def provisioning_requests(self, query: ProvisioningRequestQuery | None = None) -> ProvisioningRequestList:
         return ProvisioningRequestList(items=sim.requests_in(self.state, (query or ProvisioningRequestQuery()).namespace))
 
-    @workflow.query(name="provisioning_request")
+    @workflow.query(name=contract.PROVISIONING_REQUEST_QUERY)
     def provisioning_request(self, ref: ProvisioningRequestRef) -> StoredProvisioningRequest:
         found = self.state.requests.get(sim.key_of(ref.namespace, ref.name))  # deterministic: a dict lookup in the state, not HTTP
         return StoredProvisioningRequest(request=found.request if found is not None else None)
 
-    @workflow.query(name="node_group_usage")
+    @workflow.query(name=contract.NODE_GROUP_USAGE_QUERY)
     def node_group_usage(self) -> dict[str, dict[str, str]]:
         """node group -> resource -> quantity held there."""
         return sim.usage(self.state)
@@ -163,7 +161,7 @@ class SimulatedAutoscalerWorkflow:
         if not self.state.node_groups_known and not self.inbox:
             # Started by a request before the catalog ever sent node groups.
             fetched = await workflow.execute_activity(
-                FETCH_NODE_GROUPS,
+                contract.FETCH_NODE_GROUPS,
                 result_type=NodeGroupsUpdate,
                 start_to_close_timeout=timedelta(seconds=30),
                 summary="fetch node groups from the catalog",
@@ -215,4 +213,4 @@ class SimulatedAutoscalerWorkflow:
 
     def _push(self, pushes: list[Push]) -> None:
         for p in pushes:
-            self.outbox.add(Delivery(workflow_id=p.watcher, signal=STATUS_SIGNAL, payload=p.request.to_wire()))
+            self.outbox.add(Delivery(workflow_id=p.watcher, signal=contract.PROVISIONING_REQUEST_STATUS, payload=p.request.to_wire()))

@@ -6,7 +6,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from admitflow import ids
+    from admitflow import contract, ids
     from admitflow.admission import catalog
     from admitflow.admission.catalog import CatalogError, CatalogState
     from admitflow.admission.cluster_queue import ClusterQueueView
@@ -41,7 +41,7 @@ def _refuse(err: CatalogError) -> ApplicationError:
     return ApplicationError(str(err), {"index": err.index}, type="CatalogError", non_retryable=True)
 
 
-@workflow.defn(name="CatalogWorkflow")
+@workflow.defn(name=contract.CATALOG_WORKFLOW)
 class CatalogWorkflow:
     @workflow.init
     def __init__(self, input: CatalogInput) -> None:
@@ -76,18 +76,18 @@ class CatalogWorkflow:
             self.outbox.add(
                 Delivery(
                     workflow_id=ids.cluster_queue_id(view.name),
-                    signal="set_view",
+                    signal=contract.SET_VIEW,
                     payload=view.to_wire(),
                     start_cluster_queue=view.name,
                 )
             )
         for workflow_id in catalog.woken_watchers(self.state):
-            self.outbox.add(Delivery(workflow_id=workflow_id, signal="queue_available", payload=QueueAvailable().to_wire()))
+            self.outbox.add(Delivery(workflow_id=workflow_id, signal=contract.QUEUE_AVAILABLE, payload=QueueAvailable().to_wire()))
         groups = catalog.changed_node_groups(self.state)
         if groups is not None:
             update = NodeGroupsUpdate(revision=self.state.revision, node_groups=groups)
             self.outbox.add(
-                Delivery(workflow_id=ids.AUTOSCALER_ID, signal="set_node_groups", payload=update.to_wire(), start_autoscaler=True)
+                Delivery(workflow_id=ids.AUTOSCALER_ID, signal=contract.SET_NODE_GROUPS, payload=update.to_wire(), start_autoscaler=True)
             )
 
     def _details(self) -> str:
@@ -96,7 +96,7 @@ class CatalogWorkflow:
 
     # --- apply / delete -------------------------------------------------------------------------
 
-    @workflow.update(name="apply")
+    @workflow.update(name=contract.CATALOG_APPLY)
     def apply(self, request: ApplyRequest) -> ApplyResult:
         try:
             outcomes = catalog.apply(self.state, request.objects, lambda: str(workflow.uuid4()), workflow.now())
@@ -112,7 +112,7 @@ class CatalogWorkflow:
         except CatalogError as err:
             raise _refuse(err) from None
 
-    @workflow.update(name="delete")
+    @workflow.update(name=contract.CATALOG_DELETE)
     def delete(self, request: DeleteRequest) -> ApplyResult:
         try:
             outcomes = catalog.delete(
@@ -130,7 +130,7 @@ class CatalogWorkflow:
         except CatalogError as err:
             raise _refuse(err) from None
 
-    @workflow.update(name="set_admission_check_active")
+    @workflow.update(name=contract.SET_ADMISSION_CHECK_ACTIVE)
     def set_admission_check_active(self, request: AdmissionCheckActive) -> bool:
         try:
             changed = catalog.set_admission_check_active(
@@ -150,7 +150,7 @@ class CatalogWorkflow:
 
     # --- messages from workloads --------------------------------------------------------------
 
-    @workflow.signal(name="watch_queue")
+    @workflow.signal(name=contract.WATCH_QUEUE)
     def watch_queue(self, request: WatchRequest) -> None:
         catalog.add_watcher(self.state, request.local_queue, request.workflow_id, request.seen)
         # If the queue appeared between the workload's lookup and this signal, wake it right away.
@@ -158,7 +158,7 @@ class CatalogWorkflow:
 
     # --- reads --------------------------------------------------------------------------------
 
-    @workflow.query(name="get")
+    @workflow.query(name=contract.CATALOG_GET)
     def get(self, query: ObjectQuery) -> ObjectList:
         if query.key is None:
             items = sorted(self.state.all(query.kind), key=lambda o: o.key)
@@ -167,15 +167,15 @@ class CatalogWorkflow:
             items = [found] if found is not None else []
         return ObjectList(items=items)
 
-    @workflow.query(name="resolve_local_queue")
+    @workflow.query(name=contract.RESOLVE_LOCAL_QUEUE)
     def resolve_local_queue(self, ref: LocalQueueRef) -> QueueResolution:
         return catalog.resolve_local_queue(self.state, ref.namespace, ref.name)
 
-    @workflow.query(name="view")
+    @workflow.query(name=contract.CATALOG_VIEW)
     def view(self, ref: ClusterQueueRef) -> ClusterQueueView:
         return catalog.view_of(self.state, ref.name)
 
-    @workflow.query(name="node_groups")
+    @workflow.query(name=contract.CATALOG_NODE_GROUPS)
     def node_groups(self) -> NodeGroupsUpdate:
         """For the simulated autoscaler when it starts."""
         return NodeGroupsUpdate(revision=self.state.revision, node_groups=catalog.node_groups(self.state))

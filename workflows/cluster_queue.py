@@ -11,7 +11,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from admitflow import ids
+    from admitflow import contract, ids
     from admitflow.admission import cluster_queue as cq
     from admitflow.admission import metrics
     from admitflow.admission import scheduler
@@ -38,19 +38,17 @@ with workflow.unsafe.imports_passed_through():
     from workflows.metrics import emit
     from workflows.outbox import Outbox, continue_as_new_suggested
 
-FETCH_VIEW = "fetch_cluster_queue_view"
-
 # Signal names a notice is delivered under, chosen to read well in a workload's history.
 NOTICE_SIGNALS = {
-    "reserved": "quota_reserved",
-    "pending": "pending_status",
-    "dequeued": "dequeued",
-    "evicted": "evicted",
-    "checks": "admission_checks_changed",
+    "reserved": contract.QUOTA_RESERVED,
+    "pending": contract.PENDING_STATUS,
+    "dequeued": contract.DEQUEUED,
+    "evicted": contract.EVICTED,
+    "checks": contract.ADMISSION_CHECKS_CHANGED,
 }
 
 
-@workflow.defn(name="ClusterQueueWorkflow")
+@workflow.defn(name=contract.CLUSTER_QUEUE_WORKFLOW)
 class ClusterQueueWorkflow:
     @workflow.init
     def __init__(self, input: ClusterQueueInput) -> None:
@@ -61,27 +59,27 @@ class ClusterQueueWorkflow:
 
     # --- messages -----------------------------------------------------------------------------
 
-    @workflow.signal(name="set_view")
+    @workflow.signal(name=contract.SET_VIEW)
     def set_view(self, view: ClusterQueueView) -> None:
         self.inbox.append(view)
 
-    @workflow.signal(name="enqueue")
+    @workflow.signal(name=contract.ENQUEUE)
     def enqueue(self, entry: QueueEntry) -> None:
         self.inbox.append(entry)
 
-    @workflow.signal(name="release")
+    @workflow.signal(name=contract.RELEASE)
     def release(self, request: ReleaseRequest) -> None:
         self.inbox.append(request)
 
-    @workflow.signal(name="admitted")
+    @workflow.signal(name=contract.ADMITTED)
     def admitted(self, request: ReleaseRequest) -> None:
         self.inbox.append(Admitted(key=request.key, uid=request.uid, ticket=request.ticket))
 
-    @workflow.signal(name="pods_ready_gate")
+    @workflow.signal(name=contract.CLUSTER_QUEUE_GATE_ANSWER)
     def pods_ready_gate(self, answer: GateAnswer) -> None:
         self.inbox.append(answer)
 
-    @workflow.query(name="status")
+    @workflow.query(name=contract.CLUSTER_QUEUE_STATUS)
     def status(self, query: StatusQuery | None = None) -> ClusterQueueReport:
         query = query or StatusQuery()
         per_lq: dict[str, int] = {}
@@ -127,7 +125,7 @@ class ClusterQueueWorkflow:
         if self.state.view is None:
             # Started by a workload's enqueue before the catalog's first view arrived.
             view = await workflow.execute_activity(
-                FETCH_VIEW,
+                contract.FETCH_CLUSTER_QUEUE_VIEW,
                 ClusterQueueRef(name=self.state.name),
                 result_type=ClusterQueueView,
                 start_to_close_timeout=timedelta(seconds=30),
@@ -194,7 +192,7 @@ class ClusterQueueWorkflow:
             if key is not None and uid is not None:
                 held = self.state.reservations.get(key)
                 if held is not None and held.uid == uid and held.gated:
-                    self._tell_gate("settled", GateSettled(key=key, uid=uid, ticket=held.ticket))
+                    self._tell_gate(contract.GATE_SETTLED, GateSettled(key=key, uid=uid, ticket=held.ticket))
                 cq.forget(self.state, key, uid)
                 self.needs_pass = True
 
@@ -202,11 +200,11 @@ class ClusterQueueWorkflow:
         """blockAdmission: tell the gate whom its grant went to, ask for the next, or hand one back."""
         if result.gate_used is not None:  # before a new request: the gate frees the grant first
             r = result.gate_used
-            self._tell_gate("used", GateUse(cluster_queue=self.state.name, key=r.key, uid=r.uid, ticket=r.ticket))
+            self._tell_gate(contract.GATE_USED, GateUse(cluster_queue=self.state.name, key=r.key, uid=r.uid, ticket=r.ticket))
         if result.ask_gate:
-            self._tell_gate("request", GateRequest(cluster_queue=self.state.name))
+            self._tell_gate(contract.GATE_REQUEST, GateRequest(cluster_queue=self.state.name))
         if result.return_grant:
-            self._tell_gate("returned", GateRequest(cluster_queue=self.state.name))
+            self._tell_gate(contract.GATE_RETURNED, GateRequest(cluster_queue=self.state.name))
 
     def _tell_gate(self, signal: str, payload: WireModel) -> None:
         self.outbox.add(

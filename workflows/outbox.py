@@ -1,7 +1,7 @@
 """Signals a hot workflow sends, batched through one activity at a time.
 
 A ClusterQueue that signalled every workload itself would pay two history events and a serialized
-write per signal (DESIGN.md measured 0.28-0.34 of bare throughput that way, 0.75-1.0 with an
+write per signal (prototypes measured 0.28-0.34 of bare throughput that way, 0.75-1.0 with an
 activity per pass). One delivery activity in flight also keeps a workload's messages in order.
 """
 
@@ -14,9 +14,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from admitflow import contract
     from admitflow.messages import Delivery, DeliveryBatch, DeliveryReport
-
-DELIVER_SIGNALS = "deliver_signals"
 
 # Keeps one activity's input well under Temporal's 512 KiB payload warning.
 MAX_BATCH = 200
@@ -62,7 +61,7 @@ class Outbox:
             batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
             self._task = asyncio.ensure_future(
                 workflow.execute_activity(
-                    DELIVER_SIGNALS,
+                    contract.DELIVER_SIGNALS,
                     DeliveryBatch(deliveries=batch),
                     result_type=DeliveryReport,
                     start_to_close_timeout=timedelta(minutes=2),

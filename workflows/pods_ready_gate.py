@@ -11,42 +11,40 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from admitflow import ids
+    from admitflow import contract, ids
     from admitflow.admission import pods_ready
     from admitflow.admission.pods_ready import GateAnswer, GateState
     from admitflow.messages import GateInput, GateRequest, GateSettled, GateUse
 
-GATE_ANSWER = "pods_ready_gate"
 
-
-@workflow.defn(name="PodsReadyGateWorkflow")
+@workflow.defn(name=contract.PODS_READY_GATE_WORKFLOW)
 class PodsReadyGateWorkflow:
     @workflow.init
     def __init__(self, input: GateInput) -> None:
         self.state = input.state or GateState()
         self.answers: dict[str, GateAnswer] = {}
 
-    @workflow.signal(name="request")
+    @workflow.signal(name=contract.GATE_REQUEST)
     def request(self, m: GateRequest) -> None:
         self.answers.update(pods_ready.gate_request(self.state, m.cluster_queue))
 
-    @workflow.signal(name="used")
+    @workflow.signal(name=contract.GATE_USED)
     def used(self, m: GateUse) -> None:
         self.answers.update(pods_ready.gate_used(self.state, m.cluster_queue, m.key, m.uid, m.ticket))
 
-    @workflow.signal(name="returned")
+    @workflow.signal(name=contract.GATE_RETURNED)
     def returned(self, m: GateRequest) -> None:
         self.answers.update(pods_ready.gate_returned(self.state, m.cluster_queue))
 
-    @workflow.signal(name="settled")
+    @workflow.signal(name=contract.GATE_SETTLED)
     def settled(self, m: GateSettled) -> None:
         self.answers.update(pods_ready.gate_settled(self.state, m.key, m.uid, m.ticket))
 
-    @workflow.signal(name="unsettled")
+    @workflow.signal(name=contract.GATE_UNSETTLED)
     def unsettled(self, m: GateSettled) -> None:
         self.answers.update(pods_ready.gate_unsettled(self.state, m.key, m.uid, m.ticket))
 
-    @workflow.query(name="status")
+    @workflow.query(name=contract.GATE_STATUS)
     def status(self) -> GateState:
         return self.state
 
@@ -57,7 +55,7 @@ class PodsReadyGateWorkflow:
             while self.answers:
                 cluster_queue, answer = self.answers.popitem()
                 try:
-                    await workflow.get_external_workflow_handle(ids.cluster_queue_id(cluster_queue)).signal(GATE_ANSWER, answer)
+                    await workflow.get_external_workflow_handle(ids.cluster_queue_id(cluster_queue)).signal(contract.CLUSTER_QUEUE_GATE_ANSWER, answer)
                 except ApplicationError as err:
                     if "NotFound" not in (err.type or ""):
                         raise

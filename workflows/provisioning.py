@@ -17,6 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from admitflow import contract
     from admitflow.admission import provisioning
     from admitflow.api.provisioning_request import ProvisioningRequest
     from admitflow.messages import (
@@ -30,11 +31,6 @@ with workflow.unsafe.imports_passed_through():
         WatchProvisioningRequest,
     )
 
-CREATE = "create_provisioning_request"
-DELETE = "delete_provisioning_request"
-WATCH = "watch_provisioning_request"
-PODS_SCHEDULED = "provisioning_pods_scheduled"
-
 # Transient backend errors are retried for as long as it takes; a permanent one (the API server
 # refuses the object) is reported on the check and tried again after this long, as Kueue's
 # reconcile does.
@@ -43,7 +39,7 @@ _AFTER_REFUSAL = timedelta(minutes=1)
 _DELETE_BOUND = timedelta(minutes=10)
 
 
-@workflow.defn(name="ProvisioningCheckWorkflow")
+@workflow.defn(name=contract.PROVISIONING_CHECK_WORKFLOW)
 class ProvisioningCheckWorkflow:
     @workflow.init
     def __init__(self, input: ProvisioningCheckInput) -> None:
@@ -52,20 +48,20 @@ class ProvisioningCheckWorkflow:
         self.scheduled = input.scheduled
         self.told_scheduled = input.scheduled
 
-    @workflow.signal(name="provisioning_request_status")
+    @workflow.signal(name=contract.PROVISIONING_REQUEST_STATUS)
     def provisioning_request_status(self, request: ProvisioningRequest) -> None:
         """From a push backend (the simulated autoscaler)."""
         self.pushed.append(request)
 
-    @workflow.signal(name="delete_provisioning_request")
+    @workflow.signal(name=contract.PROVISIONING_CHECK_DELETE)
     def delete_provisioning_request(self, request: ProvisioningNotice) -> None:
         self.deleting = True
 
-    @workflow.signal(name="probe")
+    @workflow.signal(name=contract.PROVISIONING_CHECK_PROBE)
     def probe(self, request: ProvisioningNotice | None = None) -> None:
         """The workload checks that this attempt still runs (a signal to a run that ended fails)."""
 
-    @workflow.signal(name="pods_scheduled")
+    @workflow.signal(name=contract.PROVISIONING_CHECK_PODS_SCHEDULED)
     def pods_scheduled(self, request: ProvisioningNotice | None = None) -> None:
         """The workload was admitted: its pods go onto the provisioned capacity."""
         self.scheduled = True
@@ -89,7 +85,7 @@ class ProvisioningCheckWorkflow:
         while not self.deleting:
             if self.scheduled and not self.told_scheduled:
                 await workflow.execute_activity(
-                    PODS_SCHEDULED, self.ref, start_to_close_timeout=timedelta(minutes=1), retry_policy=_RETRY,
+                    contract.PROVISIONING_PODS_SCHEDULED, self.ref, start_to_close_timeout=timedelta(minutes=1), retry_policy=_RETRY,
                     summary=f"pods of {meta.name} scheduled",
                 )
                 self.told_scheduled = True
@@ -110,7 +106,7 @@ class ProvisioningCheckWorkflow:
                 continue
             if watch is None:
                 watch = workflow.start_activity(
-                    WATCH,
+                    contract.WATCH_PROVISIONING_REQUEST,
                     WatchProvisioningRequest(namespace=meta.namespace, name=meta.name, resource_version=latest.metadata.resource_version or ""),
                     result_type=WatchedProvisioningRequest,
                     start_to_close_timeout=timedelta(minutes=2),
@@ -145,7 +141,7 @@ class ProvisioningCheckWorkflow:
         while not self.deleting:
             try:
                 return await workflow.execute_activity(
-                    CREATE,
+                    contract.CREATE_PROVISIONING_REQUEST,
                     CreateProvisioningRequest(request=input.request, pod_templates=input.pod_templates, watcher=workflow.info().workflow_id),
                     result_type=CreatedProvisioningRequest,
                     start_to_close_timeout=timedelta(minutes=1),
@@ -163,7 +159,7 @@ class ProvisioningCheckWorkflow:
     async def _report(self, request: ProvisioningRequest | None, error: str = "") -> bool:
         """Tell the workload; False when it is gone (then the request goes too)."""
         handle = workflow.get_external_workflow_handle(self.input.parent)
-        signal = "provisioning_request_updated" if request is not None or error else "provisioning_request_deleted"
+        signal = contract.PROVISIONING_REQUEST_UPDATED if request is not None or error else contract.PROVISIONING_REQUEST_DELETED
         try:
             await handle.signal(signal, ProvisioningUpdate(check=self.input.check, attempt=self.input.attempt, request=request, error=error))
         except ApplicationError as err:
@@ -178,7 +174,7 @@ class ProvisioningCheckWorkflow:
         says): the workload waits for this report before it can start the attempt again."""
         try:
             await workflow.execute_activity(
-                DELETE, self.ref, start_to_close_timeout=timedelta(minutes=1), schedule_to_close_timeout=_DELETE_BOUND,
+                contract.DELETE_PROVISIONING_REQUEST, self.ref, start_to_close_timeout=timedelta(minutes=1), schedule_to_close_timeout=_DELETE_BOUND,
                 retry_policy=_RETRY, summary=f"delete ProvisioningRequest {self.ref.name}",
             )
         except ActivityError as err:

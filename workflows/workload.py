@@ -53,7 +53,7 @@ RUNNER_RUN_TIMEOUT = timedelta(days=365)
 MAX_ROUNDS = 20
 
 
-@workflow.defn(name="WorkloadWorkflow")
+@workflow.defn(name=contract.WORKLOAD_WORKFLOW)
 class WorkloadWorkflow(LegacyLoop):
     @workflow.init
     def __init__(self, input: WorkloadInput) -> None:

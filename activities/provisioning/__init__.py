@@ -6,6 +6,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.provisioning.backend import ProvisioningBackend
+from admitflow import contract
 from admitflow.messages import (
     CreatedProvisioningRequest,
     CreateProvisioningRequest,
@@ -23,16 +24,16 @@ class ProvisioningActivities:
     def __init__(self, backend: ProvisioningBackend) -> None:
         self.backend = backend
 
-    @activity.defn(name="create_provisioning_request")
+    @activity.defn(name=contract.CREATE_PROVISIONING_REQUEST)
     async def create(self, req: CreateProvisioningRequest) -> CreatedProvisioningRequest:
         stored = await self.backend.create(req.request, req.pod_templates, req.watcher)
         return CreatedProvisioningRequest(request=stored, push=self.backend.push)
 
-    @activity.defn(name="delete_provisioning_request")
+    @activity.defn(name=contract.DELETE_PROVISIONING_REQUEST)
     async def delete(self, ref: ProvisioningRequestRef) -> bool:
         return await self.backend.delete(ref.namespace, ref.name)
 
-    @activity.defn(name="watch_provisioning_request")
+    @activity.defn(name=contract.WATCH_PROVISIONING_REQUEST)
     async def watch(self, req: WatchProvisioningRequest) -> WatchedProvisioningRequest:
         if self.backend.push:
             raise ApplicationError(f"the {self.backend.name} backend pushes status changes; nothing to watch", non_retryable=True)
@@ -40,7 +41,7 @@ class ProvisioningActivities:
         found = await self.backend.watch(req.namespace, req.name, req.resource_version, WATCH_SECONDS)
         return WatchedProvisioningRequest(request=found)
 
-    @activity.defn(name="provisioning_pods_scheduled")
+    @activity.defn(name=contract.PROVISIONING_PODS_SCHEDULED)
     async def pods_scheduled(self, ref: ProvisioningRequestRef) -> None:
         await self.backend.pods_scheduled(ref.namespace, ref.name)
 

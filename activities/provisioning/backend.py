@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from admitflow import contract
 from admitflow.api.provisioning_request import PodTemplate, ProvisioningRequest
 
 # The signal a push backend sends to the watcher workflow, with the ProvisioningRequest (wire form).
-STATUS_SIGNAL = "provisioning_request_status"
+STATUS_SIGNAL = contract.PROVISIONING_REQUEST_STATUS
 
 
 class ProvisioningBackend(Protocol):

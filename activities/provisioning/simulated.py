@@ -18,7 +18,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from admitflow import ids
+from admitflow import contract, ids
 from admitflow.api.provisioning_request import PodTemplate, ProvisioningRequest
 from admitflow.client import AdmitflowClient
 from admitflow.messages import (
@@ -51,12 +51,12 @@ class SimulatedBackend:
 
     async def create(self, request: ProvisioningRequest, pod_templates: list[PodTemplate], watcher: str) -> ProvisioningRequest:
         await self.client.start_workflow(
-            "SimulatedAutoscalerWorkflow",
+            contract.SIMULATED_AUTOSCALER_WORKFLOW,
             AutoscalerInput(),
             id=ids.AUTOSCALER_ID,
             task_queue=self.task_queue,
             static_summary=WORKFLOW_SUMMARY,
-            start_signal="create_request",
+            start_signal=contract.AUTOSCALER_CREATE_REQUEST,
             start_signal_args=[CreateProvisioningRequest(request=request, pod_templates=pod_templates, watcher=watcher)],
         )
         found = await self._stored(ProvisioningRequestRef(namespace=request.metadata.namespace, name=request.metadata.name))
@@ -73,7 +73,7 @@ class SimulatedBackend:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return False
             raise
-        return await self._signal("delete_request", ref)
+        return await self._signal(contract.AUTOSCALER_DELETE_REQUEST, ref)
 
     async def _stored(self, ref: ProvisioningRequestRef) -> ProvisioningRequest | None:
         """The request as the autoscaler stores it. A query waits for the workflow task that takes
@@ -84,7 +84,7 @@ class SimulatedBackend:
         wait = 0.05
         while True:
             try:
-                found = await handle.query("provisioning_request", ref, result_type=StoredProvisioningRequest)
+                found = await handle.query(contract.PROVISIONING_REQUEST_QUERY, ref, result_type=StoredProvisioningRequest)
                 return found.request
             except RPCError as err:
                 if err.status != RPCStatusCode.RESOURCE_EXHAUSTED:
@@ -96,7 +96,7 @@ class SimulatedBackend:
         raise NotImplementedError("the simulated backend pushes status changes to the watcher; nothing to watch")
 
     async def pods_scheduled(self, namespace: str, name: str) -> None:
-        await self._signal("pods_scheduled", ProvisioningRequestRef(namespace=namespace, name=name))
+        await self._signal(contract.AUTOSCALER_PODS_SCHEDULED, ProvisioningRequestRef(namespace=namespace, name=name))
 
     async def _signal(self, signal: str, ref: ProvisioningRequestRef) -> bool:
         """False when no autoscaler runs."""
@@ -137,11 +137,11 @@ class AutoscalerActivities:
     def __init__(self, client: Client) -> None:
         self.client = client
 
-    @activity.defn(name="fetch_node_groups")
+    @activity.defn(name=contract.FETCH_NODE_GROUPS)
     async def fetch_node_groups(self) -> NodeGroupsUpdate:
         """The catalog's SimulatedNodeGroups; none (revision 0) when no catalog exists yet."""
         try:
-            return await self.client.get_workflow_handle(ids.CATALOG_ID).query("node_groups", result_type=NodeGroupsUpdate)
+            return await self.client.get_workflow_handle(ids.CATALOG_ID).query(contract.CATALOG_NODE_GROUPS, result_type=NodeGroupsUpdate)
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return NodeGroupsUpdate(revision=0)

@@ -39,6 +39,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
+from admitflow import contract
 from admitflow.admission.pods_ready import PodsReadyReport
 from admitflow.messages import FinishRequest, StartWorkload, StopWorkload
 
@@ -80,14 +81,14 @@ class LocalRunner:
         # Shutting down cancels the runs at once (no grace): their commands are stopped.
         return Worker(self.client, task_queue=task_queue, activities=[self.start_workload, self.stop_workload])
 
-    @activity.defn(name="start_workload")
+    @activity.defn(name=contract.START_WORKLOAD)
     async def start_workload(self, request: StartWorkload) -> None:
         meta = request.workload.get("metadata", {})
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         command = (meta.get("annotations") or {}).get(COMMAND_ANNOTATION)
         handle = self.client.get_workflow_handle(request.workflow_id)
         if not command:
-            await self._report(handle, "finish", FinishRequest(
+            await self._report(handle, contract.FINISH, FinishRequest(
                 succeeded=False, message=f"nothing to run: the workload has no {COMMAND_ANNOTATION} annotation"))
             return
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -105,7 +106,7 @@ class LocalRunner:
             )
         run = self.runs[request.workflow_id] = Run(process=process, admission=request.admission)
         activity.logger.info("started %s (admission %d): pid %d, output in %s", key, request.admission, process.pid, log_path)
-        await self._report(handle, "set_pods_ready", PodsReadyReport(ready=True))
+        await self._report(handle, contract.SET_PODS_READY, PodsReadyReport(ready=True))
         try:
             while True:
                 activity.heartbeat()
@@ -125,10 +126,10 @@ class LocalRunner:
         if run.stopped:
             return
         code = process.returncode
-        await self._report(handle, "finish", FinishRequest(
+        await self._report(handle, contract.FINISH, FinishRequest(
             succeeded=code == 0, message=f"command exited with code {code}" if code else "command succeeded"))
 
-    @activity.defn(name="stop_workload")
+    @activity.defn(name=contract.STOP_WORKLOAD)
     async def stop_workload(self, request: StopWorkload) -> None:
         run = self.runs.get(request.workflow_id)
         if run is not None and run.admission == request.admission:
