@@ -323,3 +323,44 @@ def test_pods_ready_timeout_is_a_timer_too():
     w.reserve(wait_for_pods_ready=WaitForPodsReady(timeout="5m"))
     at, summary = lc.next_wake(w.state)
     assert (at - w.now, summary) == (timedelta(minutes=5), "PodsReady timeout 5m")
+
+
+# --- a state the loop before `step` carried across continue-as-new --------------------------------
+
+
+def legacy(phase: str) -> wl.WorkloadState:
+    """A state as the loop before `step` left it when it continued as new (rules 0)."""
+    from admitflow.admission.workload import new_state
+
+    st = new_state(manifest(workload_manifest("job", cpu="2")), "uid-1", T0)
+    st.cluster_queue, st.ticket, st.queued = "cq", 3, True
+    if phase == "queued":
+        return st
+    notice = reserved_notice(checks=["a"], ticket=3).model_copy(update={"checks_info": {"a": INFO["a"]}})
+    wl.reserve_quota(st, notice, T0)
+    st.status.admission_checks[0].retry_count = 1  # its second attempt, as the old loop counted
+    st.answered = {"a": 2}  # the controller answered Pending: it will signal later
+    if phase == "admitted":
+        checks.receive(st, {"name": "a", "state": "Ready"}, T0)
+    assert st.rules == 0
+    return st
+
+
+@pytest.mark.parametrize(
+    ("phase", "holder", "commands"),
+    [
+        pytest.param("queued", 3, [], id="a-queued-workload-is-not-enqueued-again"),
+        pytest.param("reserved", 3, [], id="a-reserved-workload-whose-controller-answered-is-not-asked-again"),
+        pytest.param("admitted", 3, [], id="an-admitted-workload-does-not-tell-its-queue-again"),
+    ],
+)
+def test_a_state_from_the_loop_before_is_adopted_without_repeating_what_it_did(phase, holder, commands):
+    st, out = lc.step(legacy(phase), lc.Started(), T0, 0.5)
+    st, settled = lc.step(st, lc.Settle(), T0, 0.5)
+    assert (st.rules, st.holder, [type(c).__name__ for c in out + settled]) == (1, holder, commands)
+    if phase != "queued":
+        assert wl.current_attempt(st, "a") == 2, "the attempt the old loop was at"
+        w_commands = lc.step(st, lc.QueueNoticed(signal="evicted", payload={
+            "key": "default/job", "uid": "uid-1", "ticket": 3, "kind": "evicted", "reason": "Preempted", "message": "p",
+        }), T0, 0.5)[0]
+        assert wl.current_attempt(w_commands, "a") == 3, "and the next one after the reservation ends"
