@@ -282,6 +282,7 @@ class ProvisioningCheckInput(WireModel):
     latest: ProvisioningRequest | None = None
     push: bool = True
     scheduled: bool = False
+    state: dict | None = Field(default=None, description="The attempt's state (provisioning_attempt.AttemptState), carried across continue-as-new.")
 
 
 class ProvisioningUpdate(WireModel):

@@ -6,11 +6,19 @@ workload every change of the request's status, which it learns from the backend'
 simulated autoscaler signals it) or by watching (Kubernetes). The workload decides what the
 conditions mean (admitflow.admission.provisioning); this workflow only carries them, and deletes
 the request when the workload says so or is gone.
+
+Decide, then execute: every handler only turns its message into an event; the loop steps the
+events through `admitflow.admission.provisioning_attempt.step`, which owns every rule, and carries
+out the commands it returns. Histories written before this loop replay through
+`workflows.provisioning_legacy`, chosen by `workflow.patched(PROVISIONING_STEP)`.
+
+No `from __future__ import annotations` here (see workflows/workload.py).
 """
 
-from __future__ import annotations
-
+import asyncio
+import json
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -18,44 +26,57 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from admitflow import contract
-    from admitflow.admission import provisioning
+    from admitflow.admission import provisioning_attempt as pa
     from admitflow.api.provisioning_request import ProvisioningRequest
     from admitflow.messages import (
         CreatedProvisioningRequest,
         CreateProvisioningRequest,
-        ProvisioningNotice,
         ProvisioningCheckInput,
+        ProvisioningNotice,
         ProvisioningRequestRef,
         ProvisioningUpdate,
         WatchedProvisioningRequest,
         WatchProvisioningRequest,
     )
 
+    from workflows.provisioning_legacy import LegacyLoop
+    from workflows.timer import Timer, after
+
+# workflow.patched: the loop over provisioning_attempt.step (histories before ran workflows.provisioning_legacy).
+PROVISIONING_STEP = "provisioning-step"
 # Transient backend errors are retried for as long as it takes; a permanent one (the API server
-# refuses the object) is reported on the check and tried again after this long, as Kueue's
-# reconcile does.
+# refuses the object) comes back as `CreateFailed`, which the attempt tries again after a minute.
 _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1))
-_AFTER_REFUSAL = timedelta(minutes=1)
 _DELETE_BOUND = timedelta(minutes=10)
+# Follow-up events (an activity's answer, the workload found gone) settle again; this many rounds
+# in one batch at most, the rest waits for the next message or timer.
+MAX_ROUNDS = 20
 
 
 @workflow.defn(name=contract.PROVISIONING_CHECK_WORKFLOW)
-class ProvisioningCheckWorkflow:
+class ProvisioningCheckWorkflow(LegacyLoop):
     @workflow.init
     def __init__(self, input: ProvisioningCheckInput) -> None:
-        self.pushed: list[ProvisioningRequest] = []
-        self.deleting = False
-        self.scheduled = input.scheduled
-        self.told_scheduled = input.scheduled
+        self.input = input
+        self.state = _state_of(input)
+        self.inbox: list[Any] = []
+        # What is under way in this run (never carried: Started orders it again).
+        self.watch: workflow.ActivityHandle | None = None
+        self.watch_error: BaseException | None = None
+        self.timer = Timer()
+        self.noted = self.state.not_applied[-1] if self.state.not_applied else None  # logged by its run
+        self._v0_init(input)
+
+    # --- messages: each one an event -------------------------------------------------------------
 
     @workflow.signal(name=contract.PROVISIONING_REQUEST_STATUS)
     def provisioning_request_status(self, request: ProvisioningRequest) -> None:
         """From a push backend (the simulated autoscaler)."""
-        self.pushed.append(request)
+        self.inbox.append(pa.Pushed(request=request))
 
     @workflow.signal(name=contract.PROVISIONING_CHECK_DELETE)
     def delete_provisioning_request(self, request: ProvisioningNotice) -> None:
-        self.deleting = True
+        self.inbox.append(pa.DeleteAsked())
 
     @workflow.signal(name=contract.PROVISIONING_CHECK_PROBE)
     def probe(self, request: ProvisioningNotice | None = None) -> None:
@@ -64,119 +85,174 @@ class ProvisioningCheckWorkflow:
     @workflow.signal(name=contract.PROVISIONING_CHECK_PODS_SCHEDULED)
     def pods_scheduled(self, request: ProvisioningNotice | None = None) -> None:
         """The workload was admitted: its pods go onto the provisioned capacity."""
-        self.scheduled = True
+        self.inbox.append(pa.PodsScheduledAsked())
+
+    # --- the loop ----------------------------------------------------------------------------------
 
     @workflow.run
     async def run(self, input: ProvisioningCheckInput) -> None:
-        self.input = input
-        meta = input.request.metadata
-        self.ref = ProvisioningRequestRef(namespace=meta.namespace, name=meta.name)
-        latest, push = input.latest, input.push
-        if latest is None:
-            created = await self._create()
-            if created is None:
-                await self._delete()
-                return
-            latest, push = created.request, created.push
-            if not await self._report(latest):
-                await self._delete()
-                return
-        watch = None
-        while not self.deleting:
-            if self.scheduled and not self.told_scheduled:
-                await workflow.execute_activity(
-                    contract.PROVISIONING_PODS_SCHEDULED, self.ref, start_to_close_timeout=timedelta(minutes=1), retry_policy=_RETRY,
-                    summary=f"pods of {meta.name} scheduled",
-                )
-                self.told_scheduled = True
-            if workflow.info().is_continue_as_new_suggested() and watch is None:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(input.model_copy(update={"latest": latest, "push": push, "scheduled": self.scheduled}))
-            if push:
-                await workflow.wait_condition(
-                    lambda: bool(self.pushed) or self.deleting or (self.scheduled and not self.told_scheduled)
-                    or workflow.info().is_continue_as_new_suggested()
-                )
-                changes, self.pushed = self.pushed, []
-                fresh = [r for r in changes if provisioning.newer(r, latest)]
-                if fresh:
-                    latest = fresh[-1]
-                    if not await self._report(latest):
-                        break
-                continue
-            if watch is None:
-                watch = workflow.start_activity(
-                    contract.WATCH_PROVISIONING_REQUEST,
-                    WatchProvisioningRequest(namespace=meta.namespace, name=meta.name, resource_version=latest.metadata.resource_version or ""),
-                    result_type=WatchedProvisioningRequest,
-                    start_to_close_timeout=timedelta(minutes=2),
-                    heartbeat_timeout=timedelta(seconds=30),
-                    retry_policy=_RETRY,
-                    summary=f"watch ProvisioningRequest {meta.name}",
-                )
-            await workflow.wait_condition(lambda: watch.done() or self.deleting or (self.scheduled and not self.told_scheduled))
-            if not watch.done():
-                continue
-            found = watch.result().request
-            watch = None
-            if found is None:
-                # Deleted by someone else: the workload makes a new one if it still needs it.
-                await self._report(None)
-                return
-            if found.metadata.resource_version != latest.metadata.resource_version:
-                latest = found
-                if not await self._report(latest):
-                    break
-        if watch is not None:
-            watch.cancel()
-            try:
-                await watch
-            except ActivityError:
-                pass  # cancelled, as asked
-        await self._delete()
+        if not workflow.patched(PROVISIONING_STEP):
+            return await self._v0_run(input)
+        await self._settle([pa.Started()])
+        while not self.state.done:
+            self.timer.set(pa.next_wake(self.state))
+            await workflow.wait_condition(
+                lambda: bool(self.inbox) or self.timer.fired is not None
+                or (workflow.info().is_continue_as_new_suggested() and pa.may_continue_as_new(self.state))
+            )
+            events, self.inbox = self.inbox, []
+            fired = self.timer.take()
+            if fired is not None:
+                events.append(pa.TimerFired(at=fired))
+            await self._settle(events)
+        self.timer.set(None)
 
-    async def _create(self) -> CreatedProvisioningRequest | None:
-        """Create the request; None if the workload said to delete it meanwhile."""
-        input = self.input
-        while not self.deleting:
+    async def _settle(self, events: list[Any]) -> None:
+        """Step the events and a Settle, carrying out each step's commands; what those commands
+        answer (an activity's result, the workload found gone) is stepped next, then settled."""
+        pending = [*events, None]  # None: a Settle, made when its turn comes
+        rounds = 0
+        while pending:
+            event = pending.pop(0)
+            if event is None:
+                event = pa.Settle(continue_as_new_suggested=workflow.info().is_continue_as_new_suggested())
+            self.state, commands = pa.step(self.state, event, workflow.now(), workflow.random().random())
+            self._log()
+            answers: list[Any] = []
+            for command in commands:
+                answers += await self._execute(command)
+            if answers:
+                pending[0:0] = answers
+                if isinstance(event, pa.Settle) and rounds < MAX_ROUNDS:
+                    rounds += 1
+                    pending.append(None)
+
+    async def _execute(self, c: Any) -> list[Any]:
+        """Carry out one command; returns the events it answered with."""
+        st = self.state
+        name = st.request.metadata.name
+        ref = ProvisioningRequestRef(namespace=st.request.metadata.namespace, name=name)
+        if isinstance(c, pa.Create):
             try:
-                return await workflow.execute_activity(
+                created = await workflow.execute_activity(
                     contract.CREATE_PROVISIONING_REQUEST,
-                    CreateProvisioningRequest(request=input.request, pod_templates=input.pod_templates, watcher=workflow.info().workflow_id),
+                    CreateProvisioningRequest(request=c.request, pod_templates=c.pod_templates, watcher=workflow.info().workflow_id),
                     result_type=CreatedProvisioningRequest,
                     start_to_close_timeout=timedelta(minutes=1),
                     retry_policy=_RETRY,
-                    summary=f"create ProvisioningRequest {input.request.metadata.name}",
+                    summary=f"create ProvisioningRequest {name}",
                 )
             except ActivityError as err:
-                cause = err.cause
-                message = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
-                if not await self._report(None, error=f'Error creating ProvisioningRequest "{input.request.metadata.name}": {message}'):
-                    return None
-                await workflow.wait_condition(lambda: self.deleting, timeout=_AFTER_REFUSAL, timeout_summary="create again")
-        return None
+                return [pa.CreateFailed(error=_message(err))]
+            return [pa.Created(request=created.request, push=created.push)]
+        if isinstance(c, pa.Report):
+            return await self._report(c)
+        if isinstance(c, pa.Watch):
+            self._watch(c, ref)
+        elif isinstance(c, pa.StopWatching):
+            handle, self.watch = self.watch, None
+            if handle is not None:
+                handle.cancel()
+                try:
+                    await handle
+                except ActivityError:
+                    pass  # cancelled, as asked
+        elif isinstance(c, pa.TellPodsScheduled):
+            await workflow.execute_activity(
+                contract.PROVISIONING_PODS_SCHEDULED, ref, start_to_close_timeout=timedelta(minutes=1), retry_policy=_RETRY,
+                summary=f"pods of {name} scheduled",
+            )
+            return [pa.PodsScheduledTold()]
+        elif isinstance(c, pa.Delete):
+            # A backend that keeps failing is given up on after _DELETE_BOUND (the request may be
+            # left behind, as the Warning says): the workload waits for the report that follows
+            # before it can start the attempt again.
+            try:
+                await workflow.execute_activity(
+                    contract.DELETE_PROVISIONING_REQUEST, ref, start_to_close_timeout=timedelta(minutes=1), schedule_to_close_timeout=_DELETE_BOUND,
+                    retry_policy=_RETRY, summary=f"delete ProvisioningRequest {name}",
+                )
+            except ActivityError as err:
+                workflow.logger.warning("delete_given_up", extra={"request": name, "error": str(err.cause or err)})
+                return [pa.Deleted(error=str(err.cause or err))]
+            return [pa.Deleted()]
+        elif isinstance(c, pa.ContinueAsNew):
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            if not self.inbox:
+                workflow.continue_as_new(self.input.model_copy(update={
+                    "state": st.to_wire(), "latest": st.latest, "push": st.push, "scheduled": st.scheduled_told,
+                }))
+        elif isinstance(c, pa.Finish):
+            self.timer.set(None)
+            if c.error:
+                # A watch that failed for good fails the run, as it always has.
+                raise self.watch_error if self.watch_error is not None else ApplicationError(c.error)
+        return []
 
-    async def _report(self, request: ProvisioningRequest | None, error: str = "") -> bool:
-        """Tell the workload; False when it is gone (then the request goes too)."""
-        handle = workflow.get_external_workflow_handle(self.input.parent)
-        signal = contract.PROVISIONING_REQUEST_UPDATED if request is not None or error else contract.PROVISIONING_REQUEST_DELETED
+    async def _report(self, c: pa.Report) -> list[Any]:
+        """Tell the workload; it answers ParentGone when the workload is gone."""
+        st = self.state
+        handle = workflow.get_external_workflow_handle(st.parent)
+        signal = contract.PROVISIONING_REQUEST_DELETED if c.deleted else contract.PROVISIONING_REQUEST_UPDATED
         try:
-            await handle.signal(signal, ProvisioningUpdate(check=self.input.check, attempt=self.input.attempt, request=request, error=error))
+            await handle.signal(signal, ProvisioningUpdate(check=st.check, attempt=st.attempt, request=c.request, error=c.error))
         except ApplicationError as err:
             if "NotFound" in (err.type or ""):
-                return False
+                return [pa.ParentGone()]
             raise
-        return True
+        return []
 
-    async def _delete(self) -> None:
-        """Delete the request, then tell the workload the attempt is over. A backend that keeps
-        failing is given up on after _DELETE_BOUND (the request may be left behind, as the Warning
-        says): the workload waits for this report before it can start the attempt again."""
-        try:
-            await workflow.execute_activity(
-                contract.DELETE_PROVISIONING_REQUEST, self.ref, start_to_close_timeout=timedelta(minutes=1), schedule_to_close_timeout=_DELETE_BOUND,
-                retry_policy=_RETRY, summary=f"delete ProvisioningRequest {self.ref.name}",
-            )
-        except ActivityError as err:
-            workflow.logger.warning("delete_given_up", extra={"request": self.ref.name, "error": str(err.cause or err)})
-        await self._report(None)
+    def _watch(self, c: pa.Watch, ref: ProvisioningRequestRef) -> None:
+        handle = workflow.start_activity(
+            contract.WATCH_PROVISIONING_REQUEST,
+            WatchProvisioningRequest(namespace=ref.namespace, name=ref.name, resource_version=c.resource_version),
+            result_type=WatchedProvisioningRequest,
+            start_to_close_timeout=timedelta(minutes=2),
+            heartbeat_timeout=timedelta(seconds=30),
+            retry_policy=_RETRY,
+            summary=f"watch ProvisioningRequest {ref.name}",
+        )
+        self.watch = handle
+
+        def done(task: Any) -> None:
+            if self.watch is not handle:
+                return  # stopped by this workflow: its result is no news
+            self.watch = None
+            try:
+                found = task.result().request
+            except ActivityError as err:
+                self.watch_error = err
+                self.inbox.append(pa.WatchFailed(error=_message(err)))
+                return
+            except asyncio.CancelledError:
+                self.inbox.append(pa.WatchFailed(error="watch cancelled"))
+                return
+            self.inbox.append(pa.Watched(request=found))
+
+        handle.add_done_callback(done)
+
+    def _log(self) -> None:
+        """Each event step could not apply, as a Warning log line. `workflow.logger` writes nothing
+        while replaying."""
+        notes = self.state.not_applied
+        for note in after(notes, self.noted):
+            workflow.logger.warning("event_not_applied", extra={"workflow_id": workflow.info().workflow_id, "detail": note})
+        self.noted = notes[-1] if notes else None
+
+
+def _state_of(input: ProvisioningCheckInput) -> pa.AttemptState:
+    """The carried state, or a new one (from what a run of the loop before `step` carried)."""
+    if input.state is not None:
+        # As JSON, the way it travelled: the Kubernetes objects in it validate strictly.
+        return pa.AttemptState.model_validate_json(json.dumps(input.state))
+    return pa.new_state(
+        input.parent, input.check, input.attempt, input.request, input.pod_templates,
+        latest=input.latest, push=input.push, scheduled=input.scheduled,
+    )
+
+
+def _message(err: ActivityError) -> str:
+    cause = err.cause
+    return cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+
+

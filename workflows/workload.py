@@ -13,7 +13,7 @@ workload run, and string annotations would make the SDK evaluate each handler's 
 
 import asyncio
 import logging
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.messages import ProvisioningCheckInput, ProvisioningNotice, WorkloadInput
 
     from workflows.metrics import emit
+    from workflows.timer import Timer, after
     from workflows.workload_legacy import LegacyLoop
 
 # workflow.patched: the loop over lifecycle.step (histories before ran workflows.workload_legacy).
@@ -68,8 +69,7 @@ class WorkloadWorkflow(LegacyLoop):
         # The run of each attempt's workflow started by this run (an ID is reused when an attempt
         # starts again): only the latest one's end is news.
         self.children: dict[str, Any] = {}
-        self.timer: tuple[datetime, asyncio.Task] | None = None
-        self.fired: datetime | None = None  # the deadline of the timer that fired
+        self.timer = Timer()
         # What the metrics already counted (what a carried state holds counts as counted).
         self.seen = metrics.snapshot(self.state)
         # The last event and verdict written to the log (a carried state's were logged by its run).
@@ -167,25 +167,25 @@ class WorkloadWorkflow(LegacyLoop):
             wl.stamp_submission(self.state, input.workload, workflow.info().workflow_start_time)
         await self._settle([lc.Started()])
         while not (wl.is_finished(self.state) or self.state.deleted):
-            self._set_timer(lc.next_wake(self.state))
+            self.timer.set(lc.next_wake(self.state))
             await workflow.wait_condition(
                 # A workload running on a runner does not continue as new: its run is tied to this
                 # workflow run. Few messages arrive while it runs.
-                lambda: bool(self.inbox) or self.fired is not None or (workflow.info().is_continue_as_new_suggested() and self.runner is None)
+                lambda: bool(self.inbox) or self.timer.fired is not None or (workflow.info().is_continue_as_new_suggested() and self.runner is None)
             )
-            if self.inbox or self.fired is not None:
+            if self.inbox or self.timer.fired is not None:
                 events, self.inbox = self.inbox, []
                 self.taken += len(events)
-                if self.fired is not None:
-                    events.append(lc.TimerFired(at=self.fired))
-                    self.fired = None
+                fired = self.timer.take()
+                if fired is not None:
+                    events.append(lc.TimerFired(at=fired))
                 await self._settle(events)
                 self.handled = self.taken
                 continue
             await workflow.wait_condition(workflow.all_handlers_finished)
             if not self.inbox:
                 workflow.continue_as_new(WorkloadInput(workload=input.workload, state=self.state))
-        self._set_timer(None)
+        self.timer.set(None)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.state.report()
 
@@ -329,35 +329,16 @@ class WorkloadWorkflow(LegacyLoop):
         # Nothing waits for it: a runner that cannot be reached has had its run cancelled already.
         stopping.add_done_callback(lambda task: task.cancelled() or task.exception())
 
-    def _set_timer(self, wake: tuple[datetime, str] | None) -> None:
-        """One durable timer for the next wake-up; kept while the time it waits for is unchanged, so
-        one wait shows as one timer in the UI."""
-        if self.timer is not None and (wake is None or wake[0] != self.timer[0]):
-            self.timer[1].cancel()
-            self.timer = None
-        if wake is None or self.timer is not None:
-            return
-        at, summary = wake
-        sleep = asyncio.ensure_future(workflow.sleep(max(at - workflow.now(), timedelta(milliseconds=1)), summary=summary))
-
-        def fired(task: asyncio.Task) -> None:
-            if self.timer is not None and self.timer[1] is task and not task.cancelled():
-                self.timer = None
-                self.fired = at
-
-        sleep.add_done_callback(fired)
-        self.timer = (at, sleep)
-
     def _log(self) -> None:
         """Each new event and verdict, as a log line with the workload, its ClusterQueue, and the
         check and attempt it is about. `workflow.logger` writes nothing while replaying."""
         st = self.state
         last_event, last_verdict = self.logged
         base = {"workload": st.key, "cluster_queue": st.cluster_queue or ""}
-        for e in _after(st.events, last_event):
+        for e in after(st.events, last_event):
             workflow.logger.log(logging.WARNING if e.type == "Warning" else logging.INFO, e.reason,
                                 extra={**base, "reason": e.reason, "detail": e.message})
-        for v in _after(st.verdicts, last_verdict):
+        for v in after(st.verdicts, last_verdict):
             workflow.logger.info("verdict", extra={
                 **base, "check": v.check, "attempt": wl.current_attempt(st, v.check), "state": v.state,
                 "outcome": v.outcome, "detail": v.detail,
@@ -403,15 +384,6 @@ def _one(payload: tuple) -> Any:
     """The single argument of a message, or what stands for a wrong count: validation then says
     `... got 2 arguments`."""
     return payload[0] if len(payload) == 1 else WrongArguments(count=len(payload))
-
-
-def _after(items: list, last: Any) -> list:
-    """The items after the last one equal to `last` (the whole list if `last` is gone or None).
-    Equal, not identical: `lifecycle.step` returns a new state each time."""
-    for i in range(len(items) - 1, -1, -1):
-        if items[i] == last:
-            return items[i + 1 :]
-    return list(items)
 
 
 def _message(err: ActivityError) -> str:
