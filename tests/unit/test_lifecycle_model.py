@@ -1,0 +1,890 @@
+"""A model of one workload's whole lifecycle: hypothesis drives `lifecycle.step` through random
+interleavings of everything that can happen to it, as `workflows/workload.py` runs it, and checks
+invariants after every step.
+
+The machine plays every other party, minimally:
+
+- the workflow: each rule is one workflow task (one message, or several batched), stepped event by
+  event and then `Settle()`d; the commands are carried out as `WorkloadWorkflow._settle` and
+  `_execute` carry them out (follow-up events stepped next, then another Settle, at most
+  `MAX_ROUNDS` rounds). What is under way is kept here: the enqueue in flight, the controllers being
+  asked (check -> attempt), the runner's admission, ProvisioningRequest children. A continue-as-new
+  (`Started`) drops all of it, round-trips the state through the payload converter, and only happens
+  with no runner running, as in the workflow;
+- its ClusterQueue: holds the tickets it was given (queued, then reserved), reserves, says pending,
+  preempts (reason Preempted, InClusterQueue), dequeues, changes the checks, sends stale or junk
+  notices, and records what the workload tells it (`release`, `admitted`);
+- the catalog (the enqueue resolves to ClusterQueue `cq`, or to a missing queue, and later says the
+  queue appeared), two check controllers ("a": no retry strategy; "b": Static 30 s, two retries)
+  answering what they were asked (or garbage, or a non-retryable error, or about another attempt),
+  anyone sending verdicts (valid, stale, premature, out of range, of the wrong type, duplicated, in
+  one batch or apart, late), pods-ready reports, the runner stopping, deactivate/activate,
+  finish/delete (valid and junk), and the workload's one timer firing at `next_wake`'s time. Time
+  advances 0..400 s per message; a timer due meanwhile fires first (or, sometimes, in the same
+  workflow task after the messages, as the workflow batches it).
+
+A finished or deleted workload's workflow ends; the machine then submits a new one (same name, new
+uid), so the rest of the run is not wasted.
+
+Invariants (numbers as in the review that asked for this model):
+
+1. `step` never raises, returns a list of commands, and never records `EventNotApplied` for the
+   events generated here (every one of them must be applicable or refused by its own rule).
+2. `Admitted` goes False->True only in a step after which every check is Ready; an admitted workload
+   holds quota and is active.
+3. The ClusterQueue holds the workload's quota or place exactly while `state.holder` names it (the
+   holder is queued there, or reserved there); `holder` is set only while the workload holds quota
+   (not finished nor deleted), is queued, or is being enqueued; the queue is never told `release`
+   twice for a ticket, nor `release`/`admitted` for a ticket it does not hold; a finished or deleted
+   workload holds nothing. What is under way agrees with the state (enqueue, controllers, runner).
+4. A (check, attempt) asked of a controller belongs to one reservation only (asking again in the
+   same one, after a failure or a continue-as-new, is allowed); per check the attempts asked never
+   decrease; `state.attempts[c]` never decreases; an answer about an attempt not asked in this
+   reservation changes neither quota nor activation; a check's retryCount changes only at an
+   eviction by its own Retry, by exactly one (Kueue's resetChecksOnEviction; since `step` other
+   checks keep theirs, whatever ended the reservation).
+5. After an eviction by the checks' Retry, `requeueState.requeueAt` is >= every applied Retry's
+   arrival + requeueAfterSeconds (the eviction's and the late ones until the next reservation), the
+   workload is not queued before then, and it is not reserved before then.
+6. After Settle, a workload that is not finished, deleted or inactive has a way forward
+   (`lifecycle.way_forward` is not None); a Pending check of a workload holding quota is being asked,
+   was answered, or waits for a timer to ask again; no check is left Retry or Rejected; a timer that
+   fires leaves the next one in the future (no busy loop).
+7. A controller's garbage or error never evicts nor deactivates; a controller that failed n times in
+   a row is asked again no sooner than `checks.controller_backoff(n)` seconds later.
+
+CI runs the default number of examples (derandomized, no example database, so every run sees the
+same ones). A long run, with its figures printed at the end:
+
+    ADMITFLOW_MODEL_EXAMPLES=20000 .venv/bin/pytest tests/unit/test_lifecycle_model.py -q -s
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+
+from admitflow.admission import checks
+from admitflow.admission import conditions as cond
+from admitflow.admission import lifecycle as lc
+from admitflow.admission import workload as wl
+from admitflow.admission.catalog import QueueResolution
+from admitflow.admission.checks import WrongArguments
+from admitflow.admission.cluster_queue import AdmissionCheckInfo, Notice
+from admitflow.admission.workload import WorkloadState
+from admitflow.api.admission_check import AdmissionCheckRetryStrategy
+from admitflow.api.configuration import WaitForPodsReady
+from admitflow.codec import DATA_CONVERTER
+from tests.unit.test_workload_status import T0, reserved_notice, submitted
+from workflows.workload import MAX_ROUNDS
+
+EXAMPLES = int(os.environ.get("ADMITFLOW_MODEL_EXAMPLES", "300"))
+STEPS = 40
+
+# "a" has no retry strategy (a Retry without delay requeues at once); "b" retries after 30 s, twice,
+# then turns Rejected (admitflow's retry strategy). Both are answered by controllers.
+CHECK_INFO = {
+    "a": AdmissionCheckInfo(controller_name="ctl-a", active=True),
+    "b": AdmissionCheckInfo(controller_name="ctl-b", active=True, retry_strategy=AdmissionCheckRetryStrategy(
+        strategy="Static", base_delay_seconds=30, backoff_limit_count=2)),
+}
+PODS_READY = WaitForPodsReady(timeout="5m", requeuingStrategy={"backoffLimitCount": 3, "backoffBaseSeconds": 10, "backoffMaxSeconds": 60})
+RUNNER = "runner-tq"
+
+# --- what the other parties send ---------------------------------------------------------------------
+
+dt = st.integers(0, 400)  # seconds before the message
+CHECK_SETS = st.sampled_from([("a", "b"), ("a", "b"), ("a", "b"), ("a",), ("b",), ()])
+AFTER = st.sampled_from([None, None, None, 0, 10, 45, 120, 10**12, -1, 2**31 - 1, 2**31, "10", "ten", 1.5, 30.0])
+ATTEMPT = st.sampled_from(["none", "none", "current", "current", "asked", "stale", "future", 0, 2**31, "x"])
+EXTRA = st.sampled_from([None, None, "message", "pods", "bad-pods"])
+JUNK_VERDICTS = [
+    42, None, "Ready", [], {"state": "Ready"}, {"name": "zz", "state": "Ready"}, {"name": "a", "state": "Bogus"},
+    {"name": 5, "state": "Ready"}, {"name": "a"}, {"name": "b", "state": None}, WrongArguments(count=2), WrongArguments(count=0),
+]
+ANSWERS = ["Ready", "Ready", "Pending", "Retry", "Retry60", "Rejected", "bare-Ready",
+           "Bogus", "42", "None", "error", "wrong-name", "wrong-attempt"]
+PODS = [{"ready": True}, {"ready": True}, {"ready": False}, {"ready": True, "reason": "Started"},
+        {"ready": False, "reason": "WaitForRecovery"}, 42, None, {"ready": "maybe"}, {"ready": True, "reason": "WaitForStart"},
+        WrongArguments(count=2)]
+ENDS = ["finish", "finish-failed", "finish-none", "delete", "delete-junk"]
+JUNK_ENDS = ["finish-junk", "finish-junk-type", "finish-args", "finish-list"]
+# Mostly junk: a workload that ends has its workflow end, and most runs should get past their first
+# reservation first.
+END_KINDS = st.sampled_from([*ENDS, *JUNK_ENDS * 4])
+STALE = st.tuples(st.sampled_from(["reserved", "pending", "evicted", "dequeued", "checks"]),
+                  st.sampled_from(["old-ticket", "next-ticket", "other-uid", "just-released"]))
+JUNK_NOTICES = [42, None, {}, {"kind": "reserved"}, {"key": "default/job", "kind": "bogus"}, WrongArguments(count=2)]
+
+verdict_spec = st.one_of(
+    st.tuples(st.just("verdict"), st.sampled_from("ab"), st.sampled_from(["Ready", "Ready", "Pending", "Retry", "Retry", "Rejected"]),
+              AFTER, ATTEMPT, EXTRA),
+    st.tuples(st.just("verdict-junk"), st.sampled_from(range(len(JUNK_VERDICTS)))),
+)
+answer_spec = st.tuples(st.just("answer"), st.integers(0, 1), st.sampled_from(ANSWERS))
+queue_spec = st.one_of(
+    st.tuples(st.just("reserve"), CHECK_SETS, st.booleans(), st.booleans(), st.booleans()),
+    st.tuples(st.just("pending"), CHECK_SETS),
+    st.tuples(st.just("preempt")),
+    st.tuples(st.just("dequeue")),
+    st.tuples(st.just("checks"), CHECK_SETS, st.booleans()),
+)
+noise_spec = st.one_of(
+    st.tuples(st.just("stale"), STALE),
+    st.tuples(st.just("notice-junk"), st.sampled_from(range(len(JUNK_NOTICES)))),
+    st.tuples(st.just("pods"), st.sampled_from(range(len(PODS)))),
+    st.tuples(st.sampled_from(["activate", "appear"])),
+    st.tuples(st.just("wrong-attempt"), st.sampled_from("ab"), st.sampled_from([-1, 1, 2]), st.sampled_from(ANSWERS)),
+    # What the workflow never delivers (it drops what it stopped or dropped), but step must take.
+    st.tuples(st.sampled_from(["stale-runner", "stale-enqueue"]), st.sampled_from([-1, 1])),
+)
+other_spec = st.one_of(
+    st.tuples(st.just("runner"), st.sampled_from(["", "heartbeat timeout"])),
+    st.tuples(st.sampled_from(["deactivate", "activate"])),
+    st.tuples(st.just("enqueue"), st.sampled_from(["found", "found", "no-local-queue", "no-cluster-queue"])),
+)
+batch_item = st.one_of(verdict_spec, verdict_spec, answer_spec, answer_spec, queue_spec, queue_spec, noise_spec, other_spec,
+                       st.tuples(st.just("end"), END_KINDS))
+
+
+def answer_of(kind: str, check: str, attempt: int) -> tuple[Any, str]:
+    """A controller's `admission_check` result (or non-retryable error) of the given kind."""
+    return {
+        "Ready": ({"state": "Ready"}, ""),
+        "bare-Ready": ("Ready", ""),
+        "Pending": ({"state": "Pending", "message": "working on it"}, ""),
+        "Retry": ({"state": "Retry"}, ""),
+        "Retry60": ({"state": "Retry", "requeueAfterSeconds": 60}, ""),
+        "Rejected": ({"state": "Rejected", "message": "no"}, ""),
+        "Bogus": ({"state": "Bogus"}, ""),
+        "42": (42, ""),
+        "None": (None, ""),
+        "error": (None, "the quota office burned down"),
+        "wrong-name": ({"name": "b" if check == "a" else "a", "state": "Ready"}, ""),
+        "wrong-attempt": ({"state": "Ready", "attempt": attempt + 1}, ""),
+    }[kind]
+
+
+def is_garbage(ev: lc.ControllerAnswered) -> bool:
+    """An answer that is not a verdict about what was asked: an error, a state that does not exist,
+    another check, another attempt."""
+    if ev.error:
+        return True
+    payload = dict(ev.result) if isinstance(ev.result, dict) else {"state": ev.result}
+    return (
+        payload.get("state") not in checks.STATES
+        or payload.get("name", ev.check) != ev.check
+        or payload.get("attempt", ev.attempt) != ev.attempt
+    )
+
+
+def retry_delay(before: WorkloadState, check: str, payload: Any, random: float) -> int:
+    """The requeueAfterSeconds of an applied Retry: its own, else its check's retry strategy's."""
+    raw = dict(payload) if isinstance(payload, dict) else {}
+    try:
+        # As the contract reads it: JSON with pydantic's lax numbers ("10" and 10.0 are 10).
+        own = checks.Verdict.model_validate({"name": check, "state": "Retry", **raw, "requeueAfterSeconds": raw.get("requeueAfterSeconds")})
+    except ValueError:
+        own = None
+    if own is not None and own.requeue_after_seconds is not None:
+        return own.requeue_after_seconds
+    info = before.checks_info.get(check)
+    c = next((c for c in before.status.admission_checks or () if c.name == check), None)
+    if info is None or info.retry_strategy is None or c is None:
+        return 0
+    return checks.retry_delay(info.retry_strategy, (c.retry_count or 0) + 1, random)
+
+
+def changed_verdict(before: WorkloadState, after: WorkloadState):
+    """The verdict record a step added (a step adds at most one), or None."""
+    if len(after.verdicts) > len(before.verdicts) or (after.verdicts and after.verdicts != before.verdicts):
+        return after.verdicts[-1]
+    return None
+
+
+def holds(state: WorkloadState) -> bool:
+    return wl.has_quota(state) and not wl.is_finished(state) and not state.deleted
+
+
+# What the runs went through, printed after a long run: how much was exercised, not just that it passed.
+STATS: Counter[str] = Counter()
+
+
+# --- the machine -----------------------------------------------------------------------------------
+
+
+class LifecycleModel(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        STATS["examples"] += 1
+        self.k = 0
+        self.now = T0
+        self.uids = 0
+        self.trace: list[str] = []
+        # The ClusterQueue: (uid, ticket) -> "pending" | "reserved"; what it let go of.
+        self.queue: dict[tuple[str, int], str] = {}
+        self.evicting: set[tuple[str, int]] = set()
+        self.released: set[tuple[str, int]] = set()
+        # Dequeued by the queue itself: a release may cross the `dequeued` notice (the queue ignores it).
+        self.dropped: set[tuple[str, int]] = set()
+        self.admitted: set[tuple[str, int]] = set()
+        self.last_released: tuple[str, int] | None = None
+
+    # --- one workload ---------------------------------------------------------------------------
+
+    def submit(self, max_exec: int | None) -> None:
+        self.uids += 1
+        STATS["workloads"] += 1
+        state = submitted()
+        state.workload.metadata.uid = f"uid-{self.uids}"
+        state.workload.spec.maximum_execution_time_seconds = max_exec
+        state.ticket, state.queued, state.cluster_queue = 0, False, None  # as `wl.new_state` leaves it
+        self.state = state
+        self.ended = False
+        # Under way in this run.
+        self.enqueuing: int | None = None
+        self.controllers: dict[str, int] = {}
+        self.runner: int | None = None
+        self.children: set[str] = set()
+        # What the invariants remember.
+        self.asked: dict[tuple[str, int], int] = {}  # (check, attempt) -> the ticket of its reservation
+        self.last_asked: dict[str, int] = {}
+        self.failed: dict[str, tuple[Any, int]] = {}  # check -> (time of its last failure, failures in a row)
+        self.floor = None  # the earliest requeue the applied Retry verdicts allow
+        self.trace.append(f"--- workload {state.workload.metadata.uid} (maximumExecutionTimeSeconds={max_exec})")
+        self.deliver([], 0, started=True)
+
+    @property
+    def uid(self) -> str:
+        return self.state.workload.metadata.uid
+
+    def held(self) -> dict[int, str]:
+        return {t: where for (u, t), where in self.queue.items() if u == self.uid}
+
+    def ticket_where(self, where: str) -> int | None:
+        return next((t for t, w in sorted(self.held().items()) if w == where), None)
+
+    def fail(self, invariant: int, message: str) -> None:
+        tail = "\n  ".join(self.trace[-40:])
+        raise AssertionError(f"invariant {invariant}: {message}\n  at +{self.seconds()}s; last steps:\n  {tail}")
+
+    def seconds(self) -> int:
+        return int((self.now - T0).total_seconds())
+
+    # --- the workflow -----------------------------------------------------------------------------
+
+    def deliver(self, specs: list[tuple], seconds: int, timer_in_batch: bool = False, started: bool = False) -> None:
+        """One workflow task: time passes (a timer due meanwhile fires first, or with the messages),
+        the messages are stepped in order, then Settle."""
+        target = self.now + timedelta(seconds=seconds)
+        if not timer_in_batch:
+            self.fire_timers(target)
+        if self.ended:
+            return
+        self.now = max(self.now, target)
+        events: list[Any] = [lc.Started()] if started else []
+        for spec in specs:
+            events += self.resolve(spec)
+        wake = lc.next_wake(self.state)  # the timer set after the last task, for its deadline
+        if timer_in_batch and wake is not None and wake[0] <= self.now:
+            events.append(lc.TimerFired(at=wake[0]))
+        self.run(events)
+        if self.eager:
+            self.eager_queue()
+
+    def eager_queue(self) -> None:
+        """A ClusterQueue with room to spare: the enqueue is answered in the same workflow task (as the
+        workflow's local activity answers it), and a queued ticket is reserved in the next one."""
+        for _ in range(3):
+            if self.ended:
+                return
+            if self.enqueuing is not None:
+                self.trace.append("  (eager queue: queues)")
+                self.run(self.resolve(("enqueue", "found")))
+            elif self.ticket_where("pending") is not None:
+                self.trace.append("  (eager queue: reserves)")
+                n = self.k % 4
+                self.run(self.resolve(("reserve", ("a", "b") if n < 2 else ("b",) if n == 2 else ("a",), n % 2 == 0, n < 2, False)))
+            else:
+                return
+
+    def fire_timers(self, until) -> None:
+        for _ in range(50):
+            wake = lc.next_wake(self.state)
+            if self.ended or wake is None or wake[0] > until:
+                return
+            self.now = max(self.now, wake[0])
+            self.trace.append(f"+{self.seconds()}s timer: {wake[1]}")
+            self.run([lc.TimerFired(at=wake[0])])
+            if self.eager:
+                self.eager_queue()
+        self.fail(6, "the timer keeps firing")
+
+    def run(self, events: list[Any]) -> None:
+        """WorkloadWorkflow._settle."""
+        STATS["messages"] += len(events)
+        pending = [*events, lc.Settle()]
+        rounds = 0
+        while pending:
+            event = pending.pop(0)
+            commands = self.step(event)
+            answers: list[Any] = []
+            for command in commands:
+                answers += self.execute(command)
+            if answers:
+                pending[0:0] = answers
+                if isinstance(event, lc.Settle) and rounds < MAX_ROUNDS:
+                    rounds += 1
+                    pending.append(lc.Settle())
+        self.settled(timer=next((e.at for e in events if isinstance(e, lc.TimerFired)), None))
+        if wl.is_finished(self.state) or self.state.deleted:
+            self.ended = True  # the workflow's loop ends; nothing more reaches this run
+
+    def step(self, event: Any) -> list[Any]:
+        before = self.state
+        self.k += 1
+        random = (self.k * 0.6180339887498949) % 1.0
+        self.trace.append(f"+{self.seconds()}s {event!r}"[:400])
+        try:
+            after, commands = lc.step(before, event, self.now, random)
+        except BaseException as err:  # noqa: BLE001
+            self.fail(1, f"step raised {err!r} on {event!r}")
+        if not isinstance(after, WorkloadState) or not isinstance(commands, list):
+            self.fail(1, f"step returned {type(after).__name__}, {type(commands).__name__}")
+        if after.events and after.events[-1].reason == lc.NOT_APPLIED:
+            self.fail(1, f"{event!r} was not applied: {after.events[-1].message}")
+        self.state = after
+        self.after_step(event, before, after, random)
+        if commands:
+            self.trace.append("    -> " + ", ".join(_short(c) for c in commands))
+        return commands
+
+    def after_step(self, event: Any, before: WorkloadState, after: WorkloadState, random: float) -> None:
+        # 2. admission
+        if wl.is_admitted(after) and not wl.is_admitted(before):
+            states = [(c.name, c.state) for c in after.status.admission_checks or ()]
+            if any(s != "Ready" for _, s in states):
+                self.fail(2, f"admitted with checks {states}")
+            STATS["admissions"] += 1
+        if wl.is_admitted(after):
+            if not wl.has_quota(after) or after.status.admission is None:
+                self.fail(2, "admitted without quota")
+            if after.workload.spec.active is False:
+                self.fail(2, "admitted while inactive")
+        # 4. attempts never go back
+        for c, n in before.attempts.items():
+            if after.attempts.get(c, 1) < n:
+                self.fail(4, f"attempts[{c}] went back from {n} to {after.attempts.get(c, 1)}")
+        # 4. retryCount moves only at an eviction by the check's own Retry, by one (Kueue's
+        # resetChecksOnEviction; other checks keep theirs, as since lifecycle.step)
+        old = {c.name: c.retry_count or 0 for c in before.status.admission_checks or ()}
+        evicted = cond.find(after.status.conditions, wl.EVICTED)
+        by_retry = wl.has_quota(before) and not wl.has_quota(after) and evicted is not None and evicted.reason == "AdmissionCheck"
+        for c in after.status.admission_checks or ():
+            if c.name in old:
+                expected = old[c.name] + (1 if by_retry and f'"{c.name}"' in evicted.message else 0)
+                if (c.retry_count or 0) != expected:
+                    self.fail(4, f"retryCount of {c.name} went from {old[c.name]} to {c.retry_count} ({c.message!r})")
+        # 5. the applied Retry verdicts, and reservations against them
+        record = changed_verdict(before, after)
+        if isinstance(event, (lc.VerdictReceived, lc.ControllerAnswered)) and record is not None \
+                and record.state == "Retry" and record.outcome == "applied":
+            payload = event.payload if isinstance(event, lc.VerdictReceived) else event.result
+            due = self.now + timedelta(seconds=retry_delay(before, record.check, payload, random))
+            self.floor = due if self.floor is None else max(self.floor, due)
+        if wl.has_quota(after) and not wl.has_quota(before):
+            if self.floor is not None and self.now < self.floor:
+                self.fail(5, f"reserved before the Retry's requeue time {self.floor.isoformat()}")
+            self.floor = None
+        if after.workload.spec.active is False or wl.is_finished(after) or after.deleted:
+            self.floor = None  # the backoff no longer applies
+        if wl.has_quota(after) and not wl.has_quota(before):
+            STATS["reservations"] += 1
+        if wl.has_quota(before) and not wl.has_quota(after):
+            evicted = next((c for c in after.status.conditions if c.type == wl.EVICTED), None)
+            STATS[f"evicted {evicted.reason if evicted else '?'}"] += 1
+        if record is not None and record.outcome == "applied" and record.detail.startswith("applied to the backoff"):
+            STATS["late Retry applied to a backoff"] += 1
+        if after.controller_failures != before.controller_failures and after.controller_failures:
+            STATS["controller failures"] += 1
+        # 4, 7. answers that must change neither quota nor activation
+        if isinstance(event, lc.ControllerAnswered):
+            garbage = is_garbage(event)
+            not_asked = event.attempt != before.asked_now.get(event.check)
+            if (garbage or not_asked) and (
+                wl.has_quota(before) != wl.has_quota(after) or before.workload.spec.active != after.workload.spec.active
+            ):
+                why = "garbage or an error" if garbage else f"attempt {event.attempt}, not the one asked ({before.asked_now.get(event.check)})"
+                self.fail(7 if garbage else 4, f"a controller's answer ({why}) evicted or deactivated the workload")
+        # 7. failures, for the spacing of the next ask
+        for c, n in after.controller_failures.items():
+            if n > before.controller_failures.get(c, 0):
+                self.failed[c] = (self.now, n)
+        for c in list(self.failed):
+            if c not in after.controller_failures:
+                del self.failed[c]
+
+    def execute(self, c: Any) -> list[Any]:
+        """WorkloadWorkflow._execute; returns the events answered at once."""
+        if isinstance(c, lc.Enqueue):
+            if self.enqueuing is not None:
+                self.fail(3, f"a second enqueue (ticket {c.request.entry.ticket}) while ticket {self.enqueuing} is being enqueued")
+            if self.held():
+                self.fail(3, f"enqueued ticket {c.request.entry.ticket} while its queue holds {self.held()}")
+            self.enqueuing = c.request.entry.ticket
+        elif isinstance(c, lc.TellQueue):
+            key = (c.request.uid, c.request.ticket)
+            if c.request.uid != self.uid:
+                self.fail(3, f"told its queue about another run: {c!r}")
+            if c.signal == "release":
+                if key in self.released:
+                    self.fail(3, f"release told twice for ticket {key[1]}")
+                if key not in self.queue and key not in self.dropped:
+                    self.fail(3, f"release told for ticket {key[1]}, which the queue never held")
+                self.queue.pop(key, None)
+                self.evicting.discard(key)
+                self.released.add(key)
+                self.last_released = key
+            else:
+                if self.queue.get(key) != "reserved":
+                    self.fail(3, f"admitted told for ticket {key[1]}, which the queue holds as {self.queue.get(key)}")
+                if key in self.admitted:
+                    self.fail(3, f"admitted told twice for ticket {key[1]}")
+                self.admitted.add(key)
+        elif isinstance(c, lc.AskController):
+            name, attempt = c.request.admission_check, c.request.attempt
+            ticket = self.asked.setdefault((name, attempt), self.state.ticket)
+            if ticket != self.state.ticket:
+                self.fail(4, f"check {name} attempt {attempt} asked in the reservation of ticket {self.state.ticket}, "
+                             f"and before in that of ticket {ticket}")
+            if attempt < self.last_asked.get(name, 0):
+                self.fail(4, f"check {name} asked about attempt {attempt} after attempt {self.last_asked[name]}")
+            self.last_asked[name] = attempt
+            if name in self.failed:
+                at, n = self.failed[name]
+                if self.now < at + timedelta(seconds=checks.controller_backoff(n)):
+                    self.fail(7, f"check {name} asked again {int((self.now - at).total_seconds())}s after failure {n} "
+                                 f"(backoff {checks.controller_backoff(n)}s)")
+            self.controllers[name] = attempt
+        elif isinstance(c, lc.StopAsking):
+            self.controllers.pop(c.check, None)
+        elif isinstance(c, lc.StartRunner):
+            if self.runner is not None:
+                self.fail(3, f"runner started for admission {c.request.admission} while admission {self.runner} runs")
+            self.runner = c.request.admission
+        elif isinstance(c, lc.StopRunner):
+            self.runner = None
+        elif isinstance(c, lc.StartProvisioning):
+            self.children.add(c.plan.attempt.workflow_id)
+        elif isinstance(c, lc.TellProvisioning):
+            if c.workflow_id not in self.children:
+                return [lc.ProvisioningEnded(workflow_id=c.workflow_id)]
+            if c.signal == "delete_provisioning_request":
+                self.children.discard(c.workflow_id)
+                return [lc.ProvisioningEnded(workflow_id=c.workflow_id)]
+        return []
+
+    def settled(self, timer) -> None:
+        """After a workflow task (`timer`: the deadline of the timer that fired in it, if one did)."""
+        s = self.state
+        # 3. quota and place
+        held = self.held()
+        mine = {s.holder} if s.holder is not None else set()
+        if set(held) != mine:
+            self.fail(3, f"the queue holds tickets {held}, the workload's holder is {s.holder}")
+        if s.holder is not None and not (holds(s) or s.queued or s.enqueuing is not None):
+            self.fail(3, f"holder {s.holder} set while neither holding quota, queued nor being enqueued")
+        if s.queued and held.get(s.ticket) != "pending":
+            self.fail(3, f"queued with ticket {s.ticket}, which the queue holds as {held.get(s.ticket)}")
+        if holds(s) and held.get(s.ticket) != "reserved":
+            self.fail(3, f"holds quota with ticket {s.ticket}, which the queue holds as {held.get(s.ticket)}")
+        if (wl.is_finished(s) or s.deleted) and (held or s.holder is not None):
+            self.fail(3, f"finished or deleted, and its queue still holds {held}")
+        if self.enqueuing != s.enqueuing:
+            self.fail(3, f"enqueue under way {self.enqueuing}, the state says {s.enqueuing}")
+        if self.controllers != s.asking:
+            self.fail(3, f"controllers asked {self.controllers}, the state says {s.asking}")
+        if self.runner != s.runner_running:
+            self.fail(3, f"runner running {self.runner}, the state says {s.runner_running}")
+        # 5. the backoff honours the longest Retry
+        at = checks.requeue_at(s)
+        if self.floor is not None and self.floor > self.now and not wl.has_quota(s):
+            if at is None or at < self.floor:
+                self.fail(5, f"requeueAt {at} before the applied Retry's {self.floor.isoformat()}")
+            if s.queued:  # an enqueue under way is fine: it resolves into "not queued" (lifecycle._wants_queue)
+                self.fail(5, f"queued during the backoff until {self.floor.isoformat()}")
+        # 6. a way forward
+        stuck = [(c.name, c.state) for c in s.status.admission_checks or () if c.state in ("Retry", "Rejected")]
+        if stuck:
+            self.fail(6, f"checks left {stuck}")
+        if not (wl.is_finished(s) or s.deleted or s.workload.spec.active is False):
+            if lc.way_forward(s) is None:
+                self.fail(6, f"no way forward: {wl.phase(s)}, checks {[(c.name, c.state) for c in s.status.admission_checks or ()]}")
+            if wl.has_quota(s) and not wl.is_admitted(s):
+                for c in s.status.admission_checks or ():
+                    if c.state == "Pending" and c.name not in s.asking and c.name not in s.answered and c.name not in s.ask_again_at:
+                        self.fail(6, f"check {c.name} is Pending and nobody is asked, answered nor asks again")
+        wake = lc.next_wake(s)
+        if timer is not None and wake is not None and wake[0] <= timer:
+            self.fail(6, f"the timer for {timer.isoformat()} fired and the next one is for no later: {wake}")
+        STATS["workflow tasks"] += 1
+
+    # --- turning what the other parties send into events ------------------------------------------
+
+    def resolve(self, spec: tuple) -> list[Any]:
+        kind, *args = spec
+        STATS[f"sent {kind}"] += 1
+        s = self.state
+        if kind == "verdict":
+            name, state, after, attempt, extra = args
+            payload: dict[str, Any] = {"name": name, "state": state}
+            if after is not None:
+                payload["requeueAfterSeconds"] = after
+            at = wl.current_attempt(s, name)
+            attempts = {"current": at, "asked": s.asked_now.get(name, at), "stale": at - 1, "future": at + 1}
+            if attempt != "none":
+                payload["attempt"] = attempts.get(attempt, attempt)
+            if extra == "message":
+                payload["message"] = "decided"
+            elif extra == "pods":
+                payload["podSetUpdates"] = [{"name": "main", "labels": {"checked": name}}]
+            elif extra == "bad-pods":
+                payload["podSetUpdates"] = [{"name": "nope"}]
+            return [lc.VerdictReceived(payload=payload)]
+        if kind == "verdict-junk":
+            return [lc.VerdictReceived(payload=JUNK_VERDICTS[args[0]])]
+        if kind == "answer":
+            if not self.controllers:
+                return []
+            name, attempt = sorted(self.controllers.items())[args[0] % len(self.controllers)]
+            del self.controllers[name]  # its activity is done
+            result, error = answer_of(args[1], name, attempt)
+            return [lc.ControllerAnswered(check=name, attempt=attempt, result=result, error=error)]
+        if kind == "wrong-attempt":
+            name, offset, answer = args
+            attempt = max(1, s.asked_now.get(name, wl.current_attempt(s, name)) + offset)
+            if self.controllers.get(name) == attempt:
+                return []  # that one is the answer the workflow would deliver
+            result, error = answer_of(answer, name, attempt)
+            return [lc.ControllerAnswered(check=name, attempt=attempt, result=result, error=error)]
+        if kind in ("reserve", "pending", "preempt", "dequeue", "checks"):
+            return self.queue_says(kind, args)
+        if kind == "stale":
+            notice_kind, which = args[0]
+            ticket, uid = s.ticket, self.uid
+            if which == "old-ticket":
+                ticket -= 1
+            elif which == "next-ticket":
+                ticket += 1
+            elif which == "other-uid":
+                uid = "uid-other"
+            elif self.last_released is None or self.last_released[0] != self.uid:
+                return []
+            else:
+                ticket = self.last_released[1]
+            signal = {"reserved": "quota_reserved", "pending": "pending_status", "evicted": "evicted",
+                      "dequeued": "dequeued", "checks": "admission_checks_changed"}[notice_kind]
+            n = self.notice(notice_kind, ticket, ("a", "b"), True, False, False, uid=uid)
+            return [lc.QueueNoticed(signal=signal, payload=n.to_wire())]
+        if kind == "notice-junk":
+            return [lc.QueueNoticed(signal="quota_reserved", payload=JUNK_NOTICES[args[0]])]
+        if kind == "pods":
+            return [lc.PodsReadyReported(payload=PODS[args[0]])]
+        if kind == "runner":
+            if self.runner is None:
+                return []
+            admission, self.runner = self.runner, None
+            return [lc.RunnerStopped(admission=admission, error=args[0])]
+        if kind == "deactivate":
+            return [lc.Deactivated()]
+        if kind == "activate":
+            return [lc.Activated()]
+        if kind == "appear":
+            return [lc.QueueAppeared()] if s.waiting_for_queue else []
+        if kind == "enqueue":
+            if self.enqueuing is None:
+                return []
+            ticket, self.enqueuing = self.enqueuing, None
+            if args[0] == "found":
+                self.queue[(self.uid, ticket)] = "pending"
+                return [lc.EnqueueResolved(ticket=ticket, resolution=QueueResolution(cluster_queue="cq"))]
+            if args[0] == "no-local-queue":
+                return [lc.EnqueueResolved(ticket=ticket, resolution=QueueResolution(
+                    reason="Misconfigured", message="LocalQueue lq is terminating or missing"))]
+            return [lc.EnqueueResolved(ticket=ticket, resolution=QueueResolution(
+                cluster_queue="cq", reason="Misconfigured", message="ClusterQueue cq is terminating or missing"))]
+        if kind == "stale-runner":
+            if self.runner == s.ticket + args[0]:
+                return []
+            return [lc.RunnerStopped(admission=max(0, s.ticket + args[0]), error="heartbeat timeout")]
+        if kind == "stale-enqueue":
+            if s.enqueuing == s.ticket + args[0]:
+                return []
+            return [lc.EnqueueResolved(ticket=max(0, s.ticket + args[0]), resolution=QueueResolution(cluster_queue="cq"))]
+        if kind == "end":
+            payload = {
+                "finish": {"succeeded": True, "message": "done"}, "finish-failed": {"succeeded": False, "message": "oom"},
+                "finish-none": None, "finish-junk": 42, "finish-junk-type": {"succeeded": "maybe"},
+                "finish-args": WrongArguments(count=2), "finish-list": ["done"], "delete": None, "delete-junk": 42,
+            }[args[0]]
+            return [lc.DeleteRequested(payload=payload) if args[0].startswith("delete") else lc.FinishRequested(payload=payload)]
+        raise AssertionError(f"unknown spec {spec}")
+
+    def notice(self, kind: str, ticket: int, check_set: tuple, pods: bool, runner: bool, gated: bool, uid: str | None = None) -> Notice:
+        base = reserved_notice(checks=list(check_set), ticket=ticket, uid=uid or self.uid)
+        update: dict[str, Any] = {"kind": kind}
+        if kind in ("reserved", "checks"):
+            update |= {"checks_info": {c: CHECK_INFO[c] for c in check_set}, "wait_for_pods_ready": PODS_READY if pods else None}
+        if kind == "reserved":
+            update |= {"runner": RUNNER if runner else "", "gated": gated}
+        else:
+            update["assignment"] = None
+        if kind == "pending":
+            update |= {"reason": "Pending", "message": "couldn't assign flavors to pod set main: insufficient quota"}
+        elif kind == "evicted":
+            update |= {"reason": "Preempted", "message": "Preempted to accommodate a workload in the ClusterQueue",
+                       "preemption_reason": "InClusterQueue", "admission_checks": []}
+        elif kind == "dequeued":
+            update |= {"reason": "Misconfigured", "message": "LocalQueue lq is terminating or missing", "admission_checks": []}
+        return base.model_copy(update=update)
+
+    def queue_says(self, kind: str, args: list) -> list[Any]:
+        """The ClusterQueue acts on the ticket it holds, and tells the workload."""
+        if kind in ("reserve", "pending", "dequeue"):
+            ticket = self.ticket_where("pending")
+        else:
+            ticket = self.ticket_where("reserved")
+            if kind == "preempt" and ticket is not None and (self.uid, ticket) in self.evicting:
+                return []
+        if ticket is None:
+            return []
+        key = (self.uid, ticket)
+        if kind == "reserve":
+            check_set, pods, runner, gated = args
+            self.queue[key] = "reserved"
+            n = self.notice("reserved", ticket, check_set, pods, runner, gated)
+            return [lc.QueueNoticed(signal="quota_reserved", payload=n.to_wire())]
+        if kind == "pending":
+            n = self.notice("pending", ticket, args[0], False, False, False)
+            return [lc.QueueNoticed(signal="pending_status", payload=n.to_wire())]
+        if kind == "preempt":
+            self.evicting.add(key)  # it holds the quota until the workload releases it
+            return [lc.QueueNoticed(signal="evicted", payload=self.notice("evicted", ticket, (), False, False, False).to_wire())]
+        if kind == "dequeue":
+            del self.queue[key]
+            self.dropped.add(key)
+            return [lc.QueueNoticed(signal="dequeued", payload=self.notice("dequeued", ticket, (), False, False, False).to_wire())]
+        n = self.notice("checks", ticket, args[0], args[1], False, False)
+        return [lc.QueueNoticed(signal="admission_checks_changed", payload=n.to_wire())]
+
+    # --- rules ------------------------------------------------------------------------------------
+    # Hypothesis picks among the rules that apply with equal odds: what moves a workload on (its
+    # enqueue, a reservation, its controllers' answers) has several rules, the junk shares one.
+
+    @initialize(max_exec=st.sampled_from([None, None, 900]), eager=st.booleans())
+    def start(self, max_exec, eager):
+        """`eager`: its ClusterQueue reserves every ticket at once (see `eager_queue`); else the rules
+        say when the enqueue resolves and the queue reserves."""
+        self.eager = eager
+        self.submit(max_exec)
+
+    @precondition(lambda self: self.ended)
+    @rule(max_exec=st.sampled_from([None, None, 900]))
+    def resubmit(self, max_exec):
+        self.submit(max_exec)
+
+    @precondition(lambda self: not self.ended and self.enqueuing is not None)
+    @rule(found=st.sampled_from(["found", "found", "found", "no-local-queue", "no-cluster-queue"]), seconds=st.integers(0, 2))
+    def enqueue_resolves(self, found, seconds):
+        """The enqueue (a local activity) comes back: queued in `cq`, or its queue is missing."""
+        self.deliver([("enqueue", found)], seconds)
+
+    @precondition(lambda self: not self.ended and self.enqueuing is not None)
+    @rule()
+    def enqueue_is_queued(self):
+        self.deliver([("enqueue", "found")], 0)
+
+    @precondition(lambda self: not self.ended and self.state.waiting_for_queue)
+    @rule(seconds=dt)
+    def queue_appears(self, seconds):
+        self.deliver([("appear",)], seconds)
+
+    @precondition(lambda self: not self.ended and self.ticket_where("pending") is not None)
+    @rule(check_set=CHECK_SETS, pods=st.booleans(), runner=st.booleans(), gated=st.booleans(), seconds=dt)
+    def queue_reserves(self, check_set, pods, runner, gated, seconds):
+        self.deliver([("reserve", check_set, pods, runner, gated)], seconds)
+
+    @precondition(lambda self: not self.ended and self.ticket_where("pending") is not None)
+    @rule(pods=st.booleans(), runner=st.booleans(), seconds=dt)
+    def queue_reserves_with_both_checks(self, pods, runner, seconds):
+        self.deliver([("reserve", ("a", "b"), pods, runner, False)], seconds)
+
+    @precondition(lambda self: not self.ended and self.ticket_where("pending") is not None)
+    @rule(seconds=dt)
+    def queue_reserves_with_check_b(self, seconds):
+        self.deliver([("reserve", ("b",) if seconds % 3 else ("a", "b"), seconds % 2 == 1, False, seconds % 5 == 0)], seconds)
+
+    @precondition(lambda self: not self.ended and self.ticket_where("pending") is not None)
+    @rule(check_set=CHECK_SETS, seconds=dt)
+    def queue_says_pending(self, check_set, seconds):
+        self.deliver([("pending", check_set)], seconds)
+
+    @precondition(lambda self: not self.ended and self.ticket_where("reserved") is not None)
+    @rule(seconds=dt)
+    def queue_preempts(self, seconds):
+        self.deliver([("preempt",)], seconds)
+
+    @precondition(lambda self: not self.ended and self.ticket_where("pending") is not None)
+    @rule(seconds=dt)
+    def queue_dequeues(self, seconds):
+        self.deliver([("dequeue",)], seconds)
+
+    @precondition(lambda self: not self.ended and self.ticket_where("reserved") is not None)
+    @rule(check_set=CHECK_SETS, pods=st.booleans(), seconds=dt)
+    def queue_changes_checks(self, check_set, pods, seconds):
+        self.deliver([("checks", check_set, pods)], seconds)
+
+    @precondition(lambda self: not self.ended and bool(self.controllers))
+    @rule(spec=answer_spec, seconds=dt)
+    def controller_answers(self, spec, seconds):
+        """A controller asked answers (any of ANSWERS) about the attempt it was asked."""
+        self.deliver([spec], seconds)
+
+    @precondition(lambda self: not self.ended and bool(self.controllers))
+    @rule(which=st.integers(0, 1), answer=st.sampled_from(["Ready", "Ready", "Ready", "Retry", "Retry60", "Pending"]), seconds=dt)
+    def controller_decides(self, which, answer, seconds):
+        self.deliver([("answer", which, answer)], seconds)
+
+    @precondition(lambda self: not self.ended and bool(self.controllers))
+    @rule(seconds=dt)
+    def controller_says_ready(self, seconds):
+        self.deliver([("answer", seconds, "Ready")], seconds)
+
+    @precondition(lambda self: not self.ended)
+    @rule(spec=verdict_spec, seconds=dt)
+    def verdict(self, spec, seconds):
+        """A verdict signal from anyone: valid, stale, premature, out of range, junk."""
+        self.deliver([spec], seconds)
+
+    @precondition(lambda self: not self.ended)
+    @rule(check=st.sampled_from("ab"), state=st.sampled_from(["Ready", "Ready", "Retry", "Pending"]),
+          extra=st.sampled_from([None, None, None, "pods"]), seconds=dt)
+    def verdict_for_the_current_attempt(self, check, state, extra, seconds):
+        """`pods`: with podSetUpdates, which conflict between the two checks (the admission fails)."""
+        self.deliver([("verdict", check, state, None, "current", extra)], seconds)
+
+    @precondition(lambda self: not self.ended)
+    @rule(after=st.tuples(AFTER, AFTER), together=st.booleans(), swap=st.booleans(), seconds=dt, apart=dt)
+    def both_checks_retry(self, after, together, swap, seconds, apart):
+        """Both checks say Retry: in one workflow task, or in two."""
+        specs = [("verdict", "a", "Retry", after[0], "none", None), ("verdict", "b", "Retry", after[1], "none", None)]
+        if swap:
+            specs.reverse()
+        if together:
+            self.deliver(specs, seconds)
+        else:
+            self.deliver(specs[:1], seconds)
+            self.deliver(specs[1:], apart)
+
+    @precondition(lambda self: not self.ended)
+    @rule(ready=st.sampled_from([True, True, False]), seconds=dt)
+    def pods_ready(self, ready, seconds):
+        self.deliver([("pods", 0 if ready else 2)], seconds)
+
+    @precondition(lambda self: not self.ended)
+    @rule(spec=noise_spec, seconds=dt)
+    def noise(self, spec, seconds):
+        """Stale and junk ClusterQueue notices, controller answers about another attempt, pods-ready
+        reports of every kind, an activation of an active workload, a catalog saying the queue exists."""
+        self.deliver([spec], seconds)
+
+    @precondition(lambda self: not self.ended and self.runner is not None)
+    @rule(error=st.sampled_from(["", "heartbeat timeout"]), seconds=dt)
+    def runner_stops(self, error, seconds):
+        self.deliver([("runner", error)], seconds)
+
+    @precondition(lambda self: not self.ended)
+    @rule(seconds=dt)
+    def someone_deactivates(self, seconds):
+        self.deliver([("deactivate",)], seconds)
+
+    @precondition(lambda self: not self.ended)
+    @rule(seconds=dt)
+    def someone_activates(self, seconds):
+        self.deliver([("activate",)], seconds)
+
+    @precondition(lambda self: not self.ended)
+    @rule(kind=END_KINDS, seconds=dt)
+    def finish_or_delete(self, kind, seconds):
+        self.deliver([("end", kind)], seconds)
+
+    @precondition(lambda self: not self.ended and lc.next_wake(self.state) is not None)
+    @rule()
+    def timer_fires(self):
+        self.now = max(self.now, lc.next_wake(self.state)[0])
+        self.deliver([], 0, timer_in_batch=True)
+
+    @precondition(lambda self: not self.ended and self.runner is None)
+    @rule(seconds=dt)
+    def workflow_continues_as_new(self, seconds):
+        """After a quiet while, the workflow continues as new (never while its runner runs): what was
+        under way is gone, the state goes through the payload converter."""
+        self.fire_timers(self.now + timedelta(seconds=seconds))
+        if self.ended or self.runner is not None:
+            return
+        self.now += timedelta(seconds=seconds)
+        payloads = DATA_CONVERTER.payload_converter.to_payloads([self.state])
+        self.state = DATA_CONVERTER.payload_converter.from_payloads(payloads, [WorkloadState])[0]
+        self.enqueuing = None
+        self.controllers = {}
+        self.trace.append(f"+{self.seconds()}s continue-as-new")
+        self.deliver([], 0, started=True)
+
+    @precondition(lambda self: not self.ended)
+    @rule(specs=st.lists(batch_item, min_size=2, max_size=4), seconds=dt, timer_too=st.booleans())
+    def workflow_task(self, specs, seconds, timer_too):
+        """Several messages in one workflow task, then one Settle."""
+        self.deliver(specs, seconds, timer_in_batch=timer_too)
+
+
+LifecycleModel.TestCase.settings = settings(
+    max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, derandomize=True, database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
+TestLifecycleModel = LifecycleModel.TestCase
+
+
+@pytest.fixture(autouse=True, scope="module")
+def figures():
+    """With ADMITFLOW_MODEL_EXAMPLES set (a long run), print what was run (pytest -s shows it)."""
+    started = time.monotonic()
+    yield
+    if "ADMITFLOW_MODEL_EXAMPLES" in os.environ:
+        STATS["seconds"] = round(time.monotonic() - started)
+        print("\nlifecycle model:", ", ".join(f"{k}: {v}" for k, v in sorted(STATS.items())))
+
+
+def _short(c: Any) -> str:
+    if isinstance(c, lc.Enqueue):
+        return f"Enqueue#{c.request.entry.ticket}"
+    if isinstance(c, lc.TellQueue):
+        return f"TellQueue({c.signal}#{c.request.ticket})"
+    if isinstance(c, lc.AskController):
+        return f"Ask({c.request.admission_check}#{c.request.attempt})"
+    if isinstance(c, lc.StopAsking):
+        return f"StopAsking({c.check})"
+    if isinstance(c, lc.StartRunner):
+        return f"StartRunner#{c.request.admission}"
+    if isinstance(c, lc.StopRunner):
+        return f"StopRunner#{c.request.admission}"
+    if isinstance(c, lc.TellGate):
+        return f"TellGate({c.signal}#{c.request.ticket})"
+    return c.kind
