@@ -466,17 +466,17 @@ def answer(
     state: WorkloadState, name: str, attempt: int, result: Any, error: str, now: datetime, random: float = 0.0
 ) -> str:
     """What a controller's activity came back with: its first verdict for that attempt (`Pending`:
-    it will send one later), or the message of its non-retryable error, which counts as `Retry`.
-    `name` and `attempt` are filled in when the result leaves them out; a result that is not a
-    verdict also counts as `Retry`, so that a broken controller cannot leave the workload waiting.
-    An answer that comes after a verdict for that attempt, or after the workload lost its quota,
-    is recorded and ignored."""
+    it will send one later), or the message of its non-retryable error. `name` and `attempt` are
+    filled in when the result leaves them out. An answer that comes after a verdict for that
+    attempt, or after the workload lost its quota, is recorded and ignored. A failure, or a result
+    that is not a valid verdict, is recorded and the controller asked again after a backoff
+    (`controller_backoff`); the loop before `lifecycle.step` (rules 0) counted it as `Retry`."""
     payload = dict(result) if isinstance(result, dict) else {"state": result}
     payload.setdefault("name", name)
     payload.setdefault("attempt", attempt)
-    if state.rules >= 1:
-        return _answer(state, name, attempt, payload, error, now, random)
-    if not _asked(state, name, attempt):
+    new_rules = state.rules >= 1
+    awaited = state.asked_now.get(name) == attempt and name in to_ask(state) if new_rules else _asked(state, name, attempt)
+    if not awaited:
         detail = "ignored: a verdict for this attempt came first, or the workload no longer holds quota"
         remember(state, None, name, "Error" if error else str(payload.get("state", "?")), "ignored", detail, now)
         return detail
@@ -485,11 +485,18 @@ def answer(
             v = parse(payload)
             if v.name != name:
                 raise VerdictError(f'answered for check "{v.name}"')
+            if new_rules and v.attempt != attempt:
+                raise VerdictError(f"answered for attempt {v.attempt}, asked about {attempt}")
             validate(state, v)
-            return apply(state, v, now, random)
         except VerdictError as err:
             error = f"invalid verdict from the controller: {err}"
-    return receive(state, {"name": name, "state": "Retry", "message": error, "attempt": attempt}, now, random)
+        else:
+            state.controller_failures.pop(name, None)
+            state.ask_again_at.pop(name, None)
+            return apply(state, v, now, random)
+    if not new_rules:
+        return receive(state, {"name": name, "state": "Retry", "message": error, "attempt": attempt}, now, random)
+    return _controller_failed(state, name, attempt, error, now)
 
 
 # A controller that fails or answers something that is not a verdict is asked again after
@@ -504,26 +511,7 @@ def controller_backoff(failures: int) -> int:
     return min(CONTROLLER_BACKOFF_BASE * 2 ** min(failures - 1, 16), CONTROLLER_BACKOFF_MAX)
 
 
-def _answer(state: WorkloadState, name: str, attempt: int, payload: dict, error: str, now: datetime, random: float) -> str:
-    """`answer` since lifecycle.step: a failure or an invalid answer backs off instead of counting as Retry."""
-    if not (state.asked_now.get(name) == attempt and name in to_ask(state)):
-        detail = "ignored: a verdict for this attempt came first, or the workload no longer holds quota"
-        remember(state, None, name, "Error" if error else str(payload.get("state", "?")), "ignored", detail, now)
-        return detail
-    if not error:
-        try:
-            v = parse(payload)
-            if v.name != name:
-                raise VerdictError(f'answered for check "{v.name}"')
-            if v.attempt != attempt:
-                raise VerdictError(f"answered for attempt {v.attempt}, asked about {attempt}")
-            validate(state, v)
-        except VerdictError as err:
-            error = f"invalid verdict from the controller: {err}"
-        else:
-            state.controller_failures.pop(name, None)
-            state.ask_again_at.pop(name, None)
-            return apply(state, v, now, random)
+def _controller_failed(state: WorkloadState, name: str, attempt: int, error: str, now: datetime) -> str:
     failures = state.controller_failures[name] = state.controller_failures.get(name, 0) + 1
     delay = controller_backoff(failures)
     state.ask_again_at[name] = second(now) + timedelta(seconds=delay)
