@@ -169,9 +169,8 @@ class WorkloadWorkflow(LegacyLoop):
         while not (wl.is_finished(self.state) or self.state.deleted):
             self.timer.set(lc.next_wake(self.state))
             await workflow.wait_condition(
-                # A workload running on a runner does not continue as new: its run is tied to this
-                # workflow run. Few messages arrive while it runs.
-                lambda: bool(self.inbox) or self.timer.fired is not None or (workflow.info().is_continue_as_new_suggested() and self.runner is None)
+                lambda: bool(self.inbox) or self.timer.fired is not None
+                or (workflow.info().is_continue_as_new_suggested() and lc.may_continue_as_new(self.state))
             )
             if self.inbox or self.timer.fired is not None:
                 events, self.inbox = self.inbox, []

@@ -678,6 +678,12 @@ def next_wake(st: WorkloadState) -> tuple[datetime, str] | None:
     return min(found, key=lambda f: f[0]) if found else None
 
 
+def may_continue_as_new(st: WorkloadState) -> bool:
+    """Whether a run may end here for the next one (when the server suggests it): not while its
+    runner runs it, since that run is tied to this workflow run. Few messages arrive meanwhile."""
+    return st.runner_running is None
+
+
 def way_forward(st: WorkloadState) -> str | None:
     """Why a workload that is not finished, deleted or inactive will move on, or None when nothing
     would ever move it (a wedge; the model test asserts this never happens)."""
