@@ -22,6 +22,13 @@ class WireModel(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+class Fact(WireModel):
+    """An event or a command of a decide-then-execute loop (admission.lifecycle,
+    admission.provisioning_attempt): a fact or an order, never changed once made."""
+
+    model_config = ConfigDict(frozen=True)
+
+
 def first_error(err: ValidationError, where: str = "") -> str:
     """`loc.of.field: message` for the first thing pydantic refused (`where` when it names no field):
     the one line our refusals give."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from admitflow import ids
 from admitflow.admission import checks, pod_set_updates, pods_ready, provisioning
@@ -44,7 +44,7 @@ from admitflow.messages import (
     StartWorkload,
     StopWorkload,
 )
-from admitflow.wire import WireModel, first_error
+from admitflow.wire import Fact, first_error
 
 # While a ProvisioningRequest attempt is current or being deleted, its workflow is checked this
 # often for being alive (an operator may terminate it, and then nothing would report its end).
@@ -54,20 +54,16 @@ MAX_EXECUTION_MESSAGE = "The workload is deactivated due to exceeding the maximu
 NOT_APPLIED = "EventNotApplied"
 
 
-class _Fact(WireModel):
-    model_config = ConfigDict(frozen=True)
-
-
 # --- events: everything that can happen to a workload ---------------------------------------------
 
 
-class Started(_Fact):
+class Started(Fact):
     """A run begins (the first, or after continue-as-new): nothing of an earlier run is under way."""
 
     kind: Literal["Started"] = "Started"
 
 
-class QueueNoticed(_Fact):
+class QueueNoticed(Fact):
     """Its ClusterQueue said something (`quota_reserved`, `pending_status`, `dequeued`, `evicted`,
     `admission_checks_changed`); the payload is parsed here, so a malformed one is refused."""
 
@@ -76,26 +72,26 @@ class QueueNoticed(_Fact):
     payload: Any = None
 
 
-class QueueAppeared(_Fact):
+class QueueAppeared(Fact):
     """The catalog: its LocalQueue now leads somewhere."""
 
     kind: Literal["QueueAppeared"] = "QueueAppeared"
 
 
-class EnqueueResolved(_Fact):
+class EnqueueResolved(Fact):
     kind: Literal["EnqueueResolved"] = "EnqueueResolved"
     ticket: int
     resolution: QueueResolution
 
 
-class VerdictReceived(_Fact):
+class VerdictReceived(Fact):
     """`set_admission_check_state` (signal) or `apply_admission_check_state` (update), as sent."""
 
     kind: Literal["VerdictReceived"] = "VerdictReceived"
     payload: Any = None
 
 
-class ControllerAnswered(_Fact):
+class ControllerAnswered(Fact):
     """A controller's `admission_check` activity came back: a result, or the message of its error."""
 
     kind: Literal["ControllerAnswered"] = "ControllerAnswered"
@@ -105,14 +101,14 @@ class ControllerAnswered(_Fact):
     error: str = ""
 
 
-class ProvisioningReported(_Fact):
+class ProvisioningReported(Fact):
     """An attempt's workflow says how its request is now (`provisioning_request_updated`)."""
 
     kind: Literal["ProvisioningReported"] = "ProvisioningReported"
     payload: Any = None
 
 
-class ProvisioningEnded(_Fact):
+class ProvisioningEnded(Fact):
     """An attempt's workflow is gone: it said so (`provisioning_request_deleted`), it ended, or
     signalling it found nothing."""
 
@@ -121,7 +117,7 @@ class ProvisioningEnded(_Fact):
     workflow_id: str = ""
 
 
-class ProvisioningStartRefused(_Fact):
+class ProvisioningStartRefused(Fact):
     """An earlier run of the attempt still holds its workflow ID (its request was deleted by
     someone else and it is ending)."""
 
@@ -131,12 +127,12 @@ class ProvisioningStartRefused(_Fact):
     workflow_id: str
 
 
-class PodsReadyReported(_Fact):
+class PodsReadyReported(Fact):
     kind: Literal["PodsReadyReported"] = "PodsReadyReported"
     payload: Any = None
 
 
-class RunnerStopped(_Fact):
+class RunnerStopped(Fact):
     """The runner's `start_workload` for an admission ended on its own; `error` says why (empty
     when it returned)."""
 
@@ -145,25 +141,25 @@ class RunnerStopped(_Fact):
     error: str = ""
 
 
-class Deactivated(_Fact):
+class Deactivated(Fact):
     kind: Literal["Deactivated"] = "Deactivated"
 
 
-class Activated(_Fact):
+class Activated(Fact):
     kind: Literal["Activated"] = "Activated"
 
 
-class FinishRequested(_Fact):
+class FinishRequested(Fact):
     kind: Literal["FinishRequested"] = "FinishRequested"
     payload: Any = None
 
 
-class DeleteRequested(_Fact):
+class DeleteRequested(Fact):
     kind: Literal["DeleteRequested"] = "DeleteRequested"
     payload: Any = None
 
 
-class TimerFired(_Fact):
+class TimerFired(Fact):
     """The time `next_wake` named has come. Every decision that depends on time is made here, on
     `at` (the deadline the timer was set for), never on the clock of whichever workflow task runs
     it: a replay that reads another clock (a task that timed out while its worker died) still takes
@@ -173,7 +169,7 @@ class TimerFired(_Fact):
     at: datetime | None = Field(default=None, description="The deadline it was set for; None: `now`.")
 
 
-class Settle(_Fact):
+class Settle(Fact):
     """A batch of messages, or a timer, has been stepped: order what the state now calls for."""
 
     kind: Literal["Settle"] = "Settle"
@@ -192,14 +188,14 @@ Event = Annotated[
 # --- commands: everything a workload does ----------------------------------------------------------
 
 
-class Enqueue(_Fact):
+class Enqueue(Fact):
     """Look its LocalQueue up and put the ticket in that ClusterQueue; answers `EnqueueResolved`."""
 
     kind: Literal["Enqueue"] = "Enqueue"
     request: EnqueueRequest
 
 
-class TellQueue(_Fact):
+class TellQueue(Fact):
     """Signal its ClusterQueue: `release` (quota or place given back) or `admitted`."""
 
     kind: Literal["TellQueue"] = "TellQueue"
@@ -208,7 +204,7 @@ class TellQueue(_Fact):
     request: ReleaseRequest
 
 
-class AskController(_Fact):
+class AskController(Fact):
     """Run activity `admission_check` on the controller's task queue; answers `ControllerAnswered`."""
 
     kind: Literal["AskController"] = "AskController"
@@ -216,12 +212,12 @@ class AskController(_Fact):
     request: CheckRequest
 
 
-class StopAsking(_Fact):
+class StopAsking(Fact):
     kind: Literal["StopAsking"] = "StopAsking"
     check: str
 
 
-class StartProvisioning(_Fact):
+class StartProvisioning(Fact):
     """Start the attempt's ProvisioningCheckWorkflow; answers `ProvisioningStartRefused` if its ID
     is taken, and `ProvisioningEnded` when it ends."""
 
@@ -229,7 +225,7 @@ class StartProvisioning(_Fact):
     plan: Plan
 
 
-class TellProvisioning(_Fact):
+class TellProvisioning(Fact):
     """Signal an attempt's workflow; answers `ProvisioningEnded` when it is gone. `probe` only
     checks that it is alive."""
 
@@ -239,7 +235,7 @@ class TellProvisioning(_Fact):
     reason: str = ""
 
 
-class StartRunner(_Fact):
+class StartRunner(Fact):
     """Run `start_workload` on the runner's task queue; answers `RunnerStopped` when it ends."""
 
     kind: Literal["StartRunner"] = "StartRunner"
@@ -247,7 +243,7 @@ class StartRunner(_Fact):
     request: StartWorkload
 
 
-class StopRunner(_Fact):
+class StopRunner(Fact):
     """Cancel the running `start_workload` and run `stop_workload`."""
 
     kind: Literal["StopRunner"] = "StopRunner"
@@ -255,7 +251,7 @@ class StopRunner(_Fact):
     request: StopWorkload
 
 
-class TellGate(_Fact):
+class TellGate(Fact):
     """Signal the blockAdmission gate: `settled` (ready, or gone) or `unsettled` (not ready again)."""
 
     kind: Literal["TellGate"] = "TellGate"

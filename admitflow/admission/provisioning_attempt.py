@@ -20,11 +20,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from admitflow.admission import provisioning
 from admitflow.api.provisioning_request import PodTemplate, ProvisioningRequest
-from admitflow.wire import WireModel
+from admitflow.wire import Fact, WireModel
 
 # A permanent creation error (the API server refuses the object) is reported on the check and the
 # request is created again after this long, as Kueue's reconcile does.
@@ -79,20 +79,16 @@ def new_state(
     )
 
 
-class _Fact(WireModel):
-    model_config = ConfigDict(frozen=True)
-
-
 # --- events: everything that can happen to an attempt ---------------------------------------------
 
 
-class Started(_Fact):
+class Started(Fact):
     """A run begins (the first, or after continue-as-new): nothing of an earlier run is under way."""
 
     kind: Literal["Started"] = "Started"
 
 
-class Created(_Fact):
+class Created(Fact):
     """The create activity came back: the request as stored, and whether its backend pushes."""
 
     kind: Literal["Created"] = "Created"
@@ -100,66 +96,66 @@ class Created(_Fact):
     push: bool
 
 
-class CreateFailed(_Fact):
+class CreateFailed(Fact):
     """The backend refused the request for good (the message of its error)."""
 
     kind: Literal["CreateFailed"] = "CreateFailed"
     error: str
 
 
-class Pushed(_Fact):
+class Pushed(Fact):
     """A push backend signalled the request (`provisioning_request_status`)."""
 
     kind: Literal["Pushed"] = "Pushed"
     request: ProvisioningRequest
 
 
-class Watched(_Fact):
+class Watched(Fact):
     """The watch came back: the request as it is now, None when it is gone."""
 
     kind: Literal["Watched"] = "Watched"
     request: ProvisioningRequest | None = None
 
 
-class WatchFailed(_Fact):
+class WatchFailed(Fact):
     """The watch failed for good (a non-retryable error: the backend has nothing to watch)."""
 
     kind: Literal["WatchFailed"] = "WatchFailed"
     error: str
 
 
-class DeleteAsked(_Fact):
+class DeleteAsked(Fact):
     """The workload said to delete the request (`delete_provisioning_request`)."""
 
     kind: Literal["DeleteAsked"] = "DeleteAsked"
 
 
-class PodsScheduledAsked(_Fact):
+class PodsScheduledAsked(Fact):
     """The workload was admitted (`pods_scheduled`)."""
 
     kind: Literal["PodsScheduledAsked"] = "PodsScheduledAsked"
 
 
-class PodsScheduledTold(_Fact):
+class PodsScheduledTold(Fact):
     """The `provisioning_pods_scheduled` activity came back."""
 
     kind: Literal["PodsScheduledTold"] = "PodsScheduledTold"
 
 
-class ParentGone(_Fact):
+class ParentGone(Fact):
     """A report to the workload found no workflow to signal."""
 
     kind: Literal["ParentGone"] = "ParentGone"
 
 
-class Deleted(_Fact):
+class Deleted(Fact):
     """The delete activity came back; `error` when it was given up on (the request may be left)."""
 
     kind: Literal["Deleted"] = "Deleted"
     error: str = ""
 
 
-class TimerFired(_Fact):
+class TimerFired(Fact):
     """The time `next_wake` named has come. Decisions are made on `at` (the deadline the timer was
     set for), never on the clock of the workflow task that runs it."""
 
@@ -167,7 +163,7 @@ class TimerFired(_Fact):
     at: datetime | None = Field(default=None, description="The deadline it was set for; None: `now`.")
 
 
-class Settle(_Fact):
+class Settle(Fact):
     """A batch of messages, or a timer, has been stepped: order what the state now calls for."""
 
     kind: Literal["Settle"] = "Settle"
@@ -186,7 +182,7 @@ Event = Annotated[
 # --- commands: everything an attempt does ---------------------------------------------------------
 
 
-class Create(_Fact):
+class Create(Fact):
     """Run `create_provisioning_request` (the PodTemplates, then the request); answers `Created` or
     `CreateFailed`."""
 
@@ -195,7 +191,7 @@ class Create(_Fact):
     pod_templates: list[PodTemplate]
 
 
-class Report(_Fact):
+class Report(Fact):
     """Signal the workload: `provisioning_request_updated` with the request or the error, else
     `provisioning_request_deleted`. Answers `ParentGone` when the workload is gone."""
 
@@ -208,38 +204,38 @@ class Report(_Fact):
         return self.request is None and not self.error
 
 
-class Watch(_Fact):
+class Watch(Fact):
     """Start `watch_provisioning_request` from this version; answers `Watched` or `WatchFailed`."""
 
     kind: Literal["Watch"] = "Watch"
     resource_version: str = ""
 
 
-class StopWatching(_Fact):
+class StopWatching(Fact):
     """Cancel the watch under way and wait for it to end."""
 
     kind: Literal["StopWatching"] = "StopWatching"
 
 
-class TellPodsScheduled(_Fact):
+class TellPodsScheduled(Fact):
     """Run `provisioning_pods_scheduled`; answers `PodsScheduledTold`."""
 
     kind: Literal["TellPodsScheduled"] = "TellPodsScheduled"
 
 
-class Delete(_Fact):
+class Delete(Fact):
     """Run `delete_provisioning_request`, given up after a bound; answers `Deleted`."""
 
     kind: Literal["Delete"] = "Delete"
 
 
-class ContinueAsNew(_Fact):
+class ContinueAsNew(Fact):
     """Continue as new with the state, unless messages arrived meanwhile."""
 
     kind: Literal["ContinueAsNew"] = "ContinueAsNew"
 
 
-class Finish(_Fact):
+class Finish(Fact):
     """End the run; with `error`, as failed."""
 
     kind: Literal["Finish"] = "Finish"

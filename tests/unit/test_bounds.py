@@ -16,8 +16,7 @@ from admitflow.api.bounds import INT32_MAX, INT32_MIN, INT64_MAX
 from admitflow.api.loader import load_text
 from admitflow.api.workload import PodSetUpdate
 from admitflow.wire import first_error
-
-V2 = "kueue.x-k8s.io/v1beta2"
+from tests.unit.test_manifests import V2, pod_set, wl
 CONFIG_V2 = "config.kueue.x-k8s.io/v1beta2"
 T0 = "2025-01-01T00:00:00Z"
 
@@ -50,22 +49,6 @@ def config(wait_for_pods_ready: dict) -> dict:
 
 def requeuing(**strategy) -> dict:
     return config({"requeuingStrategy": strategy})
-
-
-def pod_set(**fields) -> dict:
-    return {"template": {"spec": {"containers": [{"name": "c"}]}}, **fields}
-
-
-def wl(spec: dict | None = None, status: dict | None = None, **metadata) -> dict:
-    obj = {
-        "apiVersion": V2,
-        "kind": "Workload",
-        "metadata": {"name": "job", **metadata},
-        "spec": spec if spec is not None else {"podSets": [pod_set()]},
-    }
-    if status is not None:
-        obj["status"] = status
-    return obj
 
 
 def check_state(**extra) -> dict:
