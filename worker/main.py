@@ -25,6 +25,7 @@ from activities.provisioning.simulated import AutoscalerActivities
 from activities.queue_lookup import QueueLookupActivities
 from admitflow.admission import metrics
 from admitflow.codec import data_converter
+from worker.stale_activations import StaleActivationGuard
 from workflows.autoscaler import SimulatedAutoscalerWorkflow
 from workflows.catalog import CatalogWorkflow
 from workflows.cluster_queue import ClusterQueueWorkflow
@@ -38,6 +39,10 @@ WORKFLOWS: Sequence[type] = (
 )
 
 PROVISIONING_BACKENDS = ("simulated", "kubernetes")
+
+# The SDK's default: how long the server waits for this worker to take a task (or answer a query)
+# for a run it has cached before it gives the task to any worker.
+STICKY_TIMEOUT = timedelta(seconds=10)
 
 # Our domain modules are pure and deterministic; importing them once, outside the sandbox, saves a
 # re-import per workflow run. structlog must be passed through or its locks trip the sandbox.
@@ -98,7 +103,8 @@ def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBack
             delivery.deliver_signals, lookup.enqueue_workload, lookup.fetch_cluster_queue_view,
             autoscaler.fetch_node_groups, *provreq.all(),
         ],
-        workflow_runner=workflow_runner(),
+        # Never run workflow code on the stale clock of a query's fallback (worker/stale_activations.py).
+        workflow_runner=StaleActivationGuard(workflow_runner(), options.get("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)),
         graceful_shutdown_timeout=timedelta(seconds=10),
         **options,
     )

@@ -1,0 +1,79 @@
+"""What every fault and chaos test ends with: every workflow run it wrote, replayed.
+
+`audit(client)` fetches the history of every run in the client's namespace (every workflow type,
+finished, running and continued-as-new runs alike), replays each with the worker's Replayer, and
+reads each for workflow tasks that failed. A worker killed with SIGKILL leaves a task that timed out
+(`WorkflowTaskTimedOut`), never a failed one; the only failed task a fault explains is the one the
+server fails itself when a message arrives while a completion closes the run (`UNHANDLED_COMMAND`:
+the task is retried with the message, nothing of ours went wrong). Anything else is a defect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
+from temporalio.client import Client, WorkflowHistory
+
+from worker.main import replayer
+
+# Failed workflow tasks that are Temporal's own doing, not a defect of the workflow code.
+EXPLAINED = {WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND}
+
+
+@dataclass
+class Audit:
+    runs: int = 0
+    types: dict[str, int] = field(default_factory=dict)
+    timed_out_tasks: int = 0
+    nondeterministic: list[str] = field(default_factory=list)
+    failed_tasks: list[str] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[str]:
+        return self.nondeterministic + self.failed_tasks
+
+    def summary(self) -> str:
+        kinds = ", ".join(f"{n} {t}" for t, n in sorted(self.types.items()))
+        return (
+            f"{self.runs} runs replayed ({kinds}); {self.timed_out_tasks} workflow tasks timed out; "
+            f"{len(self.nondeterministic)} nondeterministic; {len(self.failed_tasks)} failed tasks not explained by a kill"
+        )
+
+
+async def audit(client: Client) -> Audit:
+    """Every run in the namespace, replayed and read; see the module's docstring."""
+    result = Audit()
+    histories: list[WorkflowHistory] = []
+    async for wf in client.list_workflows():
+        history = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
+        histories.append(history)
+        result.runs += 1
+        result.types[wf.workflow_type] = result.types.get(wf.workflow_type, 0) + 1
+        for e in history.events:
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+                result.timed_out_tasks += 1
+            elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                cause = e.workflow_task_failed_event_attributes.cause
+                if cause not in EXPLAINED:
+                    message = e.workflow_task_failed_event_attributes.failure.message.splitlines()[:1]
+                    result.failed_tasks.append(
+                        f"{wf.id} ({wf.run_id}) event {e.event_id}: {WorkflowTaskFailedCause.Name(cause)}: {''.join(message)}"
+                    )
+    async def each():
+        for h in histories:
+            yield h
+
+    replayed = await replayer().replay_workflows(each(), raise_on_replay_failure=False)
+    for run_id, failure in replayed.replay_failures.items():
+        wid = next((h.workflow_id for h in histories if h.run_id == run_id), "?")
+        result.nondeterministic.append(f"{wid} ({run_id}): {str(failure).splitlines()[0]}")
+    return result
+
+
+async def assert_replays(client: Client) -> Audit:
+    """Fails the test on any run that does not replay or any workflow task failed without a kill."""
+    result = await audit(client)
+    assert result.runs > 0, "no workflow run found to replay"
+    assert not result.problems, result.summary() + "\n" + "\n".join(result.problems[:20])
+    return result

@@ -1,0 +1,51 @@
+"""worker/stale_activations.stale: which first activation after a replay runs on a clock no new
+workflow task can have (the integration test tests/integration/test_stale_activations.py shows the
+whole sequence on the dev server)."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+
+from worker.stale_activations import stale
+
+MAX_AGE = 10.0
+NOW = 1_800_000_100.0  # the worker's clock, seconds since the epoch
+
+
+def activation(at: float | None, *jobs: str, replaying: bool = False) -> WorkflowActivation:
+    act = WorkflowActivation(run_id="r", is_replaying=replaying)
+    if at is not None:
+        act.timestamp.FromNanoseconds(int(at * 1e9))
+    for job in jobs:
+        getattr(act.jobs.add(), job).SetInParent()
+    return act
+
+
+@pytest.mark.parametrize(
+    ("act", "last_replayed", "expected"),
+    [
+        # a real workflow task after the replay: started just now, after the last replayed one
+        (activation(NOW - 0.2, "fire_timer"), NOW - 30, False),
+        (activation(NOW - 9.9, "signal_workflow"), NOW - 30, False),
+        # the query's fallback: the clock of a workflow task that started before the replayed end ...
+        (activation(NOW - 30, "fire_timer"), NOW - 30, True),
+        (activation(NOW - 31, "signal_workflow", "fire_timer"), NOW - 30, True),
+        # ... or of one with no activation of its own (an eager task), older than the sticky timeout
+        (activation(NOW - 12, "fire_timer"), NOW - 15, True),
+        (activation(NOW - MAX_AGE, "resolve_activity"), NOW - 15, True),
+        # replaying, a brand-new run, a query alone, eviction, no timestamp: never refused
+        (activation(NOW - 30, "fire_timer", replaying=True), NOW - 30, False),
+        (activation(NOW - 30, "initialize_workflow"), None, False),
+        (activation(NOW - 30, "query_workflow"), NOW - 30, False),
+        (activation(None, "remove_from_cache"), NOW - 30, False),
+        (activation(None, "fire_timer"), NOW - 30, False),
+    ],
+    ids=[
+        "new-task", "new-task-late-in-its-timeout", "same-clock-as-replayed", "older-than-replayed",
+        "older-than-sticky-timeout", "exactly-the-sticky-timeout", "replaying", "new-run", "query-only",
+        "eviction", "no-timestamp",
+    ],
+)
+def test_stale(act, last_replayed, expected):
+    assert stale(act, last_replayed, MAX_AGE, now=NOW) is expected

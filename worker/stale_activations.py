@@ -1,0 +1,107 @@
+"""Workflow code never runs on a clock no workflow task started: the guard against stale activations.
+
+How a workflow diverged from its own history after a worker was killed (the evidence of issue 19,
+reproduced since): a query reaches the dead worker's sticky queue; after the sticky queue's
+schedule-to-start timeout the server sends it, as a legacy query task, to another worker, with the
+history as it is by then, which may end in new events (a timer fired, a signal) and no started
+workflow task. That worker has no cache of the run: it replays it, then runs those new events
+*live*, on the clock, history length and continue-as-new flag of the last workflow task of the
+history (a workflow task that started before the kill), and keeps the run cached with what that
+produced. Local activities run (a workload enqueued itself again), and when the real workflow task
+follows on that worker, its events are applied after those of the query's, in another activation
+than the one a replay puts them in. Every later replay takes another branch: the workflow's tasks
+fail for good (`UpsertWorkflowSearchAttributesMachine does not handle TimerStarted`, `No command
+scheduled for event ActivityTaskScheduled`) and its quota stays held.
+
+No workflow code can see this from inside (the activation says it is not replaying), and no rule
+written over `workflow.now()`, the history length or the continue-as-new flag holds when those are
+stale; nor can workflow code make its decisions independent of how events are grouped into
+activations. So the worker refuses such an activation before workflow code sees it: the first
+activation a run gets after replaying its history, if it is not replaying and carries a time that
+no new workflow task can have. Failing it makes the SDK fail that query (the client is told to ask
+again) and evict the run; the real workflow task then replays the whole history on the worker that
+gets it, as any replay would. Nothing reaches the workflow's history.
+
+A time no new workflow task can have: not later than the last replayed activation's, or older, by
+the worker's clock, than the sticky queue's schedule-to-start timeout. A query's fallback comes at
+least that long after the workflow task it replays up to started; a real workflow task's first
+activation comes as soon as its history is replayed (a workflow task older than that could only be
+one the server has given up on, whose completion it refuses anyway). Worker clocks must agree with
+the server's to well within that timeout (NTP), as Temporal's timers already assume.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
+from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
+
+REFUSED = (
+    "admitflow refused an activation with a stale clock (a query reached this worker before the "
+    "workflow task that follows a worker's death); the run is evicted and replays with that task; ask again"
+)
+
+
+def stale(act: WorkflowActivation, last_replayed: float | None, max_age: float, now: float | None = None) -> bool:
+    """Whether `act`, a run's first activation after replaying `last_replayed` (the time of the last
+    replayed activation, seconds since the epoch; None: nothing was replayed), runs new events on
+    a clock no new workflow task can have."""
+    if act.is_replaying or last_replayed is None or not act.HasField("timestamp"):
+        return False
+    if all(job.WhichOneof("variant") in ("query_workflow", "remove_from_cache") for job in act.jobs):
+        return False
+    at = act.timestamp.ToNanoseconds() / 1e9
+    return at <= last_replayed or (time.time() if now is None else now) - at >= max_age
+
+
+class StaleActivationGuard(WorkflowRunner):
+    """Wraps the worker's workflow runner (not the Replayer's: a replayed history that ends in new
+    events is meant to run them)."""
+
+    def __init__(self, runner: WorkflowRunner, max_age: timedelta) -> None:
+        self.runner = runner
+        self.max_age = max_age.total_seconds()
+
+    def prepare_workflow(self, defn: Any) -> None:
+        self.runner.prepare_workflow(defn)
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        return _Guarded(self.runner.create_instance(det), self.max_age)
+
+    def set_worker_level_failure_exception_types(self, types: Sequence[type[BaseException]]) -> None:
+        self.runner.set_worker_level_failure_exception_types(types)
+
+
+class _Guarded(WorkflowInstance):
+    def __init__(self, instance: WorkflowInstance, max_age: float) -> None:
+        self.instance = instance
+        self.max_age = max_age
+        self.last_replayed: float | None = None
+        self.live = False
+
+    def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
+        if not self.live:
+            if act.is_replaying:
+                if act.HasField("timestamp") and act.timestamp.seconds:
+                    self.last_replayed = act.timestamp.ToNanoseconds() / 1e9
+            elif stale(act, self.last_replayed, self.max_age):
+                completion = WorkflowActivationCompletion(run_id=act.run_id)
+                completion.failed.failure.message = REFUSED
+                return completion
+            else:
+                self.live = True
+        return self.instance.activate(act)
+
+    def get_info(self) -> Any:
+        return self.instance.get_info()
+
+    def get_serialization_context(self, command_info: Any) -> Any:
+        return self.instance.get_serialization_context(command_info)
+
+    def get_external_store_context(self, command_info: Any) -> Any:
+        return self.instance.get_external_store_context(command_info)
