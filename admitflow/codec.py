@@ -17,6 +17,16 @@ the current key encrypts, and ADMITFLOW_DECRYPTION_KEYS lists older ones that st
 Every process builds its converter with `data_converter()`, which reads the environment;
 `DATA_CONVERTER` is the converter without encryption, for tests and tools that talk to a server they
 started themselves.
+
+A payload that cannot be decoded never fails a workflow task (docs/contract.md, "Payloads that
+cannot be decoded"): `binary/zlib` data that does not decompress, `binary/encrypted` data without
+the key or altered, an encoding no converter reads, JSON that does not parse. The codec turns it
+into a marker payload (encoding `admitflow/undecodable`, with the one-line reason), never written
+anywhere; the payload converter then raises PayloadDecodeError with that reason when it is to be
+made a value, so every client, the CLI and typed workflow handlers get a clear error. Only in the
+engine's workers (`for_workers`) does an untyped argument or result become an
+`admitflow.wire.Undecodable` instead, which the workload workflow refuses and records. The codec
+server shows the reason as JSON.
 """
 
 from __future__ import annotations
@@ -28,13 +38,35 @@ import hashlib
 import os
 import zlib
 from collections.abc import Mapping, Sequence
+from typing import Any
 
+from google.protobuf.message import DecodeError
+from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes, PayloadCodec
+from temporalio.api.failure.v1 import Failure
+from temporalio.common import RawValue
+from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
+from temporalio.converter import (
+    DataConverter,
+    DefaultFailureConverter,
+    DefaultFailureConverterWithEncodedAttributes,
+    PayloadCodec,
+    PayloadConverter,
+)
+
+from admitflow.wire import Undecodable
 
 COMPRESSED = b"binary/zlib"
 THRESHOLD = 64 * 1024
+# A `binary/zlib` payload that would inflate past this is refused rather than filling the memory of
+# whoever decodes it (a ClusterQueue with 10,000 pending workloads carries about 4 MB).
+MAX_DECOMPRESSED = 256 * 1024 * 1024
+
+UNDECODABLE = b"admitflow/undecodable"
+REASON_METADATA = "reason"
+CLAIMED_METADATA = "claimed-encoding"
+# What a payload may be encoded as: the converter's encodings, and the codec's.
+READS = ("json/plain", "binary/null", "binary/plain", "json/protobuf", "binary/protobuf", "binary/zlib", "binary/encrypted")
 
 ENCRYPTED = b"binary/encrypted"
 KEY_ID_METADATA = "encryption-key-id"
@@ -49,7 +81,11 @@ class EncryptionConfigError(ValueError):
     """The encryption settings in the environment cannot be used; the message is one line."""
 
 
-class PayloadDecryptionError(ValueError):
+class PayloadDecodeError(ValueError):
+    """A payload that cannot be decoded; the message is the one-line reason."""
+
+
+class PayloadDecryptionError(PayloadDecodeError):
     """An encrypted payload this process cannot decrypt; the message says which key it needs."""
 
 
@@ -66,7 +102,24 @@ def _compress(p: Payload) -> Payload:
 
 
 def _decompress(p: Payload) -> Payload:
-    return Payload.FromString(zlib.decompress(p.data))
+    inflate = zlib.decompressobj()
+    try:
+        data = inflate.decompress(p.data, MAX_DECOMPRESSED + 1)
+    except zlib.error as err:
+        raise PayloadDecodeError(f"payload encoding binary/zlib does not decompress: {err}") from None
+    if len(data) > MAX_DECOMPRESSED:
+        raise PayloadDecodeError(f"payload encoding binary/zlib decompresses to more than {MAX_DECOMPRESSED >> 20} MiB")
+    if not inflate.eof:
+        raise PayloadDecodeError("payload encoding binary/zlib does not decompress: incomplete or truncated stream")
+    return _inner(data, "payload encoding binary/zlib")
+
+
+def _inner(data: bytes, what: str) -> Payload:
+    """The Payload a compressed or encrypted one holds."""
+    try:
+        return Payload.FromString(data)
+    except DecodeError as err:
+        raise PayloadDecodeError(f"{what} does not hold a payload: {err}") from None
 
 
 def key_fingerprint(key: bytes) -> str:
@@ -120,12 +173,13 @@ class EncryptionCodec(PayloadCodec):
                     f"set {KEY_ENV} (and {KEY_ID_ENV}) to that key, or list it in {OLD_KEYS_ENV}"
                 )
             try:
-                out.append(Payload.FromString(aead.decrypt(p.data[:NONCE_SIZE], p.data[NONCE_SIZE:], None)))
-            except InvalidTag:
+                plain = aead.decrypt(p.data[:NONCE_SIZE], p.data[NONCE_SIZE:], None)
+            except (InvalidTag, ValueError):  # ValueError: shorter than a nonce
                 raise PayloadDecryptionError(
                     f"payload encrypted with key id {key_id} does not decrypt with this process's key of that id "
                     "(a different key under the same id, or the payload was altered)"
                 ) from None
+            out.append(_inner(plain, f"payload encrypted with key id {key_id}"))
         return out
 
 
@@ -146,7 +200,9 @@ class RefuseEncrypted(PayloadCodec):
 
 
 class ChainCodec(PayloadCodec):
-    """Codecs applied in order on encode and in reverse on decode (compress, then encrypt)."""
+    """Codecs applied in order on encode and in reverse on decode (compress, then encrypt). Decoding
+    never fails: a payload that does not decode becomes a marker with the reason (`undecodable`),
+    in its place, and the others decode as usual."""
 
     def __init__(self, *codecs: PayloadCodec) -> None:
         self.codecs = codecs
@@ -158,10 +214,121 @@ class ChainCodec(PayloadCodec):
         return out
 
     async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
-        out = list(payloads)
-        for c in reversed(self.codecs):
-            out = await c.decode(out)
-        return out
+        return [await self._decode(p) for p in payloads]
+
+    async def _decode(self, p: Payload) -> Payload:
+        one = [p]
+        try:
+            for c in reversed(self.codecs):
+                one = await c.decode(one)
+        except PayloadDecodeError as err:
+            return undecodable(p, str(err))
+        [decoded] = one
+        if decoded.metadata.get("encoding") == UNDECODABLE:  # the mark is ours alone: never taken from outside
+            return undecodable(p, _unknown(decoded))
+        return decoded
+
+
+def undecodable(p: Payload, reason: str) -> Payload:
+    """The marker that stands for payload `p`, which could not be decoded: the reason in its
+    metadata, `p` itself (serialized) as its data."""
+    return Payload(
+        metadata={"encoding": UNDECODABLE, REASON_METADATA: reason.encode(), CLAIMED_METADATA: p.metadata.get("encoding", b"")},
+        data=p.SerializeToString(),
+    )
+
+
+def undecodable_reason(p: Payload) -> tuple[str, str] | None:
+    """(the encoding it claimed, the reason) of a marker made by `undecodable`; None for any other payload."""
+    if p.metadata.get("encoding") != UNDECODABLE:
+        return None
+    return _text(p.metadata.get(CLAIMED_METADATA, b"")), _text(p.metadata.get(REASON_METADATA, b""))
+
+
+def _text(raw: bytes) -> str:
+    return " ".join(raw.decode(errors="replace").split())  # one line, whatever it held
+
+
+def _unknown(p: Payload) -> str:
+    return f"payload encoding {_text(p.metadata.get('encoding', b'')) or '(none)'} is not one admitflow reads ({', '.join(READS)})"
+
+
+class AdmitflowPayloadConverter(PydanticPayloadConverter):
+    """Pydantic JSON (the wire format). A payload the codec marked as undecodable, or one whose
+    encoding no converter reads, raises PayloadDecodeError with its reason (PayloadDecryptionError
+    when it was encrypted): wherever a value is decoded, the caller learns why in one line."""
+
+    # An untyped argument or result gets an Undecodable instead (the engine's workers: `for_workers`).
+    tolerant = False
+
+    def from_payloads(self, payloads: Sequence[Payload], type_hints: list[type] | None = None) -> list[Any]:
+        hints: list[Any] = list(type_hints or [])
+        hints += [None] * (len(payloads) - len(hints))
+        return [self._value(p, hint) for p, hint in zip(payloads, hints)]
+
+    def _value(self, p: Payload, hint: Any) -> Any:
+        if hint is RawValue:
+            return RawValue(p)
+        marked = undecodable_reason(p)
+        if marked is not None:
+            claimed, reason = marked
+        elif p.metadata.get("encoding") not in self.converters:
+            claimed, reason = _text(p.metadata.get("encoding", b"")), _unknown(p)
+        else:
+            try:
+                return super().from_payloads([p], None if hint is None else [hint])[0]
+            except Exception as err:
+                if hint is not None and self._parses(p):
+                    raise  # as the SDK raises it: a value that does not fit the type asked for
+                claimed = _text(p.metadata["encoding"])
+                reason = f"payload encoding {claimed} does not parse: {_first_line(err)}"
+        if self.tolerant and hint is None:
+            return Undecodable(encoding=claimed, reason=reason)
+        raise (PayloadDecryptionError if claimed == ENCRYPTED.decode() else PayloadDecodeError)(reason)
+
+    def _parses(self, p: Payload) -> bool:
+        try:
+            super().from_payloads([p], None)
+        except Exception:
+            return False
+        return True
+
+
+class WorkerPayloadConverter(AdmitflowPayloadConverter):
+    """The engine workers' (`for_workers`): an untyped argument or result that cannot be decoded is
+    an `Undecodable`, which the workload workflow refuses and records; a typed one still raises."""
+
+    tolerant = True
+
+
+def _first_line(err: Exception) -> str:
+    cause = err.__cause__ if isinstance(err, RuntimeError) and err.__cause__ is not None else err
+    if isinstance(cause, ValidationError):
+        return cause.errors()[0]["msg"]
+    return _text(str(cause).encode()) or type(cause).__name__
+
+
+class _ReadableFailures:
+    """A failure whose encoded message and stack trace could not be decoded says why, instead of
+    the SDK's bare `Encoded failure`."""
+
+    def from_failure(self, failure: Failure, payload_converter: PayloadConverter) -> BaseException:
+        marked = undecodable_reason(failure.encoded_attributes) if failure.HasField("encoded_attributes") else None
+        if marked is not None:
+            readable = Failure()
+            readable.CopyFrom(failure)
+            readable.ClearField("encoded_attributes")
+            readable.message = f"Encoded failure that cannot be read: {marked[1]}"
+            failure = readable
+        return super().from_failure(failure, payload_converter)  # type: ignore[misc]
+
+
+class FailureConverter(_ReadableFailures, DefaultFailureConverter):
+    pass
+
+
+class EncodedFailureConverter(_ReadableFailures, DefaultFailureConverterWithEncodedAttributes):
+    pass
 
 
 def encrypted_key_id(p: Payload) -> str:
@@ -231,14 +398,27 @@ def data_converter(environ: Mapping[str, str] | None = None) -> DataConverter:
     payloads encrypted when the environment holds a key (EncryptionConfigError, one line, if it
     holds a bad one)."""
     encryption = encryption_codec(environ)
+    base = dataclasses.replace(
+        pydantic_data_converter, payload_converter_class=AdmitflowPayloadConverter, failure_converter_class=FailureConverter
+    )
     if encryption is None:
-        return dataclasses.replace(pydantic_data_converter, payload_codec=ChainCodec(LargePayloadCodec(), RefuseEncrypted()))
+        return dataclasses.replace(base, payload_codec=ChainCodec(LargePayloadCodec(), RefuseEncrypted()))
     return dataclasses.replace(
-        pydantic_data_converter,
+        base,
         payload_codec=ChainCodec(LargePayloadCodec(), encryption),
         # Failure messages can name workloads; with encryption they go into the encoded attributes.
-        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+        failure_converter_class=EncodedFailureConverter,
     )
+
+
+def for_workers(converter: DataConverter) -> DataConverter:
+    """The converter of an engine worker, made from its client's: the same, but an untyped workflow
+    argument or result that cannot be decoded arrives as an `Undecodable` (the workload workflow
+    refuses and records the message) instead of raising, which would fail the workflow task.
+    A converter that is not admitflow's is returned as it is."""
+    if converter.payload_converter_class is AdmitflowPayloadConverter:
+        return dataclasses.replace(converter, payload_converter_class=WorkerPayloadConverter)
+    return converter
 
 
 DATA_CONVERTER: DataConverter = data_converter({})

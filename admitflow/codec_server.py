@@ -6,6 +6,8 @@ base64), answered in the same form. The UI calls it from the browser, so the ser
 preflights for the origins it is told to trust. It holds the same keys as the workers (from the
 environment), so it turns `binary/encrypted` and `binary/zlib` payloads back into readable JSON;
 anyone who can reach it can read every payload, so it listens on 127.0.0.1 unless told otherwise.
+A payload it cannot decode (no key for it, altered, not zlib) is answered, in its place, as JSON
+that says why: `{"undecodablePayload": {"encoding": ..., "reason": ...}}`; the others decode as usual.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from google.protobuf import json_format
-from temporalio.api.common.v1 import Payloads
+from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.converter import PayloadCodec
+
+from admitflow.codec import undecodable_reason
 
 DEFAULT_ORIGINS = ("http://localhost:8233", "http://127.0.0.1:8233")
 MAX_BODY = 8 * 1024 * 1024
@@ -63,7 +67,8 @@ def server(codec: PayloadCodec, host: str = "127.0.0.1", port: int = 8081,
 
         def do_POST(self) -> None:  # noqa: N802
             path = self.path.split("?", 1)[0].rstrip("/")
-            if path.endswith("/decode"):
+            decoding = path.endswith("/decode")
+            if decoding:
                 fn = codec.decode
             elif path.endswith("/encode"):
                 fn = codec.encode
@@ -81,9 +86,11 @@ def server(codec: PayloadCodec, host: str = "127.0.0.1", port: int = 8081,
                 return
             try:
                 result = asyncio.run(fn(payloads.payloads))
-            except Exception as err:  # a payload it cannot decrypt: say which key it needs
+            except Exception as err:  # a codec that raises rather than marking: its one line
                 self._reply(400, f"{err}\n".encode(), "text/plain")
                 return
+            if decoding:
+                result = [shown(p) for p in result]
             answer = json_format.MessageToDict(Payloads(payloads=result))
             answer.setdefault("payloads", [])
             body = json.dumps(answer).encode()
@@ -92,3 +99,14 @@ def server(codec: PayloadCodec, host: str = "127.0.0.1", port: int = 8081,
     httpd = ThreadingHTTPServer((host, port), Handler)
     httpd.daemon_threads = True
     return httpd
+
+
+def shown(p: Payload) -> Payload:
+    """A payload as the UI and the `temporal` CLI are to show it: one that could not be decoded as
+    JSON naming the encoding it claimed and why (they would show the marker's bytes otherwise)."""
+    marked = undecodable_reason(p)
+    if marked is None:
+        return p
+    encoding, reason = marked
+    body = {"undecodablePayload": {"encoding": encoding, "reason": reason}}
+    return Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(body).encode())

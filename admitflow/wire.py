@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 
@@ -34,3 +34,14 @@ def first_error(err: ValidationError, where: str = "") -> str:
     the one line our refusals give."""
     first = err.errors()[0]
     return f"{'.'.join(str(p) for p in first['loc']) or where}: {first['msg']}"
+
+
+class Undecodable(WireModel):
+    """A payload the engine's worker could not decode (admitflow.codec), in a workflow where an
+    untyped argument or result stood: a message is then refused with `reason`, one line, and
+    recorded; a controller's answer counts as a failed one."""
+
+    model_config = ConfigDict(frozen=True)
+
+    encoding: str = Field(description="The encoding the payload claimed (its `encoding` metadata).")
+    reason: str = Field(description="Why it could not be decoded, e.g. `payload encoding binary/zlib does not decompress: ...`.")

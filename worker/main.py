@@ -24,7 +24,7 @@ from activities.provisioning.backend import ProvisioningBackend
 from activities.provisioning.simulated import AutoscalerActivities
 from activities.queue_lookup import QueueLookupActivities
 from admitflow.admission import metrics
-from admitflow.codec import data_converter
+from admitflow.codec import data_converter, for_workers
 from worker.stale_activations import StaleActivationGuard
 from workflows.autoscaler import SimulatedAutoscalerWorkflow
 from workflows.catalog import CatalogWorkflow
@@ -71,7 +71,7 @@ def workflow_runner() -> SandboxedWorkflowRunner:
 def replayer() -> Replayer:
     """Replays recorded histories against the current workflow code, with the worker's settings
     (and its encryption keys, from the environment, for histories written encrypted)."""
-    return Replayer(workflows=list(WORKFLOWS), data_converter=data_converter(), workflow_runner=workflow_runner())
+    return Replayer(workflows=list(WORKFLOWS), data_converter=for_workers(data_converter()), workflow_runner=workflow_runner())
 
 
 def provisioning_backend(name: str, client: Client, kubeconfig: str | None = None) -> ProvisioningBackend:
@@ -89,14 +89,17 @@ def provisioning_backend(name: str, client: Client, kubeconfig: str | None = Non
 
 def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBackend | None = None, **options) -> Worker:
     """The engine worker; ProvisioningRequests go to the simulated autoscaler unless another
-    backend is given."""
+    backend is given. Its workflows decode with `for_workers` of the client's converter (a message
+    that cannot be decoded is refused and recorded, not a failed workflow task); its activities
+    call Temporal through `client` itself."""
     cache_workflow_bytecode()
     delivery = DeliveryActivities(client)
     lookup = QueueLookupActivities(client)
     autoscaler = AutoscalerActivities(client)
     provreq = ProvisioningActivities(provisioning or provisioning_backend("simulated", client))
+    polling = Client(**{**client.config(), "data_converter": for_workers(client.data_converter)})
     return Worker(
-        client,
+        polling,
         task_queue=task_queue,
         workflows=list(WORKFLOWS),
         activities=[

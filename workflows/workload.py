@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.workload import WorkloadReport
     from admitflow.api import WorkloadStatus
     from admitflow.messages import ProvisioningCheckInput, ProvisioningNotice, WorkloadInput
+    from admitflow.wire import Undecodable
 
     from workflows.metrics import emit
     from workflows.timer import Timer, after
@@ -79,7 +80,9 @@ class WorkloadWorkflow(LegacyLoop):
 
     # --- messages: each one an event -------------------------------------------------------------
     # Every handler takes any number of arguments of any shape: `lifecycle.step` parses them, so a
-    # malformed message is refused and recorded instead of failing the workflow task.
+    # malformed message is refused and recorded instead of failing the workflow task. Untyped, an
+    # argument the worker cannot decode arrives as an Undecodable (admitflow.codec.for_workers),
+    # and the message is refused with its reason too.
 
     @workflow.signal(name=contract.QUOTA_RESERVED)
     def quota_reserved(self, *payload: Any) -> None:
@@ -103,7 +106,7 @@ class WorkloadWorkflow(LegacyLoop):
 
     @workflow.signal(name=contract.QUEUE_AVAILABLE)
     def queue_available(self, *payload: Any) -> None:
-        self.inbox.append(lc.QueueAppeared())
+        self.inbox.append(lc.QueueAppeared(payload=_undecodable(payload)))
 
     @workflow.signal(name=contract.FINISH)
     def finish(self, *payload: Any) -> None:
@@ -147,11 +150,11 @@ class WorkloadWorkflow(LegacyLoop):
 
     @workflow.signal(name=contract.DEACTIVATE)
     def deactivate(self, *payload: Any) -> None:
-        self.inbox.append(lc.Deactivated())
+        self.inbox.append(lc.Deactivated(payload=_undecodable(payload)))
 
     @workflow.signal(name=contract.ACTIVATE)
     def activate(self, *payload: Any) -> None:
-        self.inbox.append(lc.Activated())
+        self.inbox.append(lc.Activated(payload=_undecodable(payload)))
 
     @workflow.query(name=contract.WORKLOAD_QUERY)
     def workload(self) -> WorkloadReport:
@@ -381,8 +384,15 @@ async def _signal(workflow_id: str, signal: str, payload: Any) -> bool:
 
 def _one(payload: tuple) -> Any:
     """The single argument of a message, or what stands for a wrong count: validation then says
-    `... got 2 arguments`."""
+    `... got 2 arguments`. An argument that could not be decoded stands for the whole message."""
+    undecodable = _undecodable(payload)
+    if undecodable is not None:
+        return undecodable
     return payload[0] if len(payload) == 1 else WrongArguments(count=len(payload))
+
+
+def _undecodable(payload: tuple) -> Undecodable | None:
+    return next((p for p in payload if isinstance(p, Undecodable)), None)
 
 
 def _message(err: ActivityError) -> str:

@@ -31,7 +31,7 @@ from admitflow.api import field_error as fe
 from admitflow.api.duration import format_duration_nanos
 from admitflow.api.pod import toleration_rule_errors
 from admitflow.api.workload import PodSetUpdate, pod_set_update_errors
-from admitflow.wire import WireModel, first_error
+from admitflow.wire import Undecodable, WireModel, first_error
 
 STATES = ("Pending", "Ready", "Retry", "Rejected")
 DEACTIVATION_TARGET = "DeactivationTarget"
@@ -87,6 +87,8 @@ def parse(payload: Any) -> Verdict:
     """The verdict in a signal or update payload, or a VerdictError saying what is wrong with it."""
     if isinstance(payload, WrongArguments):
         raise VerdictError(f"invalid verdict: expected one payload, got {payload.count} arguments")
+    if isinstance(payload, Undecodable):
+        raise VerdictError(f"invalid verdict: {payload.reason}")
     try:
         return Verdict.model_validate(payload)
     except ValidationError as err:
@@ -471,6 +473,8 @@ def answer(
     attempt, or after the workload lost its quota, is recorded and ignored. A failure, or a result
     that is not a valid verdict, is recorded and the controller asked again after a backoff
     (`controller_backoff`); the loop before `lifecycle.step` (rules 0) counted it as `Retry`."""
+    if isinstance(result, Undecodable) and not error:
+        error, result = f"its answer cannot be decoded: {result.reason}", None
     payload = dict(result) if isinstance(result, dict) else {"state": result}
     payload.setdefault("name", name)
     payload.setdefault("attempt", attempt)

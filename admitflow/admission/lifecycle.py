@@ -14,7 +14,9 @@ and the runner, tell the blockAdmission gate. Batching is why a `Retry` without 
 `Retry` with a delay in one workflow task wait for the longer one.
 
 `step` never raises: an event it cannot apply leaves the state as it was and is recorded as a
-Warning event (`EventNotApplied`), so no message can fail a workflow task.
+Warning event (`EventNotApplied`), so no message can fail a workflow task. So is a message whose
+payload the worker could not decode (an `Undecodable` payload, admitflow.codec), with the reason;
+a verdict's goes to the verdict log instead, as any invalid verdict's does.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from admitflow.messages import (
     StartWorkload,
     StopWorkload,
 )
-from admitflow.wire import Fact, first_error
+from admitflow.wire import Fact, Undecodable, first_error
 
 # While a ProvisioningRequest attempt is current or being deleted, its workflow is checked this
 # often for being alive (an operator may terminate it, and then nothing would report its end).
@@ -73,9 +75,11 @@ class QueueNoticed(Fact):
 
 
 class QueueAppeared(Fact):
-    """The catalog: its LocalQueue now leads somewhere."""
+    """The catalog: its LocalQueue now leads somewhere. (This and the other messages that need
+    nothing from their payload carry it only when it could not be decoded: then they are refused.)"""
 
     kind: Literal["QueueAppeared"] = "QueueAppeared"
+    payload: Any = None
 
 
 class EnqueueResolved(Fact):
@@ -143,10 +147,12 @@ class RunnerStopped(Fact):
 
 class Deactivated(Fact):
     kind: Literal["Deactivated"] = "Deactivated"
+    payload: Any = None
 
 
 class Activated(Fact):
     kind: Literal["Activated"] = "Activated"
+    payload: Any = None
 
 
 class FinishRequested(Fact):
@@ -273,6 +279,10 @@ def step(state: WorkloadState, event: Any, now: datetime, random: float) -> tupl
     backoffs. Total: any event in any state returns; one it cannot apply leaves the state as it
     was, with a Warning event saying why."""
     new = state.model_copy(deep=True)
+    payload = getattr(event, "payload", None)
+    if isinstance(payload, Undecodable) and not isinstance(event, VerdictReceived):
+        wl.record(new, NOT_APPLIED, f"{type(event).__name__} not applied: {payload.reason}", now, "Warning")
+        return new, []
     try:
         return new, _HANDLERS[type(event)](new, event, now, random)
     except Exception as err:  # noqa: BLE001 - no message may fail a workflow task

@@ -1,28 +1,48 @@
 """Large payloads are compressed, small ones stay readable JSON, and both come back intact; with a
-key every payload is sealed with AES-256-GCM, and what cannot be opened says which key it needs."""
+key every payload is sealed with AES-256-GCM, and what cannot be opened says which key it needs.
+
+A payload that cannot be decoded, whatever the reason (`BAD`), never makes decoding fail for the
+engine's workers: an untyped argument gets an `Undecodable` with the one-line reason, in its place
+among the others; everyone else (a typed argument, a client) gets PayloadDecodeError with that
+line, and the codec server shows it as JSON.
+"""
 
 from __future__ import annotations
 
 import base64
+import json
 import os
+import zlib
+from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.api.failure.v1 import Failure
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
 
+from admitflow import codec as codec_module
 from admitflow.codec import (
     COMPRESSED,
     DATA_CONVERTER,
     ENCRYPTED,
     KEY_ID_METADATA,
     THRESHOLD,
+    UNDECODABLE,
     EncryptionConfigError,
     LargePayloadCodec,
+    PayloadDecodeError,
     PayloadDecryptionError,
     data_converter,
     encryption_codec,
+    for_workers,
     key_fingerprint,
+    undecodable,
+    undecodable_reason,
 )
+from admitflow.codec_server import shown
+from admitflow.wire import Undecodable
 
 KEY_1 = os.urandom(32)
 KEY_2 = os.urandom(32)
@@ -127,12 +147,13 @@ async def test_a_tampered_payload_is_refused():
 
 async def test_an_encrypted_payload_without_any_key_names_the_key_and_the_variable():
     written = await encryption_codec({"ADMITFLOW_ENCRYPTION_KEY": b64(KEY_1), "ADMITFLOW_ENCRYPTION_KEY_ID": "k7"}).encode([SMALL])
+    missing = "payload encrypted with key id k7; set ADMITFLOW_ENCRYPTION_KEY (and ADMITFLOW_ENCRYPTION_KEY_ID) to that key"
+    # The codec marks it with the reason; whoever decodes a value through the converter gets that error.
+    [marked] = await DATA_CONVERTER.payload_codec.decode(written)
+    assert undecodable_reason(marked) == ("binary/encrypted", missing)
     with pytest.raises(PayloadDecryptionError) as err:
-        await DATA_CONVERTER.payload_codec.decode(written)
-    assert str(err.value) == "payload encrypted with key id k7; set ADMITFLOW_ENCRYPTION_KEY (and ADMITFLOW_ENCRYPTION_KEY_ID) to that key"
-    # The same error reaches whoever decodes a value through the converter.
-    with pytest.raises(PayloadDecryptionError, match="key id k7"):
         await DATA_CONVERTER.decode(written, [dict])
+    assert str(err.value) == missing
 
 
 async def test_values_round_trip_through_the_whole_converter_and_failures_are_encoded():
@@ -230,12 +251,17 @@ def test_the_codec_server_answers_in_temporals_protocol_and_refuses_clearly():
         assert post("/decode", b"{}") == (200, b'{"payloads": []}')
         assert post("/nothing", b"{}")[0] == 404
         assert post("/decode", b"not json")[0] == 400
-        other = Payloads(payloads=encryption_codec_sync({"ADMITFLOW_ENCRYPTION_KEY": b64(KEY_2), "ADMITFLOW_ENCRYPTION_KEY_ID": "k2"}))
+        # What it cannot decode is answered in its place as JSON saying why; the rest decodes as usual.
+        other = Payloads(payloads=[SMALL, *encryption_codec_sync({"ADMITFLOW_ENCRYPTION_KEY": b64(KEY_2), "ADMITFLOW_ENCRYPTION_KEY_ID": "k2"})])
         status, body = post("/decode", json_format.MessageToJson(other).encode())
-        assert (status, body.decode().strip()) == (
-            400, "payload encrypted with key id k2; this process has key ids k1: set ADMITFLOW_ENCRYPTION_KEY "
+        assert status == 200
+        good, bad = json_format.Parse(body, Payloads()).payloads
+        assert good == SMALL
+        assert bad.metadata["encoding"] == b"json/plain"
+        assert json.loads(bad.data) == {"undecodablePayload": {"encoding": "binary/encrypted", "reason": (
+            "payload encrypted with key id k2; this process has key ids k1: set ADMITFLOW_ENCRYPTION_KEY "
             "(and ADMITFLOW_ENCRYPTION_KEY_ID) to that key, or list it in ADMITFLOW_DECRYPTION_KEYS"
-        )
+        )}}
     finally:
         httpd.shutdown()
         httpd.server_close()
@@ -245,3 +271,159 @@ def encryption_codec_sync(env) -> list[Payload]:
     import asyncio
 
     return asyncio.run(encryption_codec(env).encode([SMALL]))
+
+
+# --- payloads that cannot be decoded ----------------------------------------------------------------
+
+KEYED = {"ADMITFLOW_ENCRYPTION_KEY": b64(KEY_1), "ADMITFLOW_ENCRYPTION_KEY_ID": "k1"}
+READS = "json/plain, binary/null, binary/plain, json/protobuf, binary/protobuf, binary/zlib, binary/encrypted"
+NOT_A_PAYLOAD = b"\xff\xff\xff\xff not a payload"
+CORRUPT = "Error parsing message with type 'temporal.api.common.v1.Payload': Wire format was corrupt"
+
+
+def sealed(data: bytes, key: bytes = KEY_1, key_id: bytes = b"k1") -> Payload:
+    nonce = os.urandom(12)
+    return Payload(metadata={"encoding": ENCRYPTED, KEY_ID_METADATA: key_id}, data=nonce + AESGCM(key).encrypt(nonce, data, None))
+
+
+def altered(p: Payload) -> Payload:
+    return Payload(metadata=p.metadata, data=p.data[:-1] + bytes([p.data[-1] ^ 1]))
+
+
+BAD = [
+    pytest.param(
+        {}, Payload(metadata={"encoding": COMPRESSED}, data=b"not zlib at all"),
+        "payload encoding binary/zlib does not decompress: Error -3 while decompressing data: incorrect header check",
+        id="binary/zlib that does not decompress",
+    ),
+    pytest.param(
+        {}, Payload(metadata={"encoding": COMPRESSED}, data=zlib.compress(SMALL.SerializeToString())[:-6]),
+        "payload encoding binary/zlib does not decompress: incomplete or truncated stream",
+        id="binary/zlib cut short",
+    ),
+    pytest.param(
+        {}, Payload(metadata={"encoding": COMPRESSED}, data=zlib.compress(NOT_A_PAYLOAD)),
+        f"payload encoding binary/zlib does not hold a payload: {CORRUPT}",
+        id="binary/zlib of bytes that are not a payload",
+    ),
+    pytest.param(
+        {}, sealed(SMALL.SerializeToString(), key_id=b"k7"),
+        "payload encrypted with key id k7; set ADMITFLOW_ENCRYPTION_KEY (and ADMITFLOW_ENCRYPTION_KEY_ID) to that key",
+        id="binary/encrypted in a process without any key",
+    ),
+    pytest.param(
+        KEYED, sealed(SMALL.SerializeToString(), KEY_2, b"k2"),
+        "payload encrypted with key id k2; this process has key ids k1: set ADMITFLOW_ENCRYPTION_KEY "
+        "(and ADMITFLOW_ENCRYPTION_KEY_ID) to that key, or list it in ADMITFLOW_DECRYPTION_KEYS",
+        id="binary/encrypted with a key id this process does not have",
+    ),
+    pytest.param(
+        KEYED, altered(sealed(SMALL.SerializeToString())),
+        "payload encrypted with key id k1 does not decrypt with this process's key of that id "
+        "(a different key under the same id, or the payload was altered)",
+        id="binary/encrypted and altered",
+    ),
+    pytest.param(
+        KEYED, Payload(metadata={"encoding": ENCRYPTED, KEY_ID_METADATA: b"k1"}, data=b"short"),
+        "payload encrypted with key id k1 does not decrypt with this process's key of that id "
+        "(a different key under the same id, or the payload was altered)",
+        id="binary/encrypted shorter than its nonce",
+    ),
+    pytest.param(
+        KEYED, sealed(NOT_A_PAYLOAD),
+        f"payload encrypted with key id k1 does not hold a payload: {CORRUPT}",
+        id="binary/encrypted of bytes that are not a payload",
+    ),
+    pytest.param(
+        {}, Payload(metadata={"encoding": b"binary/msgpack"}, data=b"\x81\xa4name\xa6budget"),
+        f"payload encoding binary/msgpack is not one admitflow reads ({READS})",
+        id="an encoding nobody writes",
+    ),
+    pytest.param(
+        {}, Payload(data=b'{"name": "budget"}'),
+        f"payload encoding (none) is not one admitflow reads ({READS})",
+        id="no encoding at all",
+    ),
+    pytest.param(
+        {}, Payload(metadata={"encoding": b"json/plain"}, data=b'{"name": "budget", "state": Ready}'),
+        "payload encoding json/plain does not parse: Invalid JSON: expected value at line 1 column 29",
+        id="json/plain that does not parse",
+    ),
+    pytest.param(
+        {}, Payload(metadata={"encoding": b"json/protobuf", "messageType": b"no.such.Message"}, data=b"{}"),
+        "payload encoding json/protobuf does not parse: Unknown Protobuf type no.such.Message",
+        id="json/protobuf of a type nobody knows",
+    ),
+    pytest.param(
+        {}, Payload(metadata={"encoding": UNDECODABLE, "reason": b"trust me"}, data=b""),
+        f"payload encoding admitflow/undecodable is not one admitflow reads ({READS})",
+        id="admitflow's own mark, sent from outside",
+    ),
+]
+
+
+def claimed(p: Payload) -> str:
+    return p.metadata.get("encoding", b"").decode()
+
+
+@pytest.mark.parametrize(("env", "bad", "reason"), BAD)
+async def test_an_undecodable_payload_reaches_a_worker_as_its_reason_and_everyone_else_as_an_error(env, bad, reason):
+    # A worker's untyped arguments: the reason in its place, the others decoded as usual.
+    worker = for_workers(data_converter(env))
+    assert await worker.decode([SMALL, bad, SMALL]) == [
+        json.loads(SMALL.data), Undecodable(encoding=claimed(bad), reason=reason), json.loads(SMALL.data)
+    ]
+    # A typed argument (a typed workflow handler, an activity) and a client: the reason as the error.
+    error = PayloadDecryptionError if claimed(bad) == "binary/encrypted" else PayloadDecodeError
+    for converter, hints in ((worker, [dict]), (worker, [Any]), (data_converter(env), None), (data_converter(env), [dict])):
+        with pytest.raises(error) as err:
+            await converter.decode([bad], hints)
+        assert str(err.value) == reason
+    # The codec server (the UI, the `temporal` CLI): JSON that says why, for what the codec itself
+    # cannot open; an encoding it does not handle passes, as the UI shows it.
+    [marked] = await data_converter(env).payload_codec.decode([bad])
+    if claimed(bad) in ("binary/zlib", "binary/encrypted", "admitflow/undecodable"):
+        assert json.loads(shown(marked).data) == {"undecodablePayload": {"encoding": claimed(bad), "reason": reason}}
+    else:
+        assert shown(marked) == bad
+
+
+async def test_a_zlib_payload_that_would_inflate_past_the_limit_is_refused(monkeypatch):
+    monkeypatch.setattr(codec_module, "MAX_DECOMPRESSED", 1024 * 1024)
+    bomb = Payload(metadata={"encoding": COMPRESSED}, data=zlib.compress(b"\0" * (1024 * 1024 + 1)))
+    assert len(bomb.data) < 2048
+    [value] = await for_workers(DATA_CONVERTER).decode([bomb])
+    assert value == Undecodable(encoding="binary/zlib", reason="payload encoding binary/zlib decompresses to more than 1 MiB")
+    within = Payload(metadata={"encoding": COMPRESSED}, data=zlib.compress(SMALL.SerializeToString()))
+    assert await DATA_CONVERTER.decode([within]) == [json.loads(SMALL.data)]
+
+
+def test_the_mark_says_what_it_stands_for_and_other_payloads_are_not_marks():
+    marked = undecodable(SMALL, "payload encoding binary/zlib does not decompress:\n  two lines")
+    assert undecodable_reason(marked) == ("json/plain", "payload encoding binary/zlib does not decompress: two lines")
+    assert Payload.FromString(marked.data) == SMALL
+    assert undecodable_reason(SMALL) is None
+    assert shown(SMALL) is SMALL
+
+
+async def test_a_failure_whose_encoded_message_cannot_be_decoded_says_why():
+    keyed = data_converter(KEYED)
+    failure = Failure()
+    await keyed.encode_failure(ApplicationError("workload team-a/pretrain-secret is not valid", type="Refused"), failure)
+    stranger = data_converter({"ADMITFLOW_ENCRYPTION_KEY": b64(KEY_2), "ADMITFLOW_ENCRYPTION_KEY_ID": "k2"})
+    for converter in (stranger, for_workers(stranger)):
+        copy = Failure()
+        copy.CopyFrom(failure)
+        error = await converter.decode_failure(copy)
+        assert isinstance(error, ApplicationError) and error.type == "Refused"
+        assert error.message == (
+            "Encoded failure that cannot be read: payload encrypted with key id k1; this process has key ids k2: "
+            "set ADMITFLOW_ENCRYPTION_KEY (and ADMITFLOW_ENCRYPTION_KEY_ID) to that key, or list it in ADMITFLOW_DECRYPTION_KEYS"
+        )
+
+
+def test_only_admitflows_converter_is_made_tolerant_for_workers():
+    assert for_workers(pydantic_data_converter) is pydantic_data_converter
+    worker = for_workers(DATA_CONVERTER)
+    assert worker.payload_codec is DATA_CONVERTER.payload_codec
+    assert worker.failure_converter_class is DATA_CONVERTER.failure_converter_class
