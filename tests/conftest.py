@@ -28,6 +28,7 @@ from admitflow import search_attributes as sa
 from admitflow.client import AdmitflowClient
 from admitflow.codec import DATA_CONVERTER
 from admitflow.devserver import DevServer
+from tests.histories import audit
 from worker.main import build_worker
 
 _EXIT_STATUS = pytest.StashKey[int]()
@@ -45,6 +46,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     config.stash[_ENGINE_TESTS] = sum("engine" in getattr(item, "fixturenames", ()) for item in items)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Keeps each phase's report on the test, for fixtures that act only when the test passed."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
+def _failed(request: pytest.FixtureRequest) -> bool:
+    report = getattr(request.node, "report_call", None)
+    return report is None or report.failed
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -94,11 +108,20 @@ async def dev_server(pytestconfig: pytest.Config) -> AsyncIterator[DevServer]:
 
 
 @pytest_asyncio.fixture
-async def engine(dev_server: DevServer) -> AsyncIterator[Engine]:
+async def engine(dev_server: DevServer, request: pytest.FixtureRequest) -> AsyncIterator[Engine]:
+    """Ends, once the test passed, by replaying every workflow run the test wrote (every type,
+    continued-as-new runs too) and failing on nondeterminism or on a failed workflow task, unless
+    the test is marked `fails_workflow_tasks` (then determinism only)."""
     namespace = next(dev_server.pool)  # type: ignore[attr-defined]
     client = await Client.connect(dev_server.address, namespace=namespace, data_converter=DATA_CONVERTER)
     async with build_worker(client, "admitflow"):
         yield Engine(client, AdmitflowClient(client, "admitflow"), namespace, dev_server.address)
+    if not _failed(request):
+        result = await audit(client)
+        problems = result.nondeterministic + (
+            [] if request.node.get_closest_marker("fails_workflow_tasks") else result.failed_tasks
+        )
+        assert not problems, result.summary() + "\n" + "\n".join(problems[:20])
 
 
 @pytest_asyncio.fixture

@@ -1,0 +1,367 @@
+"""Chaos through the public contract: `python -m tests.chaos` (`make soak` runs the long shape).
+
+A dev server on a database file and the engine worker (`admitflow worker`) in its own process; one
+ClusterQueue with two AdmissionChecks. `auto` is answered by a controller (the Python SDK) that says
+Ready, Retry (after 1-3 s), Rejected or fails (an error) at random. `manual` is answered by hand with
+`temporal workflow signal`: the current attempt's verdict, sometimes twice (duplicates), an old or a
+future attempt (stale), a payload that is no verdict or not even decodable (malformed), and verdicts
+for workloads already finished (late). Admitted workloads run on the local runner (`sleep 0.2`) and
+finish. Meanwhile the engine worker is killed with SIGKILL and started again, and the Temporal
+server is killed with SIGKILL once and started again on its database.
+
+Checked all along (every observation of the ClusterQueue): its usage is the sum of its reservations
+and never above its quota. At the end: every workload is Finished or Inactive (Rejected), none was
+admitted twice without losing its admission in between, the queue holds nothing, and every run of
+every workflow replays (tests/histories.py) with no workflow task failed that a kill does not explain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from temporalio.client import Client
+
+from admitflow import contract, ids
+from admitflow.admission import workload as wl
+from admitflow.admission.workload import WorkloadState
+from admitflow.api import resource_value
+from admitflow.client import AdmitflowClient
+from admitflow.codec import DATA_CONVERTER
+from admitflow.controller import Controller, ready, rejected, retry
+from admitflow.devserver import DevServer
+from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
+from tests.histories import Audit, audit
+
+BIN = Path(sys.executable).parent
+TASK_QUEUE = "chaos"
+QUOTA_CPU = 6
+TERMINAL = ("Finished", "Inactive")
+# How an admission ends: an Admitted event after one of these is a new admission, not a second one.
+ADMISSION_ENDS = ("Evicted", "Preempted", "Finished", "Deactivated")
+
+
+@dataclass
+class Plan:
+    workloads: int = 40
+    worker_kills: int = 4
+    server_kills: int = 1
+    seed: int = 20261124
+    deadline: float = 420.0  # seconds for every workload to end
+
+
+@dataclass
+class Report:
+    plan: Plan
+    faults: Counter = field(default_factory=Counter)
+    answers: Counter = field(default_factory=Counter)  # the controller's
+    signals: Counter = field(default_factory=Counter)  # sent with `temporal workflow signal`, by kind
+    invariant_checks: int = 0
+    violations: list[str] = field(default_factory=list)
+    stuck: list[str] = field(default_factory=list)
+    leaked: dict[str, str] = field(default_factory=dict)
+    double_admitted: list[str] = field(default_factory=list)
+    phases: Counter = field(default_factory=Counter)
+    history: Audit | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not (self.violations or self.stuck or self.leaked or self.double_admitted) and (
+            self.history is not None and not self.history.problems
+        )
+
+    def lines(self) -> list[str]:
+        h = self.history
+        return [
+            f"workloads: {self.plan.workloads} ({', '.join(f'{n} {p}' for p, n in sorted(self.phases.items()))}) in {self.seconds:.0f} s",
+            f"faults: {self.faults['worker'] } worker kills (SIGKILL), {self.faults['server']} server kills (SIGKILL)",
+            f"controller answers: {dict(sorted(self.answers.items()))}",
+            f"signals sent by hand: {dict(sorted(self.signals.items()))}",
+            f"invariant checks: {self.invariant_checks}, violations: {len(self.violations)}",
+            f"stuck: {len(self.stuck)}, leaked: {len(self.leaked)}, double-admitted: {len(self.double_admitted)}",
+            f"histories: {h.summary() if h else 'not audited'}",
+        ]
+
+    def problems(self) -> str:
+        out = self.violations[:10] + self.stuck[:10] + [f"leaked {k}: {v}" for k, v in self.leaked.items()]
+        out += self.double_admitted[:10] + (self.history.problems[:20] if self.history else [])
+        return "\n".join(out)
+
+
+def manifests(n: int) -> list:
+    from tests.integration.test_admission import loaded
+
+    lq = local_queue_manifest()
+    lq["metadata"]["annotations"] = {"admitflow.io/runner": "local"}
+    docs = [
+        flavor_manifest(),
+        cluster_queue_manifest(quotas={"default": {"cpu": str(QUOTA_CPU)}}, checks=[{"name": "auto"}, {"name": "manual"}]),
+        lq,
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "auto"},
+         "spec": {"controllerName": "tests.chaos"}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "manual"},
+         "spec": {"controllerName": "tests.chaos-by-hand"}},
+    ]
+    for i in range(n):
+        w = workload_manifest(f"w{i:03d}", cpu="1")
+        w["metadata"]["annotations"] = {"admitflow.io/command": "sleep 0.2"}
+        docs.append(w)
+    return loaded(*docs)
+
+
+class Chaos:
+    def __init__(self, plan: Plan, workdir: Path) -> None:
+        self.plan = plan
+        self.workdir = workdir
+        self.rng = random.Random(plan.seed)
+        self.report = Report(plan)
+        self.server = DevServer(port=_free_port(), db=workdir / "temporal.db", headless=True)
+        self.worker: subprocess.Popen | None = None
+        self.keys = [f"default/w{i:03d}" for i in range(plan.workloads)]
+        self.done: set[str] = set()
+
+    # --- the engine worker and the server ---------------------------------------------------
+
+    def start_worker(self) -> None:
+        log = self.workdir / f"worker-{self.report.faults['worker']}.log"
+        with open(log, "ab") as out:
+            self.worker = subprocess.Popen(
+                [str(BIN / "admitflow"), "worker", "--address", self.server.address, "--task-queue", TASK_QUEUE,
+                 "--log-level", "WARNING"],
+                stdout=out, stderr=subprocess.STDOUT,
+            )
+
+    def kill_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.send_signal(signal.SIGKILL)
+            self.worker.wait(10)
+            self.report.faults["worker"] += 1
+
+    async def kill_server(self) -> None:
+        process = self.server._process
+        assert process is not None
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+        self.server._process = None
+        self.report.faults["server"] += 1
+        await asyncio.sleep(1.0)
+        await self.server.start()
+
+    # --- the controller of `auto` -----------------------------------------------------------
+
+    async def answer(self, request):
+        roll = self.rng.random()
+        if roll < 0.6:
+            kind, verdict = "ready", ready("fine")
+        elif roll < 0.82:
+            kind, verdict = "retry", retry("not now", after=self.rng.uniform(1, 3))
+        elif roll < 0.9:
+            kind, verdict = "rejected", rejected("no")
+        else:
+            self.report.answers["error"] += 1
+            raise RuntimeError("the controller's backend is down")
+        self.report.answers[kind] += 1
+        return verdict
+
+    # --- `manual`, by hand ------------------------------------------------------------------
+
+    async def signal(self, key: str, kind: str, payload: str, *meta: str) -> None:
+        cmd = [str(BIN / "temporal"), "workflow", "signal", "--address", self.server.address,
+               "--workflow-id", ids.workload_id(key), "--name", contract.SET_ADMISSION_CHECK_STATE, "--input", payload]
+        for m in meta:
+            cmd += ["--input-meta", m]
+        proc = await asyncio.create_subprocess_exec(*cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        await proc.wait()
+        self.report.signals[kind if proc.returncode == 0 else f"{kind} (refused by the server)"] += 1
+
+    async def by_hand(self, af: AdmitflowClient) -> None:
+        while True:
+            try:
+                waiting = await af.workloads(pending_check="manual")
+            except Exception:  # the server is down: nothing to answer now
+                waiting = []
+            for r in waiting:
+                attempt = (r.check_attempts or {}).get("manual")
+                if wl.phase(WorkloadState(workload=r)) != "QuotaReserved" or attempt is None:
+                    continue
+                await self.one_verdict(r.key, attempt)
+            for key in self.rng.sample(sorted(self.done), min(2, len(self.done))):
+                await self.signal(key, "late", _verdict("Ready", 1))
+            await asyncio.sleep(0.5)
+
+    async def one_verdict(self, key: str, attempt: int) -> None:
+        roll = self.rng.random()
+        if roll < 0.15:
+            await self.signal(key, "stale", _verdict("Ready", attempt - 1 if attempt > 1 else attempt + 7))
+        elif roll < 0.25:
+            garbage = self.rng.choice([
+                ('"Ready"',), ("[1, 2]",), ('{"name": "manual", "state": "Sure"}',),
+                ('{"name": "manual", "state": "Retry", "requeueAfterSeconds": 99999999999}',),
+                ('{"name": "nobody", "state": "Ready"}',), ("null",),
+            ])
+            await self.signal(key, "malformed", *garbage)
+        elif roll < 0.3:
+            await self.signal(key, "retry", _verdict("Retry", attempt, requeueAfterSeconds=1))
+        else:
+            await self.signal(key, "ready", _verdict("Ready", attempt))
+            if roll > 0.85:
+                await self.signal(key, "duplicate", _verdict("Ready", attempt))
+
+    # --- observation --------------------------------------------------------------------------
+
+    async def observe(self, af: AdmitflowClient) -> None:
+        while True:
+            try:
+                report = await asyncio.wait_for(af.cluster_queue_report("cq"), 5)
+            except Exception:  # the worker or the server is down
+                report = None
+            if report is not None:
+                total: dict[str, int] = {}
+                for r in report.reserving:
+                    for res, q in r.usage.items():
+                        total[res] = total.get(res, 0) + resource_value(res, q)
+                reported = {
+                    res.name: resource_value(res.name, str(res.total))
+                    for fl in report.status.flavors_reservation or () for res in fl.resources
+                }
+                if {k: v for k, v in reported.items() if v} != {k: v for k, v in total.items() if v}:
+                    self.report.violations.append(f"usage {reported} != reservations {total}")
+                if total.get("cpu", 0) > QUOTA_CPU * 1000:
+                    self.report.violations.append(f"{total['cpu']}m cpu reserved in a queue of {QUOTA_CPU}")
+                self.report.invariant_checks += 1
+            await asyncio.sleep(0.5)
+
+    async def ended(self, af: AdmitflowClient) -> set[str]:
+        for key in sorted(set(self.keys) - self.done):
+            try:
+                r = await asyncio.wait_for(af.workload(key), 5)
+            except Exception:
+                continue
+            if wl.phase(WorkloadState(workload=r)) in TERMINAL:
+                self.done.add(key)
+        return self.done
+
+    # --- the run ------------------------------------------------------------------------------
+
+    async def faults(self, af: AdmitflowClient) -> None:
+        """Kills spread over the run: the k-th when k/(kills+1) of the workloads have ended."""
+        plan = self.plan
+        order = ["worker"] * plan.worker_kills + ["server"] * plan.server_kills
+        self.rng.shuffle(order)
+        for i, what in enumerate(order, 1):
+            while len(self.done) < plan.workloads * i / (len(order) + 1):
+                await asyncio.sleep(0.5)
+            await asyncio.sleep(self.rng.uniform(0.0, 2.0))
+            if what == "worker":
+                self.kill_worker()
+                await asyncio.sleep(self.rng.uniform(0.0, 1.0))
+                self.start_worker()
+            else:
+                await self.kill_server()
+
+    async def run(self) -> Report:
+        from tests.replay.record import local_runner
+
+        started = time.monotonic()
+        await self.server.start()
+        client = await Client.connect(self.server.address, data_converter=DATA_CONVERTER)
+        af = AdmitflowClient(client, TASK_QUEUE)
+        controller = Controller("tests.chaos", check=self.answer)
+        self.start_worker()
+        tasks: list[asyncio.Future] = []
+        try:
+            async with controller.worker(client), local_runner(client, self.workdir / "runs"):
+                await af.apply(manifests(self.plan.workloads))
+                for check in ("auto", "manual"):
+                    await af.set_admission_check_active(check)
+                tasks = [asyncio.ensure_future(c) for c in (self.observe(af), self.by_hand(af), self.faults(af))]
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + self.plan.deadline
+                while len(await self.ended(af)) < len(self.keys) and loop.time() < deadline:
+                    for t in tasks:
+                        if t.done() and t.exception() is not None:
+                            raise t.exception()
+                    await asyncio.sleep(1)
+                for t in tasks:
+                    t.cancel()
+            await self.conclude(client, af)
+        finally:
+            for t in tasks:
+                t.cancel()
+            if self.worker is not None:
+                self.worker.kill()
+                self.worker.wait(10)
+            self.report.seconds = time.monotonic() - started
+            self.server.stop()
+        return self.report
+
+    async def conclude(self, client: Client, af: AdmitflowClient) -> None:
+        rep = self.report
+        for key in self.keys:
+            r = await af.workload(key)
+            phase = wl.phase(WorkloadState(workload=r))
+            rep.phases[phase] += 1
+            if phase not in TERMINAL:
+                checks = ",".join(f"{c.name}={c.state}" for c in r.status.admission_checks or ())
+                rep.stuck.append(f"{key}: {phase} {checks} last={r.events[-1].reason if r.events else '-'}")
+            admitted = False
+            for e in r.events:
+                if e.reason == "Admitted":
+                    if admitted:
+                        rep.double_admitted.append(f"{key}: admitted again at {e.time} without losing its admission")
+                    admitted = True
+                elif e.reason in ADMISSION_ENDS:
+                    admitted = False
+        if not rep.stuck:
+            report = await af.cluster_queue_report("cq")
+            if report.reserving:
+                rep.leaked = {r.namespace + "/" + r.name: json.dumps(r.usage) for r in report.reserving}
+        rep.history = await audit(client)
+
+
+def _verdict(state: str, attempt: int, **extra) -> str:
+    return json.dumps({"name": "manual", "state": state, "attempt": attempt, "message": "by hand", **extra})
+
+
+def _free_port() -> int:
+    from tests.conftest import free_port
+
+    return free_port()
+
+
+async def chaos(plan: Plan, workdir: Path | None = None) -> Report:
+    if workdir is None:
+        workdir = Path(tempfile.mkdtemp(prefix="admitflow-chaos-"))
+    return await Chaos(plan, workdir).run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workloads", type=int, default=300)
+    parser.add_argument("--worker-kills", type=int, default=12)
+    parser.add_argument("--server-kills", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=Plan.seed)
+    parser.add_argument("--deadline", type=float, default=1800.0, help="seconds for every workload to end")
+    parser.add_argument("--workdir", type=Path, help="keep the server's database and the logs here")
+    args = parser.parse_args(argv)
+    plan = Plan(args.workloads, args.worker_kills, args.server_kills, args.seed, args.deadline)
+    report = asyncio.run(chaos(plan, args.workdir))
+    print("\n".join(report.lines()))
+    if not report.ok:
+        print(report.problems())
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
