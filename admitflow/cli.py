@@ -1,7 +1,8 @@
 """The `admitflow` command.
 
 Bad input exits 2 with one line naming what was wrong (file, document and field for manifests) and
-changes nothing; a Temporal server that cannot be reached exits 1 with one line.
+changes nothing; a Temporal server that cannot be reached, or a workflow that cannot take the request
+now (a workload whose workflow task fails), exits 1 with one line.
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ from admitflow.api import ManifestError, load_manifests
 from admitflow.api import field_error as fe
 from admitflow.api.workload import PodSetUpdate
 from admitflow.admission.workload import PHASES
-from admitflow.codec import EncryptionConfigError, PayloadDecryptionError, data_converter, encryption_codec
+from admitflow.codec import EncryptionConfigError, PayloadDecodeError, data_converter, encryption_codec
 from admitflow.client import (
     KIND_NAMES,
     NAMESPACED,
     AdmitflowClient,
     AdmitflowError,
+    NotAnswering,
+    UnansweredWorkload,
     kind_of,
 )
 from admitflow.api.provisioning_request import CONDITION_TYPES as PROVREQ_CONDITIONS
@@ -39,18 +42,27 @@ from admitflow.printing import (
     COLUMNS,
     age,
     column_widths,
+    columns,
     controller_lines,
     describe,
     provisioning_rows,
     render,
     table,
     table_row,
+    trouble_lines,
+    warnings,
     watch_rows,
+    workload_status,
 )
 from admitflow.simulation.autoscaler import SET_BY_HAND
 
 EXIT_BAD_INPUT = 2
 EXIT_UNREACHABLE = 1
+
+# The Temporal server marks a workflow whose task has failed this many times in a row with the
+# search attribute TemporalReportedProblems (off by default), so the UI can list wedged workloads:
+# `TemporalReportedProblems IS NOT NULL` (docs/ui.md).
+DEV_DYNAMIC_CONFIG = {"system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute": "3"}
 
 
 VERDICT_EPILOG = """\
@@ -75,6 +87,22 @@ SET_CONDITION_DESCRIPTION = (
     "CapacityRevoked set to True take the request out of the simulator's hands (it holds no capacity "
     "any more, unless its booking was consumed); other conditions are written and the simulator carries on. "
     "A refused change (unknown request, condition type or status) changes nothing."
+)
+
+
+RESET_DESCRIPTION = (
+    "For a workload whose workflow task keeps failing (an exception in workflow code, a nondeterminism error), "
+    "once the worker no longer has the fault: Temporal's reset of its workflow to its last completed workflow "
+    "task. A new run replays its history up to that task and then gets again every signal received after it "
+    "(its ClusterQueue's notices, verdicts, finish), so nothing it was told is lost. Prints whether the new run "
+    "answers; exits 1 if its workflow task fails again. See docs/operations.md, A wedged workload."
+)
+RELEASE_DESCRIPTION = (
+    "Give back, in its ClusterQueue, the quota (or the place in the queue) of a workload whose workflow task "
+    "fails, or whose workflow no longer runs, so that other workloads get it now. The ClusterQueue records it as "
+    "an event (admitflow describe clusterqueue) and tells the workload it was evicted (reason QuotaForceReleased): "
+    "once its workflow runs again it queues afresh. Refused for a workload that answers unless --force. "
+    "Safe to repeat: a workload that holds nothing prints unchanged."
 )
 
 
@@ -234,6 +262,23 @@ def _parser() -> argparse.ArgumentParser:
     rm.add_argument("kind")
     rm.add_argument("name")
 
+    rs = sub.add_parser(
+        "reset", parents=[conn], help="reset a workload whose workflow task fails to its last completed workflow task",
+        description=RESET_DESCRIPTION,
+    )
+    rs.add_argument("kind", help="workload")
+    rs.add_argument("name", help="namespace/name (or name in namespace default)")
+    rs.add_argument("--reason", default="", help="why, recorded with the reset in the workflow's history")
+
+    rl = sub.add_parser(
+        "release", parents=[conn], help="give a wedged workload's quota back in its ClusterQueue, without its workflow",
+        description=RELEASE_DESCRIPTION,
+    )
+    rl.add_argument("kind", help="workload")
+    rl.add_argument("name", help="namespace/name (or name in namespace default)")
+    rl.add_argument("--force", action="store_true", help="release it even though its workflow answers (it is evicted and queues again)")
+    rl.add_argument("--clusterqueue", help="the ClusterQueue holding it (default: its AdmitflowClusterQueue search attribute)")
+
     pr = sub.add_parser(
         "provreq", help="the simulated cluster autoscaler's ProvisioningRequests: list them, set conditions by hand",
         description=PROVREQ_DESCRIPTION,
@@ -347,29 +392,49 @@ async def cmd_get(args: argparse.Namespace) -> None:
     client = await _client(args)
     key = _key(kind, args.name) if args.name else None
     objects = await client.get(kind, key, **filters)
+    for line in warnings(kind, objects):
+        print(line, file=sys.stderr, flush=True)
     print(render(kind, objects, args.output, single=key is not None), flush=True)
     if args.watch:
         await watch(client, kind, key, filters, objects)
 
 
 async def watch(client, kind: str, key: str | None, filters: dict, objects: list, interval: float = 1.0) -> None:
-    """kubectl's -w: a line for each object that appears or changes, until Ctrl-C."""
-    headers, row = COLUMNS[kind]
-    widths = column_widths(headers, [row(o) for o in objects]) if objects else None
+    """kubectl's -w: a line for each object that appears or changes, until Ctrl-C. The columns are
+    those of the first list; a workload that stops answering later gets its STATUS after its row."""
+    headers, _ = columns(kind, objects)
+    base = COLUMNS[kind][1]
+
+    def row(o: dict) -> list[str]:
+        cells = base(o)
+        if kind != "Workload":
+            return cells
+        if len(headers) > len(cells):  # the STATUS column
+            return [*cells, workload_status(o)]
+        trouble = (o.get("workflow") or {}).get("status")
+        return [*cells, trouble] if trouble else cells
+
+    widths = column_widths(headers, [row(o)[: len(headers)] for o in objects]) if objects else None
     shown: dict[str, list[str]] = {}
-    watch_rows(kind, objects, shown)
+    watch_rows(kind, objects, shown, row)
+    warned: set[str] = set()
     while True:
         await asyncio.sleep(interval)
         try:
             objects = await client.get(kind, key, **filters)
         except AdmitflowError:
             objects = []  # deleted meanwhile: nothing to show
-        rows = watch_rows(kind, objects, shown)
+        for line in warnings(kind, objects):
+            if line not in warned:
+                warned.add(line)
+                print(line, file=sys.stderr, flush=True)
+        rows = watch_rows(kind, objects, shown, row)
         if rows and widths is None:  # the list was empty: the first rows bring the header
-            widths = column_widths(headers, rows)
+            headers, _ = columns(kind, objects)
+            widths = column_widths(headers, [r[: len(headers)] for r in rows])
             print(table_row(headers, widths), flush=True)
         for r in rows:
-            print(table_row(r, widths), flush=True)
+            print(table_row(r[: len(headers)], widths) + "".join(f"   {c}" for c in r[len(headers) :]), flush=True)
 
 
 async def get_pending_workloads(args: argparse.Namespace) -> None:
@@ -407,11 +472,16 @@ async def cmd_describe(args: argparse.Namespace) -> None:
     kind = kind_of(args.kind)
     client = await _client(args)
     key = _key(kind, args.name)
-    (obj,) = await client.get(kind, key)
+    report = await client.workload(key) if kind == "Workload" else None
+    (obj,) = [report.to_wire()] if report is not None else await client.get(kind, key)
+    events = obj.pop("events", [])
     extra = []
-    if kind == "Workload":
-        report = await client.workload(key)
+    if report is not None:
         extra.append(f"Workflow:     {workflow_url(client.client.namespace, ids.workload_id(key))}")
+        if isinstance(report, UnansweredWorkload):
+            obj.pop("status", None)  # only its workflow can tell it
+            extra.extend(trouble_lines(key, obj.pop("workflow")))
+            events = None
         pending = await client.position(report)
         if pending is not None:
             extra.append(
@@ -431,7 +501,10 @@ async def cmd_describe(args: argparse.Namespace) -> None:
         if calls:
             extra.append("Admission Check Controllers:")
             extra.extend(controller_lines(key, calls))
-    print(describe(obj, obj.pop("events", []), extra))
+    elif kind == "ClusterQueue":
+        found = await client.cluster_queue_report(key)
+        events = [e.to_wire() for e in found.events] if found is not None else []
+    print(describe(obj, events, extra))
 
 
 def workflow_url(namespace: str, workflow_id: str) -> str:
@@ -529,6 +602,38 @@ async def cmd_delete(args: argparse.Namespace) -> None:
     _print_outcomes([await client.delete(kind, _key(kind, args.name))])
 
 
+def _workload_only(args: argparse.Namespace) -> str:
+    if kind_of(args.kind) != "Workload":
+        raise CLIError(f"{args.command} takes workloads only: admitflow {args.command} workload NAMESPACE/NAME")
+    return _key("Workload", args.name)
+
+
+async def cmd_reset(args: argparse.Namespace) -> None:
+    key = _workload_only(args)
+    client = await _client(args)
+    trouble, run_id, again = await client.reset(key, args.reason)
+    print(f"workload.kueue.x-k8s.io/{key} reset to its last completed workflow task (event {trouble.last_good_task}): new run {run_id}")
+    if again is not None:
+        raise NotAnswering(
+            f'workloads "{key}" was reset, but {again.summary()}: the worker still has the fault; '
+            "deploy a fix (or roll back), then reset again"
+        )
+
+
+async def cmd_release(args: argparse.Namespace) -> None:
+    key = _workload_only(args)
+    client = await _client(args)
+    cq, outcome = await client.release(key, force=args.force, cluster_queue=args.clusterqueue)
+    name = f"workload.kueue.x-k8s.io/{key}"
+    if outcome.released == "quota":
+        usage = ",".join(f"{r}={q}" for r, q in outcome.usage.items())
+        print(f"{name} quota released in ClusterQueue {cq} ({usage})")
+    elif outcome.released == "place":
+        print(f"{name} taken out of ClusterQueue {cq}'s queue")
+    else:
+        print(f"{name} holds nothing in ClusterQueue {cq} (unchanged)")
+
+
 async def cmd_provreq(args: argparse.Namespace) -> None:
     if args.provreq_command == "list":
         client = await _client(args)
@@ -612,7 +717,7 @@ async def cmd_dev(args: argparse.Namespace) -> None:
     except Exception as err:
         raise CLIError(f"--controller: {err}") from None
     configure("WARNING")
-    server = DevServer(port=args.port, ui_port=args.ui_port, db=args.db)
+    server = DevServer(port=args.port, ui_port=args.ui_port, db=args.db, dynamic_config=DEV_DYNAMIC_CONFIG)
     print(f"Starting the Temporal dev server on {server.address} (database {args.db}) ...", flush=True)
     try:
         await server.start()
@@ -719,6 +824,8 @@ COMMANDS = {
     "deactivate": cmd_activate,
     "admissioncheck": cmd_admissioncheck,
     "delete": cmd_delete,
+    "reset": cmd_reset,
+    "release": cmd_release,
     "provreq": cmd_provreq,
     "worker": cmd_worker,
     "setup": cmd_setup,
@@ -731,7 +838,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         asyncio.run(COMMANDS[args.command](args))
-    except (CLIError, AdmitflowError, PayloadDecryptionError) as err:
+    except (CLIError, AdmitflowError, PayloadDecodeError) as err:
         code = getattr(err, "code", EXIT_BAD_INPUT)
         print(f"error: {err}", file=sys.stderr)
         return code

@@ -8,20 +8,38 @@ assembles Kueue-shaped objects from the catalog and the queue workflows.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from temporalio.api.enums.v1 import PendingActivityState, TaskQueueKind, TaskQueueType
+from pydantic import Field, ValidationError, computed_field
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import (
+    EventType,
+    PendingActivityState,
+    TaskQueueKind,
+    TaskQueueType,
+    WorkflowTaskFailedCause,
+)
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflow.v1 import PendingActivityInfo
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
+    GetWorkflowExecutionHistoryReverseRequest,
+    ResetWorkflowExecutionRequest,
+)
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import (
     SearchAttributePair,
@@ -34,6 +52,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from admitflow import contract, ids
 from admitflow import search_attributes as sa
 from admitflow.admission.catalog import CATALOG_KINDS, PLURALS, ObjectRef, Outcome
+from admitflow.admission.cluster_queue import ForceReleaseOutcome
 from admitflow.admission import workload as wl
 from admitflow.admission import pods_ready
 from admitflow.admission.workload import WorkloadReport
@@ -42,6 +61,7 @@ from admitflow.admission.checks import CheckRequest, Verdict
 from admitflow.api import WorkloadStatus
 from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
 from admitflow.api.provisioning_request import ProvisioningRequest
+from admitflow.codec import PayloadDecodeError
 from admitflow.messages import (
     AdmissionCheckActive,
     ApplyRequest,
@@ -51,6 +71,7 @@ from admitflow.messages import (
     DeleteRequest,
     DeleteWorkload,
     FinishRequest,
+    ForceRelease,
     ObjectList,
     ObjectQuery,
     PendingWorkload,
@@ -60,6 +81,7 @@ from admitflow.messages import (
     StatusQuery,
     WorkloadInput,
 )
+from admitflow.wire import WireModel
 
 # What `get`, `describe` and `delete` accept, kubectl-style: kind, plural, short names.
 KIND_NAMES = {
@@ -85,6 +107,18 @@ _OUTSTANDING = {
     PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED: "scheduled",
     PendingActivityState.PENDING_ACTIVITY_STATE_STARTED: "started",
 }
+# How long a read waits for one workflow to answer a query. A workflow whose task fails never
+# answers: Temporal holds the query for the task's next attempt, and retries it with a backoff of up
+# to ten minutes. Every other call to Temporal gets RPC_TIMEOUT.
+QUERY_TIMEOUT = timedelta(seconds=10)
+RPC_TIMEOUT = timedelta(seconds=10)
+# How often a workload query refused as stale (a worker died a moment ago) is asked again.
+STALE_RETRIES = 5
+# At most this many workloads asked at once when listing them.
+CONCURRENT_READS = 16
+# The statuses `get` shows for a workload whose workflow does not answer.
+TASK_FAILING = "TaskFailing"
+NOT_ANSWERING = "NotAnswering"
 
 
 @dataclass(frozen=True)
@@ -115,6 +149,65 @@ class AdmitflowError(Exception):
     """A refusal to show the user as one line (the CLI exits 2 with it)."""
 
 
+class NotAnswering(AdmitflowError):
+    """The request was fine, but a workflow cannot take it now (the CLI exits 1 with it)."""
+
+    code = 1
+
+
+class WorkflowTrouble(WireModel):
+    """Why a workload's workflow does not answer, told from what Temporal knows without its help:
+    its description (the pending workflow task and its attempt), the end of its history (the last
+    failure and the last workflow task that completed) and its search attributes, which hold what
+    it last wrote: a failing task changes nothing, so they are its state as it stands."""
+
+    status: str = Field(description=f"{TASK_FAILING}: its workflow task fails and is retried; {NOT_ANSWERING}: a query timed out.")
+    workflow_id: str
+    run_id: str
+    task_attempt: int = Field(default=0, description="The attempt of its pending workflow task (1 when nothing failed).")
+    last_failure: str = Field(default="", description="The first line of its workflow task's last failure.")
+    cause: str = Field(default="", description="Temporal's cause of that failure, e.g. NonDeterministicError.")
+    failing_since: datetime | None = Field(default=None, description="The first failure after its last completed task.")
+    last_good_task: int | None = Field(default=None, description="Event ID of its last completed workflow task: where a reset goes back to.")
+    phase: str = ""
+    cluster_queue: str = ""
+    local_queue: str = ""
+    task_queue: str = ""
+
+    @computed_field
+    @property
+    def message(self) -> str:
+        """One line: what is wrong, for a table's warning or a refusal."""
+        return self.summary()
+
+    def summary(self) -> str:
+        if self.status == TASK_FAILING:
+            failure = f": {self.last_failure}" if self.last_failure else ""
+            return f"its workflow task fails (attempt {self.task_attempt}){failure}"
+        return f"its workflow did not answer a query within {int(QUERY_TIMEOUT.total_seconds())}s (is a worker polling task queue {self.task_queue}?)"
+
+
+class UnansweredWorkload(WorkloadReport):
+    """A workload whose workflow does not answer, as far as it can be shown without it: its
+    metadata and spec from its run's input, no status (only its workflow can tell it), and
+    `workflow`, what Temporal knows of the trouble."""
+
+    workflow: WorkflowTrouble
+
+
+class WorkloadNotAnswering(NotAnswering):
+    """A write to a workload whose workflow task fails: nothing was sent. A signal would wait unread
+    in its history and an update would hang, while the user was told it was done."""
+
+    def __init__(self, key: str, trouble: WorkflowTrouble) -> None:
+        super().__init__(
+            f'workloads "{key}" does not answer: {trouble.summary()}; nothing was sent; '
+            f"once a worker without the fault runs, `admitflow reset workload {key}`; to give its quota to others now, "
+            f"`admitflow release workload {key}`"
+        )
+        self.trouble = trouble
+
+
 def kind_of(name: str) -> str:
     lowered = name.lower()
     for kind, names in KIND_NAMES.items():
@@ -127,6 +220,7 @@ def kind_of(name: str) -> str:
 class AdmitflowClient:
     client: Client
     task_queue: str = ids.DEFAULT_TASK_QUEUE
+    query_timeout: timedelta = QUERY_TIMEOUT
 
     # --- apply ----------------------------------------------------------------------------------
 
@@ -234,6 +328,8 @@ class AdmitflowClient:
     async def delete(self, kind: str, key: str) -> Outcome:
         if kind == "Workload":
             report = await self.workload(key)
+            if isinstance(report, UnansweredWorkload) and report.workflow.status == TASK_FAILING:
+                raise WorkloadNotAnswering(key, report.workflow)
             if _finished(report):
                 raise AdmitflowError(
                     f'workloads "{key}" is finished: it holds nothing, its history stays in Temporal, '
@@ -258,23 +354,24 @@ class AdmitflowClient:
     async def catalog_objects(self, kind: str, key: str | None = None) -> list[Any]:
         try:
             found = await self.client.get_workflow_handle(ids.CATALOG_ID).query(
-                contract.CATALOG_GET, ObjectQuery(kind=kind, key=key), result_type=ObjectList
+                contract.CATALOG_GET, ObjectQuery(kind=kind, key=key), result_type=ObjectList, rpc_timeout=self.query_timeout
             )
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return []
-            raise
+            raise _unanswered_query(err, f"the catalog ({ids.CATALOG_ID})") from None
         return list(found.items)
 
     async def cluster_queue_report(self, name: str, query: StatusQuery | None = None) -> ClusterQueueReport | None:
         try:
             return await self.client.get_workflow_handle(ids.cluster_queue_id(name)).query(
-                contract.CLUSTER_QUEUE_STATUS, query or StatusQuery(limit=0), result_type=ClusterQueueReport
+                contract.CLUSTER_QUEUE_STATUS, query or StatusQuery(limit=0), result_type=ClusterQueueReport,
+                rpc_timeout=self.query_timeout,
             )
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return None
-            raise
+            raise _unanswered_query(err, f'clusterqueues "{name}"') from None
 
     async def pending_workloads(self, cluster_queue: str, limit: int = 1000, offset: int = 0) -> list[PendingWorkload]:
         """The pending workloads of a ClusterQueue in order, as Kueue's visibility API lists them."""
@@ -318,13 +415,29 @@ class AdmitflowClient:
         return out
 
     async def workload(self, key: str, missing_ok: bool = False) -> WorkloadReport | None:
+        """The workload as its workflow tells it (query `workload`), or its final report once it has
+        finished. A workflow that does not answer (its task fails, or no worker serves it) is not
+        waited for beyond QUERY_TIMEOUT: it comes back as an `UnansweredWorkload`."""
         handle = self.client.get_workflow_handle(ids.workload_id(key), result_type=WorkloadReport)
         try:
-            desc = await handle.describe()
+            desc = await handle.describe(rpc_timeout=RPC_TIMEOUT)
             if desc.status == WorkflowExecutionStatus.RUNNING:
-                return await handle.query(contract.WORKLOAD_QUERY, result_type=WorkloadReport)
+                if _task_failing(desc):
+                    return await self._unanswered(handle, desc)
+                try:
+                    return await self._query_workload(handle)
+                except (WorkflowQueryFailedError, WorkflowQueryRejectedError) as err:
+                    raise NotAnswering(f'workloads "{key}": its workflow refused the query: {_first_line(str(err))}') from None
+                except RPCError as err:
+                    if err.status == RPCStatusCode.NOT_FOUND:
+                        raise
+                    # Timed out, or refused because its task has failed since the description.
+                    desc = await handle.describe(rpc_timeout=RPC_TIMEOUT)
+                    if desc.status == WorkflowExecutionStatus.RUNNING:
+                        return await self._unanswered(handle, desc, timed_out=not _task_failing(desc))
+                    return await self.workload(key, missing_ok)
             if desc.status == WorkflowExecutionStatus.COMPLETED:
-                report = await handle.result()
+                report = await handle.result(rpc_timeout=RPC_TIMEOUT)
                 if not report.deleted:
                     return report
         except RPCError as err:
@@ -333,6 +446,98 @@ class AdmitflowClient:
         if missing_ok:
             return None
         raise AdmitflowError(f'workloads "{key}" not found')
+
+    async def _query_workload(self, handle: WorkflowHandle) -> WorkloadReport:
+        """The `workload` query, asked again (up to STALE_RETRIES times, a second apart) when the
+        engine's worker refused it as stale: the run then replays with its next workflow task."""
+        for attempt in range(STALE_RETRIES + 1):
+            try:
+                return await handle.query(contract.WORKLOAD_QUERY, result_type=WorkloadReport, rpc_timeout=self.query_timeout)
+            except WorkflowQueryFailedError as err:
+                if str(err) != contract.STALE_QUERY_REFUSED or attempt == STALE_RETRIES:
+                    raise
+            await asyncio.sleep(1)
+        raise AssertionError("unreachable")
+
+    async def trouble(self, key: str) -> WorkflowTrouble | None:
+        """Why the workload's running workflow cannot take a message now (its workflow task fails),
+        or None when it can. Raises when no workflow of that workload runs."""
+        handle = self.client.get_workflow_handle(ids.workload_id(key))
+        try:
+            desc = await handle.describe(rpc_timeout=RPC_TIMEOUT)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            desc = None
+        if desc is None or desc.status != WorkflowExecutionStatus.RUNNING:
+            raise AdmitflowError(f'workloads "{key}" not found or already finished')
+        return await self._trouble(handle, desc) if _task_failing(desc) else None
+
+    async def _unanswered(self, handle: WorkflowHandle, desc: WorkflowExecutionDescription, timed_out: bool = False) -> UnansweredWorkload:
+        trouble = await self._trouble(handle, desc, timed_out)
+        workload = await self._run_input(handle)
+        if workload is None:
+            key = ids.workload_key(desc.id) or desc.id
+            raise NotAnswering(f'workloads "{key}" does not answer ({trouble.summary()}) and its input cannot be read')
+        return UnansweredWorkload(metadata=workload.metadata, spec=workload.spec, workflow=trouble)
+
+    async def _trouble(self, handle: WorkflowHandle, desc: WorkflowExecutionDescription, timed_out: bool = False) -> WorkflowTrouble:
+        """What Temporal knows of a workflow that does not answer, read from the end of its history:
+        its last workflow task failure, when the failures began, and the last task that completed."""
+        attributes = desc.typed_search_attributes
+        trouble = WorkflowTrouble(
+            status=NOT_ANSWERING if timed_out else TASK_FAILING,
+            workflow_id=desc.id,
+            run_id=desc.run_id,
+            task_attempt=desc.raw_description.pending_workflow_task.attempt,
+            phase=attributes.get(sa.PHASE) or "",
+            cluster_queue=attributes.get(sa.CLUSTER_QUEUE) or "",
+            local_queue=attributes.get(sa.LOCAL_QUEUE) or "",
+            task_queue=desc.task_queue,
+        )
+        request = GetWorkflowExecutionHistoryReverseRequest(
+            namespace=self.client.namespace,
+            execution=WorkflowExecution(workflow_id=desc.id, run_id=desc.run_id),
+            maximum_page_size=100,
+        )
+        while True:
+            page = await self.client.workflow_service.get_workflow_execution_history_reverse(request, timeout=RPC_TIMEOUT)
+            for event in page.history.events:
+                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+                    return trouble.model_copy(update={"last_good_task": event.event_id})
+                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                    attrs = event.workflow_task_failed_event_attributes
+                    if not trouble.last_failure:
+                        failure = attrs.failure
+                        kind = failure.application_failure_info.type if failure.HasField("application_failure_info") else ""
+                        message = _first_line(failure.message)
+                        trouble.last_failure = f"{kind}: {message}" if kind and not message.startswith(kind) else message
+                        trouble.cause = _cause_name(attrs.cause)
+                    trouble.failing_since = event.event_time.ToDatetime(tzinfo=UTC)
+                elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+                    if not trouble.last_failure:
+                        trouble.last_failure = "its workflow task timed out: no worker completed it in time"
+                    trouble.failing_since = event.event_time.ToDatetime(tzinfo=UTC)
+            if not page.next_page_token:
+                return trouble  # not one task completed in this run
+            request.next_page_token = page.next_page_token
+
+    async def _run_input(self, handle: WorkflowHandle) -> Workload | None:
+        """The Workload its current run started with (the first event of its history); a first run
+        stamps its creation when it starts, which is when that event was written."""
+        async for event in handle.fetch_history_events(page_size=1, rpc_timeout=RPC_TIMEOUT):
+            attrs = event.workflow_execution_started_event_attributes
+            try:
+                (started,) = await self.client.data_converter.decode(attrs.input.payloads, [WorkloadInput])
+            except PayloadDecodeError:
+                raise
+            except (ValueError, ValidationError):
+                return None
+            workload = started.state.workload if started.state is not None else started.workload
+            if workload.metadata.creation_timestamp is None:
+                workload.metadata.creation_timestamp = event.event_time.ToDatetime(tzinfo=UTC).replace(microsecond=0)
+            return workload
+        return None
 
     async def controller_calls(self, report: WorkloadReport, now: datetime | None = None) -> list[ControllerCall]:
         """For each Pending check of a workload that holds quota (the built-in ProvisioningRequest
@@ -467,7 +672,13 @@ class AdmitflowClient:
             key = ids.workload_key(wf.id)
             if key and wf.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED):
                 keys.add(key)
-        reports = await asyncio.gather(*(self.workload(k, missing_ok=True) for k in sorted(keys)))
+        limit = asyncio.Semaphore(CONCURRENT_READS)
+
+        async def one(key: str) -> WorkloadReport | None:
+            async with limit:
+                return await self.workload(key, missing_ok=True)
+
+        reports = await asyncio.gather(*(one(k) for k in sorted(keys)))
         return [r for r in reports if r is not None]
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -486,13 +697,20 @@ class AdmitflowClient:
 
     async def verdict(self, key: str, verdict: Verdict) -> WorkloadStatus:
         """Apply a check verdict through the workload's update; a refusal is one line."""
+        trouble = await self.trouble(key)
+        if trouble is not None:
+            raise WorkloadNotAnswering(key, trouble)
         handle = self.client.get_workflow_handle(ids.workload_id(key))
         try:
             return await handle.execute_update(
-                contract.APPLY_ADMISSION_CHECK_STATE, verdict, result_type=WorkloadStatus
+                contract.APPLY_ADMISSION_CHECK_STATE, verdict, result_type=WorkloadStatus, rpc_timeout=self.query_timeout
             )
         except WorkflowUpdateFailedError as err:
             raise AdmitflowError(_cause(err)) from None
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            trouble = await self.trouble(key)
+            why = trouble.summary() if trouble else f"it did not answer within {int(self.query_timeout.total_seconds())}s"
+            raise NotAnswering(f'workloads "{key}": the verdict may not have been applied: {why}') from None
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 raise AdmitflowError(f'workloads "{key}" not found or already finished') from None
@@ -503,6 +721,94 @@ class AdmitflowClient:
 
     async def deactivate(self, key: str) -> None:
         await self._signal_workload(key, contract.DEACTIVATE, None)
+
+    # --- a wedged workload: the ways out ---------------------------------------------------------
+
+    async def reset(self, key: str, reason: str = "") -> tuple[WorkflowTrouble, str, WorkflowTrouble | None]:
+        """Reset a workload whose workflow task fails to its last completed workflow task, with
+        Temporal's reset: a new run replays its history up to that task and gets again every signal
+        it received after it (its ClusterQueue's notices, verdicts, finish ...). Useful once the
+        worker no longer has the fault. Returns the trouble it had, the new run's ID, and the
+        trouble of the new run if it fails again (None when it answers)."""
+        trouble = await self.trouble(key)
+        if trouble is None:
+            raise AdmitflowError(f'workloads "{key}" answers: its workflow tasks complete, so there is nothing to reset')
+        if trouble.last_good_task is None:
+            raise AdmitflowError(
+                f'workloads "{key}": no workflow task of its run ever completed, so there is no good task to reset to; '
+                f"once a worker without the fault runs, its task is retried by itself"
+            )
+        note = f"admitflow reset workload {key}: {trouble.summary()}" + (f"; {reason}" if reason else "")
+        response = await self.client.workflow_service.reset_workflow_execution(
+            ResetWorkflowExecutionRequest(
+                namespace=self.client.namespace,
+                workflow_execution=WorkflowExecution(workflow_id=trouble.workflow_id, run_id=trouble.run_id),
+                reason=note[:1000],
+                workflow_task_finish_event_id=trouble.last_good_task,
+                request_id=str(uuid.uuid4()),
+                identity=self.client.identity,
+            ),
+            retry=True,
+            timeout=RPC_TIMEOUT,
+        )
+        # Does the new run answer? A query waits for its first workflow task.
+        handle = self.client.get_workflow_handle(trouble.workflow_id, run_id=response.run_id)
+        try:
+            await handle.query(contract.WORKLOAD_QUERY, result_type=WorkloadReport, rpc_timeout=self.query_timeout)
+            again = None
+        except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
+            desc = await handle.describe(rpc_timeout=RPC_TIMEOUT)
+            again = await self._trouble(handle, desc, timed_out=not _task_failing(desc))
+        return trouble, response.run_id, again
+
+    async def release(self, key: str, force: bool = False, cluster_queue: str | None = None) -> tuple[str, ForceReleaseOutcome]:
+        """Give back, in its ClusterQueue, what a workload holds there (its quota or its place)
+        without its workflow: for a workload whose workflow task fails, or whose workflow no longer
+        runs. A workload that answers gives its quota back itself (finish, deactivate, delete), so it
+        is refused unless `force`. The ClusterQueue records it as an event and tells the workload as
+        if evicted. Safe to repeat. Returns the ClusterQueue and what was given back."""
+        handle = self.client.get_workflow_handle(ids.workload_id(key))
+        try:
+            desc = await handle.describe(rpc_timeout=RPC_TIMEOUT)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            desc = None
+        if desc is not None and desc.status == WorkflowExecutionStatus.RUNNING:
+            if _task_failing(desc):
+                why = (await self._trouble(handle, desc)).summary()
+            elif force:
+                why = "forced while its workflow answers"
+            else:
+                raise AdmitflowError(
+                    f'workloads "{key}" answers: it gives its quota back itself (admitflow finish, deactivate or delete); '
+                    "add --force to release it anyway (it is evicted and queues again)"
+                )
+        else:
+            why = "its workflow does not run" if desc is None else f"its workflow is {desc.status.name.lower()}"
+        cq = cluster_queue or (desc.typed_search_attributes.get(sa.CLUSTER_QUEUE) if desc is not None else None)
+        if not cq and desc is not None:
+            # Not resolved yet when it was submitted: where its LocalQueue leads now.
+            lq = desc.typed_search_attributes.get(sa.LOCAL_QUEUE)
+            cq = (await self.routes()).get(f"{ids.split_key(key)[0]}/{lq}") if lq else None
+        if not cq:
+            raise AdmitflowError(f'workloads "{key}": cannot tell which ClusterQueue holds it; give it with --clusterqueue')
+        try:
+            outcome = await self.client.get_workflow_handle(ids.cluster_queue_id(cq)).execute_update(
+                contract.FORCE_RELEASE,
+                ForceRelease(key=key, message=why[:1024]),
+                result_type=ForceReleaseOutcome,
+                rpc_timeout=self.query_timeout,
+            )
+        except WorkflowUpdateFailedError as err:
+            raise AdmitflowError(_cause(err)) from None
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            raise NotAnswering(f'clusterqueues "{cq}" did not answer within {int(self.query_timeout.total_seconds())}s') from None
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise AdmitflowError(f'clusterqueues "{cq}" not found') from None
+            raise
+        return cq, outcome
 
     async def set_admission_check_active(
         self, name: str, active: bool = True, reason: str | None = None, message: str | None = None
@@ -549,8 +855,11 @@ class AdmitflowClient:
             raise
 
     async def _signal_workload(self, key: str, signal: str, payload: Any) -> None:
+        trouble = await self.trouble(key)
+        if trouble is not None:
+            raise WorkloadNotAnswering(key, trouble)
         try:
-            await self.client.get_workflow_handle(ids.workload_id(key)).signal(signal, payload)
+            await self.client.get_workflow_handle(ids.workload_id(key)).signal(signal, payload, rpc_timeout=RPC_TIMEOUT)
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 raise AdmitflowError(f'workloads "{key}" not found or already finished') from None
@@ -568,6 +877,34 @@ def workloads_query(phase: str | None = None, cluster_queue: str | None = None, 
             quoted = value.replace("\\", "\\\\").replace("'", "\\'")
             clauses.append(f"{attribute.name} = '{quoted}'")
     return " AND ".join(clauses)
+
+
+def _unanswered_query(err: RPCError, what: str) -> Exception:
+    """A query to one of the engine's workflows that timed out or was refused because its workflow
+    task fails, as one line; any other RPC error as it is."""
+    if err.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.FAILED_PRECONDITION):
+        return NotAnswering(f"{what} does not answer: {_first_line(err.message)}")
+    return err
+
+
+def _task_failing(desc: WorkflowExecutionDescription) -> bool:
+    """Its workflow task failed (or timed out) and is being retried: it answers no query and handles
+    no message until a task completes."""
+    return desc.raw_description.pending_workflow_task.attempt > 1
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _cause_name(cause: int) -> str:
+    """WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR -> NonDeterministicError."""
+    try:
+        name = WorkflowTaskFailedCause.Name(cause).removeprefix("WORKFLOW_TASK_FAILED_CAUSE_")
+    except ValueError:
+        return str(cause)
+    return "".join(w.capitalize() for w in name.split("_")) if cause else ""
 
 
 def _lq_key(workload: Workload) -> str:

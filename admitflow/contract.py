@@ -56,6 +56,7 @@ RELEASE = "release"  # signal: a workload gives its quota or its place back
 ADMITTED = "admitted"  # signal: a workload holding quota was admitted
 CLUSTER_QUEUE_GATE_ANSWER = "pods_ready_gate"  # signal: the blockAdmission gate's answer {granted}
 CLUSTER_QUEUE_STATUS = "status"  # query
+FORCE_RELEASE = "force_release"  # update: an operator gives back a wedged workload's quota or place
 
 # --- PodsReadyGateWorkflow (admitflow/pods-ready-gate) --------------------------------------------
 GATE_REQUEST = "request"  # signal: a ClusterQueue asks for the grant
@@ -96,5 +97,11 @@ CREATE_PROVISIONING_REQUEST = "create_provisioning_request"  # through the confi
 DELETE_PROVISIONING_REQUEST = "delete_provisioning_request"
 WATCH_PROVISIONING_REQUEST = "watch_provisioning_request"
 PROVISIONING_PODS_SCHEDULED = "provisioning_pods_scheduled"
+
+# --- a query failure the engine's worker gives, which a client answers by asking again ------------
+STALE_QUERY_REFUSED = (
+    "admitflow refused an activation with a stale clock (a query reached this worker before the "
+    "workflow task that follows a worker's death); the run is evicted and replays with that task; ask again"
+)
 
 __all__ = [name for name in dir() if name.isupper()] + ["cluster_queue_id", "workload_id", "CATALOG_ID", "PODS_READY_GATE_ID"]

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field
 
 from admitflow.admission.catalog import CatalogObject, CatalogState, ObjectRef, Outcome
-from admitflow.admission.cluster_queue import ClusterQueueState, QueueEntry
+from admitflow.admission.cluster_queue import ClusterQueueState, QueueEntry, QueueEvent
 from admitflow.admission.pod_set_updates import PodSetInfo
 from admitflow.admission.pods_ready import GateState
 from admitflow.admission.workload import WorkloadState
@@ -127,6 +127,15 @@ class Admitted(ReleaseRequest):
     """A workload passed its admission checks: its reservation counts as admitted."""
 
 
+class ForceRelease(WireModel):
+    """An operator gives back what a workload holds in the ClusterQueue (its quota or its place)
+    without its workflow, whose task fails (`admitflow release workload`); answered with
+    `admission.cluster_queue.ForceReleaseOutcome`."""
+
+    key: str = Field(min_length=3, max_length=255, pattern=r"^[^/]+/[^/]+$", description="The workload, namespace/name.")
+    message: str = Field(default="", max_length=1024, description="Why, kept in the ClusterQueue's event.")
+
+
 class PendingWorkload(WireModel):
     """One row of the pending-workloads view, shaped like Kueue's visibility API."""
 
@@ -164,6 +173,7 @@ class ClusterQueueReport(WireModel):
     pending: list[PendingWorkload] = Field(default_factory=list)
     reserving: list[ReservingWorkload] = Field(default_factory=list)
     local_queues: dict[str, LocalQueueStatus] = Field(default_factory=dict)
+    events: list[QueueEvent] = Field(default_factory=list, description="The ClusterQueue's last events, oldest first.")
 
 
 # --- workload ----------------------------------------------------------------------------------

@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from admitflow.admission import workload as wl
+from admitflow.admission.workload import WorkloadReport
+
 if TYPE_CHECKING:
     from admitflow.client import ControllerCall
 
@@ -47,6 +50,27 @@ def _pairs(mapping: dict[str, Any] | None) -> str:
 
 def _count(obj: dict[str, Any], field: str) -> str:
     return str((obj.get("status") or {}).get(field, 0))
+
+
+def _workload_row(o: dict[str, Any]) -> list[str]:
+    trouble = o.get("workflow")
+    if trouble:
+        # Its status cannot be asked for; its search attributes hold the phase it last wrote.
+        phase = trouble.get("phase") or ""
+        reserved = trouble.get("clusterQueue", "") if phase in ("QuotaReserved", "Admitted") else ""
+        admitted, finished = ("True" if phase == "Admitted" else "", "True" if phase == "Finished" else "")
+    else:
+        reserved = ((o.get("status") or {}).get("admission") or {}).get("clusterQueue", "") if _status_of(o, "QuotaReserved") == "True" else ""
+        admitted, finished = _status_of(o, "Admitted"), _status_of(o, "Finished")
+    return [
+        _meta(o, "namespace"),
+        _meta(o, "name"),
+        (o.get("spec") or {}).get("queueName") or "",
+        reserved,
+        admitted,
+        finished,
+        age(_meta(o, "creationTimestamp")),
+    ]
 
 
 COLUMNS: dict[str, tuple[list[str], Row]] = {
@@ -115,21 +139,43 @@ COLUMNS: dict[str, tuple[list[str], Row]] = {
             age(_meta(o, "creationTimestamp")),
         ],
     ),
-    "Workload": (
-        ["NAMESPACE", "NAME", "QUEUE", "RESERVED IN", "ADMITTED", "FINISHED", "AGE"],
-        lambda o: [
-            _meta(o, "namespace"),
-            _meta(o, "name"),
-            (o.get("spec") or {}).get("queueName") or "",
-            ((o.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
-            if _status_of(o, "QuotaReserved") == "True"
-            else "",
-            _status_of(o, "Admitted"),
-            _status_of(o, "Finished"),
-            age(_meta(o, "creationTimestamp")),
-        ],
-    ),
+    "Workload": (["NAMESPACE", "NAME", "QUEUE", "RESERVED IN", "ADMITTED", "FINISHED", "AGE"], _workload_row),
 }
+
+# The column `get workloads` adds when a workload's workflow does not answer: its phase, or why it
+# cannot be asked (TaskFailing, NotAnswering).
+STATUS = "STATUS"
+
+
+def workload_status(o: dict[str, Any]) -> str:
+    """A workload's STATUS: why its workflow cannot be asked, else its phase."""
+    trouble = o.get("workflow")
+    if trouble:
+        return trouble.get("status") or ""
+    report = WorkloadReport.model_validate_json(json.dumps(o))
+    return wl.phase(wl.WorkloadState(workload=report))
+
+
+def columns(kind: str, objects: Sequence[dict[str, Any]]) -> tuple[list[str], Row]:
+    """The table's headers and row: COLUMNS, and for workloads a STATUS column when one of them
+    does not answer (the others show their phase there)."""
+    headers, row = COLUMNS[kind]
+    if kind == "Workload" and any(o.get("workflow") for o in objects):
+        return [*headers, STATUS], lambda o: [*row(o), workload_status(o)]
+    return headers, row
+
+
+def warnings(kind: str, objects: Sequence[dict[str, Any]]) -> list[str]:
+    """kubectl-style warnings (for stderr) about workloads whose workflow does not answer."""
+    if kind != "Workload":
+        return []
+    out = []
+    for o in objects:
+        trouble = o.get("workflow")
+        if trouble:
+            key = f"{_meta(o, 'namespace')}/{_meta(o, 'name')}"
+            out.append(f"Warning: workload {key} does not answer: {trouble.get('message', '')}; see admitflow describe workload {key}")
+    return out
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -145,10 +191,10 @@ def table_row(row: Sequence[str], widths: Sequence[int]) -> str:
     return "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
 
 
-def watch_rows(kind: str, objects: list[dict[str, Any]], shown: dict[str, list[str]]) -> list[list[str]]:
+def watch_rows(kind: str, objects: list[dict[str, Any]], shown: dict[str, list[str]], row: Row | None = None) -> list[list[str]]:
     """`get -w`: the rows of objects that are new or changed since `shown` (updated in place), as
     kubectl prints them, one line per change."""
-    _, row = COLUMNS[kind]
+    row = row or COLUMNS[kind][1]
     changed = []
     for obj in objects:
         meta = obj.get("metadata", {})
@@ -164,7 +210,7 @@ def render(kind: str, objects: list[dict[str, Any]], output: str, single: bool) 
     if output == "table":
         if not objects:
             return "No resources found."
-        headers, row = COLUMNS[kind]
+        headers, row = columns(kind, objects)
         return table(headers, [row(o) for o in objects])
     doc: Any = objects[0] if single else {"apiVersion": "v1", "kind": "List", "items": objects}
     if output == "json":
@@ -206,8 +252,9 @@ def _describe_value(value: Any, indent: int, lines: list[str]) -> None:
                 lines.append(f"{pad}- {item}")
 
 
-def describe(obj: dict[str, Any], events: Sequence[dict[str, Any]] = (), extra: Sequence[str] = ()) -> str:
-    """`extra` lines (already laid out) go after the status, before the events."""
+def describe(obj: dict[str, Any], events: Sequence[dict[str, Any]] | None = (), extra: Sequence[str] = ()) -> str:
+    """`extra` lines (already laid out) go after the status, before the events (None: they cannot
+    be told, the workload's workflow does not answer)."""
     meta = obj.get("metadata") or {}
     lines = [f"Name:         {meta.get('name', '')}"]
     if meta.get("namespace"):
@@ -223,9 +270,11 @@ def describe(obj: dict[str, Any], events: Sequence[dict[str, Any]] = (), extra: 
             lines.append(f"{_title(section)}:")
             _describe_value(obj[section], 1, lines)
     lines.extend(extra)
-    if obj.get("kind") == "Workload":
+    if obj.get("kind") in ("Workload", "ClusterQueue"):
         lines.append("Events:")
-        if not events:
+        if events is None:
+            lines.append("  <unknown: only its workflow can tell them; its history in the Temporal UI has them all>")
+        elif not events:
             lines.append("  <none>")
         else:
             rows = [[e.get("type", ""), e.get("reason", ""), age(e.get("time")), e.get("message", "")] for e in events]
@@ -277,4 +326,30 @@ def controller_lines(workload: str, calls: Sequence[ControllerCall], now: dateti
                 else f"send the verdict with admitflow verdict {workload} {c.check} Ready|Retry|Rejected"
             )
             lines.append(f"  {c.check}: nobody is serving {queue}" + (f" ({last})" if last else "") + f"; {instead}")
+    return lines
+
+
+def trouble_lines(key: str, trouble: dict[str, Any], now: datetime | None = None) -> list[str]:
+    """`describe workload` of a workload whose workflow does not answer: what Temporal knows of it
+    (the `workflow` part of its object) and the ways out (docs/operations.md, A wedged workload)."""
+    status = trouble.get("status", "")
+    lines = [f"Status:       {status}: {trouble.get('message', '')}"]
+    if trouble.get("failingSince"):
+        cause = f" (Temporal's cause: {trouble['cause']})" if trouble.get("cause") else ""
+        lines.append(f"  Failing Since:        {age(trouble['failingSince'], now)} ago{cause}")
+    if trouble.get("lastFailure"):
+        lines.append(f"  Last Failure:         {trouble['lastFailure']}")
+    if trouble.get("lastGoodTask") is not None:
+        lines.append(f"  Last Completed Task:  event {trouble['lastGoodTask']} of run {trouble.get('runId', '')}")
+    held = ", ".join(
+        f"{label} {trouble[field]}" for label, field in (("phase", "phase"), ("ClusterQueue", "clusterQueue"), ("LocalQueue", "localQueue")) if trouble.get(field)
+    )
+    if held:
+        lines.append(f"  As Last Written:      {held} (its search attributes; nothing changes while its task fails)")
+    if status == "TaskFailing":
+        lines.append("Way Out:")
+        lines.append(f"  once a worker without the fault runs:  admitflow reset workload {key}")
+        lines.append(f"  to give its quota to others now:       admitflow release workload {key}")
+    else:
+        lines.append(f"Way Out:      start a worker on task queue {trouble.get('taskQueue', '')} (admitflow worker)")
     return lines

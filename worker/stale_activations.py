@@ -41,10 +41,10 @@ from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
 
-REFUSED = (
-    "admitflow refused an activation with a stale clock (a query reached this worker before the "
-    "workflow task that follows a worker's death); the run is evicted and replays with that task; ask again"
-)
+from admitflow.contract import STALE_QUERY_REFUSED
+
+# The query's failure; admitflow's client asks again when it sees it.
+REFUSED = STALE_QUERY_REFUSED
 
 
 def stale(act: WorkflowActivation, last_replayed: float | None, max_age: float, now: float | None = None) -> bool:

@@ -6,6 +6,7 @@ runs one scheduling pass and hands the resulting notices to the outbox.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import workflow
@@ -15,7 +16,13 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission import cluster_queue as cq
     from admitflow.admission import metrics
     from admitflow.admission import scheduler
-    from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView, Notice, QueueEntry
+    from admitflow.admission.cluster_queue import (
+        ClusterQueueState,
+        ClusterQueueView,
+        ForceReleaseOutcome,
+        Notice,
+        QueueEntry,
+    )
     from admitflow.messages import (
         Admitted,
         ClusterQueueInput,
@@ -23,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         ClusterQueueReport,
         Delivery,
         DeliveryReport,
+        ForceRelease,
         GateRequest,
         GateSettled,
         GateUse,
@@ -48,12 +56,20 @@ NOTICE_SIGNALS = {
 }
 
 
+@dataclass
+class _ForceReleaseCall:
+    """An operator's force-release waiting in the inbox; the loop writes its outcome."""
+
+    request: ForceRelease
+    outcome: ForceReleaseOutcome | None = None
+
+
 @workflow.defn(name=contract.CLUSTER_QUEUE_WORKFLOW)
 class ClusterQueueWorkflow:
     @workflow.init
     def __init__(self, input: ClusterQueueInput) -> None:
         self.state = input.state or ClusterQueueState(name=input.name)
-        self.inbox: list[ClusterQueueView | QueueEntry | ReleaseRequest | Admitted | GateAnswer] = []
+        self.inbox: list[ClusterQueueView | QueueEntry | ReleaseRequest | Admitted | GateAnswer | _ForceReleaseCall] = []
         self.outbox = Outbox(input.undelivered)
         self.needs_pass = True
 
@@ -78,6 +94,22 @@ class ClusterQueueWorkflow:
     @workflow.signal(name=contract.CLUSTER_QUEUE_GATE_ANSWER)
     def pods_ready_gate(self, answer: GateAnswer) -> None:
         self.inbox.append(answer)
+
+    @workflow.update(name=contract.FORCE_RELEASE)
+    async def force_release(self, request: ForceRelease) -> ForceReleaseOutcome:
+        """An update rather than a signal: the operator learns what was given back (or that nothing
+        was held, when it is repeated). It waits in the inbox like every message, in order."""
+        call = _ForceReleaseCall(request)
+        self.inbox.append(call)
+        await workflow.wait_condition(lambda: call.outcome is not None)
+        assert call.outcome is not None
+        return call.outcome
+
+    @force_release.validator
+    def _refuse_what_is_not_a_force_release(self, request: ForceRelease) -> None:
+        # A payload that decodes to something else (null) would fail the loop's workflow task.
+        if not isinstance(request, ForceRelease):
+            raise ValueError("force_release takes {key: namespace/name, message}")
 
     @workflow.query(name=contract.CLUSTER_QUEUE_STATUS)
     def status(self, query: StatusQuery | None = None) -> ClusterQueueReport:
@@ -116,6 +148,7 @@ class ClusterQueueWorkflow:
             pending=pending,
             reserving=reserving,
             local_queues={k: cq.local_queue_status(self.state, k) for k in lqs},
+            events=list(self.state.events),
         )
 
     # --- the loop -----------------------------------------------------------------------------
@@ -180,6 +213,13 @@ class ClusterQueueWorkflow:
                 continue  # usage for the scheduler is unchanged
             elif isinstance(m, GateAnswer):
                 cq.gate_answer(self.state, m.granted)
+            elif isinstance(m, _ForceReleaseCall):
+                m.outcome, notices = cq.force_release(self.state, m.request.key, m.request.message, now)
+                if not m.outcome.released:
+                    continue  # it held nothing here: nothing changed
+                if m.outcome.gated:
+                    self._tell_gate(contract.GATE_SETTLED, GateSettled(key=m.request.key, uid=m.outcome.uid, ticket=m.outcome.ticket))
+                self._notify(notices)
             else:
                 cq.release(self.state, m.key, m.uid, m.ticket)
             self.needs_pass = True

@@ -24,6 +24,7 @@ from admitflow.admission.flavor_assignment import (
     Usage,
 )
 from admitflow.admission.pending_queue import PendingQueue, QueueEntry
+from admitflow.admission.requests import format_requests
 from admitflow.admission.selectors import Requirement, Taint, Toleration, namespace_labels, selector_matches
 from admitflow.api.admission_check import AdmissionCheckRetryStrategy
 from admitflow.api.configuration import WaitForPodsReady
@@ -43,6 +44,12 @@ ACTIVE = "Active"
 # a workload that already left is not taken for a new one. Duplicates arrive within seconds; this
 # bounds the memory carried across continue-as-new.
 RELEASED_MEMORY = 1000
+
+# Events a ClusterQueue keeps for `describe clusterqueue`; its workflow history has all of them.
+MAX_QUEUE_EVENTS = 50
+# The reason of the event, and of the eviction its workload is told of, when an operator gives back
+# what a workload holds without its workflow's cooperation.
+FORCE_RELEASED = "QuotaForceReleased"
 
 
 class AdmissionCheckInfo(WireModel):
@@ -136,6 +143,26 @@ class Notice(WireModel):
     )
 
 
+class QueueEvent(WireModel):
+    """A Kubernetes-style event on the ClusterQueue (events.k8s.io: type, reason, note)."""
+
+    type: Literal["Normal", "Warning"] = "Normal"
+    reason: str
+    message: str
+    time: datetime
+
+
+class ForceReleaseOutcome(WireModel):
+    """What a force-release gave back: `quota` (the workload's reservation), `place` (its entry in
+    the queue), or `""`: it held nothing here, so a repeated force-release changes nothing."""
+
+    released: Literal["quota", "place", ""] = ""
+    uid: str = ""
+    ticket: int = 0
+    usage: dict[str, str] = Field(default_factory=dict, description="With quota: resource -> total quantity given back.")
+    gated: bool = Field(default=False, description="The reservation held a grant of the blockAdmission gate.")
+
+
 class ClusterQueueState(WireModel):
     name: str
     view: ClusterQueueView | None = None
@@ -150,6 +177,9 @@ class ClusterQueueState(WireModel):
     )
     pods_ready_changed: bool = Field(
         default=False, description="The waitForPodsReady settings changed since workloads holding quota were told."
+    )
+    events: list[QueueEvent] = Field(
+        default_factory=list, description=f"The last {MAX_QUEUE_EVENTS} events, oldest first (`describe clusterqueue`)."
     )
     gate: Literal["none", "asked", "waiting", "granted"] = Field(
         default="none",
@@ -364,6 +394,42 @@ def forget(state: ClusterQueueState, key: str, uid: str) -> bool:
         requeue_inadmissible(state)
         return True
     return False
+
+
+def force_release(state: ClusterQueueState, key: str, message: str, now: datetime) -> tuple[ForceReleaseOutcome, list[Notice]]:
+    """An operator gives back what a workload holds here without its workflow's cooperation (its
+    workflow task fails, so it cannot send `release`): its reservation, or its place in the queue.
+    That run and ticket count as released, so nothing it sent before is taken for new; the event is
+    kept; and the workload is told, as if evicted (or sent back), so that once its workflow runs
+    again it queues afresh instead of believing it still holds the quota. Safe to repeat: a
+    workload that holds nothing here changes nothing."""
+    held = state.reservations.get(key)
+    if held is not None:
+        del state.reservations[key]
+        _remember_released(state, key, held.uid, held.ticket)
+        requeue_inadmissible(state)
+        usage = format_requests(held.totals())
+        what = ",".join(f"{r}={q}" for r, q in usage.items())
+        note = f"Quota of workload {key} ({what}) released by an operator: {message}"
+        _record(state, FORCE_RELEASED, note, now)
+        outcome = ForceReleaseOutcome(released="quota", uid=held.uid, ticket=held.ticket, usage=usage, gated=held.gated)
+        notice = Notice(key=key, uid=held.uid, ticket=held.ticket, kind="evicted", reason=FORCE_RELEASED, message=note)
+        return outcome, [notice]
+    queued = state.pending.get(key)
+    if queued is not None:
+        state.pending.remove(key)
+        _remember_released(state, key, queued.uid, queued.ticket)
+        note = f"Workload {key} taken out of the queue by an operator: {message}"
+        _record(state, FORCE_RELEASED, note, now)
+        outcome = ForceReleaseOutcome(released="place", uid=queued.uid, ticket=queued.ticket)
+        notice = Notice(key=key, uid=queued.uid, ticket=queued.ticket, kind="dequeued", reason=FORCE_RELEASED, message=note)
+        return outcome, [notice]
+    return ForceReleaseOutcome(), []
+
+
+def _record(state: ClusterQueueState, reason: str, message: str, now: datetime, type_: str = "Warning") -> None:
+    state.events.append(QueueEvent(type=type_, reason=reason, message=cond.truncate(message, cond.MAX_EVENT_MESSAGE), time=cond.second(now)))
+    del state.events[:-MAX_QUEUE_EVENTS]
 
 
 def mark_admitted(state: ClusterQueueState, key: str, uid: str, ticket: int) -> bool:
