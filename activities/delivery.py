@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Callable
 
 from temporalio import activity
 from temporalio.client import Client
@@ -16,6 +17,11 @@ from admitflow.simulation.autoscaler import WORKFLOW_SUMMARY
 
 # Signals to different workflows go out together; a workflow's own signals keep their order.
 CONCURRENCY = 16
+# A running delivery heartbeats this many times per heartbeat timeout (workflows/outbox.py sets
+# it), so that a worker that dies mid-delivery is noticed after that timeout, not the 2-minute
+# start-to-close, and another worker sends the batch again. The first beat comes after a quarter
+# of the timeout: nearly every delivery ends sooner and costs the server no heartbeat at all.
+BEATS_PER_TIMEOUT = 4
 
 
 class DeliveryActivities:
@@ -29,14 +35,21 @@ class DeliveryActivities:
             by_target[d.workflow_id].append(d)
         gate = asyncio.Semaphore(CONCURRENCY)
         missing: list[Delivery] = []
+        sent = 0
 
         async def send_all(deliveries: list[Delivery]) -> None:
+            nonlocal sent
             async with gate:
                 for d in deliveries:
                     if not await self._send(d):
                         missing.append(d)
+                    sent += 1
 
-        await asyncio.gather(*(send_all(ds) for ds in by_target.values()))
+        beating = asyncio.ensure_future(_heartbeat(len(batch.deliveries), lambda: sent))
+        try:
+            await asyncio.gather(*(send_all(ds) for ds in by_target.values()))
+        finally:
+            beating.cancel()
         return DeliveryReport(missing=missing)
 
     async def _send(self, d: Delivery) -> bool:
@@ -63,6 +76,16 @@ class DeliveryActivities:
                 return False
             raise
         return True
+
+
+async def _heartbeat(total: int, sent: Callable[[], int]) -> None:
+    """Tell the server this delivery's worker is alive, with how far it got, until cancelled."""
+    timeout = activity.info().heartbeat_timeout
+    if not timeout:  # scheduled by a workflow that set no heartbeat timeout: nobody waits for one
+        return
+    while True:
+        await asyncio.sleep(timeout.total_seconds() / BEATS_PER_TIMEOUT)
+        activity.heartbeat(f"{sent()} of {total} sent")
 
 
 def _started_with(d: Delivery) -> tuple[str, object, str] | None:

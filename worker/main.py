@@ -41,7 +41,14 @@ WORKFLOWS: Sequence[type] = (
 PROVISIONING_BACKENDS = ("simulated", "kubernetes")
 
 # The SDK's default: how long the server waits for this worker to take a task (or answer a query)
-# for a run it has cached before it gives the task to any worker.
+# for a run it has cached before it gives the task to any worker. Kept on purpose (issue 19): a
+# worker killed without a goodbye holds its runs' tasks that long, which sets the floor of recovery
+# (about 10 s, bench/recovery.py); but a live worker on a loaded 2-core machine takes its sticky
+# tasks up to 8.1 s late (bench/kueue_baseline.py), and a task that times out here goes to the
+# normal queue, behind everything else, and replays from scratch. docs/operations.md, "When a
+# worker dies". The stale-activation guard relies on it too: a query's fallback comes at least this
+# long after the task it replays up to, and no real task's first activation is older than its own
+# 10 s start-to-close timeout (worker/stale_activations.py).
 STICKY_TIMEOUT = timedelta(seconds=10)
 
 # Our domain modules are pure and deterministic; importing them once, outside the sandbox, saves a
@@ -98,6 +105,7 @@ def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBack
     autoscaler = AutoscalerActivities(client)
     provreq = ProvisioningActivities(provisioning or provisioning_backend("simulated", client))
     polling = Client(**{**client.config(), "data_converter": for_workers(client.data_converter)})
+    options.setdefault("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)
     return Worker(
         polling,
         task_queue=task_queue,

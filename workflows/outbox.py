@@ -21,6 +21,13 @@ with workflow.unsafe.imports_passed_through():
 MAX_BATCH = 200
 
 _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+# A delivery heartbeats (activities/delivery.py): a worker killed in the middle of one costs this
+# long, and the retry's first second, before another worker sends the batch again (it was the
+# 2-minute start-to-close, which now only bounds a delivery whose worker lives but hangs). Not
+# shorter: for 10 s after a kill the server still routes the receivers' workflow tasks to the dead
+# worker's sticky queue, where they wait 10 s more (worker/main.py), so a batch sent again sooner
+# arrives later; docs/operations.md ("When a worker dies") has the measurements.
+HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 
 
 def continue_as_new_suggested() -> bool:
@@ -65,6 +72,7 @@ class Outbox:
                     DeliveryBatch(deliveries=batch),
                     result_type=DeliveryReport,
                     start_to_close_timeout=timedelta(minutes=2),
+                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
                     retry_policy=_RETRY,
                     summary=_summary(batch),
                 )

@@ -1,0 +1,65 @@
+"""The delivery activity (activities/delivery.py) heartbeats while it runs, so that a worker that
+dies in the middle of one is noticed within the heartbeat timeout instead of the 2-minute
+start-to-close (issue 19); a delivery scheduled without a heartbeat timeout sends none."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from datetime import timedelta
+
+from temporalio.testing import ActivityEnvironment
+
+from activities.delivery import DeliveryActivities
+from admitflow.messages import Delivery, DeliveryBatch
+
+
+class SlowClient:
+    """Accepts every signal after `delay` seconds."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.signalled: list[str] = []
+
+    def get_workflow_handle(self, workflow_id: str) -> SlowClient._Handle:
+        return SlowClient._Handle(self, workflow_id)
+
+    @dataclasses.dataclass
+    class _Handle:
+        client: SlowClient
+        workflow_id: str
+
+        async def signal(self, signal: str, payload: object) -> None:
+            await asyncio.sleep(self.client.delay)
+            self.client.signalled.append(self.workflow_id)
+
+
+def batch(n: int) -> DeliveryBatch:
+    # One target, so that the signals go out one after another.
+    return DeliveryBatch(deliveries=[Delivery(workflow_id="workload/default/w", signal="quota_reserved") for _ in range(n)])
+
+
+async def run(heartbeat_timeout: timedelta | None, client: SlowClient, n: int) -> list[tuple]:
+    beats: list[tuple] = []
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, heartbeat_timeout=heartbeat_timeout)
+    env.on_heartbeat = lambda *details: beats.append(details)
+    report = await env.run(DeliveryActivities(client).deliver_signals, batch(n))  # type: ignore[arg-type]
+    assert report.missing == [] and len(client.signalled) == n
+    return beats
+
+
+async def test_a_delivery_longer_than_a_quarter_of_its_heartbeat_timeout_heartbeats_its_progress() -> None:
+    beats = await run(timedelta(seconds=0.4), SlowClient(0.05), 12)  # 0.6 s; a beat every 0.1 s
+    assert len(beats) >= 3
+    sent = [int(details[0].split(" of ")[0]) for details in beats]
+    assert sent == sorted(sent) and sent[-1] < 12
+    assert all(details[0].endswith(" of 12 sent") for details in beats)
+
+
+async def test_a_short_delivery_costs_no_heartbeat() -> None:
+    assert await run(timedelta(seconds=10), SlowClient(0.0), 5) == []
+
+
+async def test_a_delivery_scheduled_without_a_heartbeat_timeout_sends_none() -> None:
+    assert await run(None, SlowClient(0.05), 6) == []
