@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.simulation.autoscaler import AutoscalerError, AutoscalerState, Push
     from admitflow.wire import first_error
 
+    from workflows import arguments
     from workflows.outbox import Outbox, continue_as_new_suggested
 
 # A due moment is never waited for in less than this: the pass after a timer handles everything
@@ -45,11 +46,13 @@ with workflow.unsafe.imports_passed_through():
 _MIN_WAIT = timedelta(seconds=1)
 
 
-def _condition(payload: Any) -> ProvisioningRequestCondition:
+def _condition(payload: tuple[Any, ...]) -> ProvisioningRequestCondition:
     """The update's payload, taken raw so that a malformed one is refused in one line naming the
     field rather than failing to decode."""
     try:
-        return ProvisioningRequestCondition.model_validate(payload)
+        return ProvisioningRequestCondition.model_validate(arguments.argument(payload))
+    except arguments.Refused as err:
+        raise AutoscalerError(f"invalid condition: {err}") from err.__cause__
     except ValidationError as err:
         raise AutoscalerError(f"invalid condition: {first_error(err, 'condition')}") from None
 
@@ -76,21 +79,55 @@ class SimulatedAutoscalerWorkflow:
     # beyond the server's limit of 10 in flight, and lost speculative workflow tasks left its cached
     # run diverging from its history (a timer cancelled that the server never started). The updates
     # stay for `admitflow provreq set-condition` and for histories recorded before.
+    #
+    # Every handler takes `*payload` and parses it (workflows/arguments.py): a signal that is not
+    # what it takes is dropped with a logged one-line reason, an update rejected by its validator, a
+    # query failed, instead of failing the workflow task.
 
     @workflow.signal(name=contract.AUTOSCALER_CREATE_REQUEST)
-    def create_request(self, request: CreateProvisioningRequest) -> None:
-        self.create_provisioning_request(request)
+    def create_request(self, *payload: Any) -> None:
+        request = arguments.signal(contract.AUTOSCALER_CREATE_REQUEST, payload, CreateProvisioningRequest)
+        if request is not None:
+            self._create(request)
 
     @workflow.signal(name=contract.AUTOSCALER_DELETE_REQUEST)
-    def delete_request(self, ref: ProvisioningRequestRef) -> None:
-        self.delete_provisioning_request(ref)
+    def delete_request(self, *payload: Any) -> None:
+        ref = arguments.signal(contract.AUTOSCALER_DELETE_REQUEST, payload, ProvisioningRequestRef)
+        if ref is not None:
+            self._delete(ref)
 
     @workflow.signal(name=contract.AUTOSCALER_PODS_SCHEDULED)
-    def pods_scheduled(self, ref: ProvisioningRequestRef) -> None:
-        self.provisioning_pods_scheduled(ref)
+    def pods_scheduled(self, *payload: Any) -> None:
+        ref = arguments.signal(contract.AUTOSCALER_PODS_SCHEDULED, payload, ProvisioningRequestRef)
+        if ref is not None:
+            self._pods_scheduled(ref)
 
     @workflow.update(name=contract.AUTOSCALER_CREATE_PROVISIONING_REQUEST)
-    def create_provisioning_request(self, request: CreateProvisioningRequest) -> ProvisioningRequest:
+    def create_provisioning_request(self, *payload: Any) -> ProvisioningRequest:
+        return self._create(arguments.update(contract.AUTOSCALER_CREATE_PROVISIONING_REQUEST, payload, CreateProvisioningRequest))
+
+    @create_provisioning_request.validator
+    def _validate_create(self, *payload: Any) -> None:
+        arguments.update(contract.AUTOSCALER_CREATE_PROVISIONING_REQUEST, payload, CreateProvisioningRequest)
+
+    @workflow.update(name=contract.AUTOSCALER_DELETE_PROVISIONING_REQUEST)
+    def delete_provisioning_request(self, *payload: Any) -> bool:
+        return self._delete(arguments.update(contract.AUTOSCALER_DELETE_PROVISIONING_REQUEST, payload, ProvisioningRequestRef))
+
+    @delete_provisioning_request.validator
+    def _validate_delete(self, *payload: Any) -> None:
+        arguments.update(contract.AUTOSCALER_DELETE_PROVISIONING_REQUEST, payload, ProvisioningRequestRef)
+
+    @workflow.update(name=contract.AUTOSCALER_PROVISIONING_PODS_SCHEDULED)
+    def provisioning_pods_scheduled(self, *payload: Any) -> bool:
+        """True when it consumed a live booking."""
+        return self._pods_scheduled(arguments.update(contract.AUTOSCALER_PROVISIONING_PODS_SCHEDULED, payload, ProvisioningRequestRef))
+
+    @provisioning_pods_scheduled.validator
+    def _validate_pods_scheduled(self, *payload: Any) -> None:
+        arguments.update(contract.AUTOSCALER_PROVISIONING_PODS_SCHEDULED, payload, ProvisioningRequestRef)
+
+    def _create(self, request: CreateProvisioningRequest) -> ProvisioningRequest:
         stored, pushes = sim.create(
             self.state, request.request, request.pod_templates, request.watcher, workflow.now(),
             lambda: str(workflow.uuid4()),
@@ -99,21 +136,18 @@ class SimulatedAutoscalerWorkflow:
         self.needs_pass = True
         return stored
 
-    @workflow.update(name=contract.AUTOSCALER_DELETE_PROVISIONING_REQUEST)
-    def delete_provisioning_request(self, ref: ProvisioningRequestRef) -> bool:
+    def _delete(self, ref: ProvisioningRequestRef) -> bool:
         deleted = sim.delete(self.state, ref.namespace, ref.name, workflow.now())
         self.needs_pass = self.needs_pass or deleted
         return deleted
 
-    @workflow.update(name=contract.AUTOSCALER_PROVISIONING_PODS_SCHEDULED)
-    def provisioning_pods_scheduled(self, ref: ProvisioningRequestRef) -> bool:
-        """True when it consumed a live booking."""
+    def _pods_scheduled(self, ref: ProvisioningRequestRef) -> bool:
         pushes = sim.pods_scheduled(self.state, ref.namespace, ref.name, workflow.now())
         self._push(pushes)
         return bool(pushes)
 
     @workflow.update(name=contract.SET_PROVISIONING_REQUEST_CONDITION)
-    def set_provisioning_request_condition(self, payload: Any) -> ProvisioningRequest:
+    def set_provisioning_request_condition(self, *payload: Any) -> ProvisioningRequest:
         request = _condition(payload)
         try:
             stored, pushes = sim.set_condition(
@@ -127,31 +161,36 @@ class SimulatedAutoscalerWorkflow:
         return stored
 
     @set_provisioning_request_condition.validator
-    def _validate_set_condition(self, payload: Any) -> None:
+    def _validate_set_condition(self, *payload: Any) -> None:
         try:
             request = _condition(payload)
             sim.validate_set_condition(
                 self.state, request.namespace, request.name, request.type, request.status, request.reason, request.message
             )
         except AutoscalerError as err:
-            raise _refuse(err) from None
+            raise _refuse(err) from err.__cause__  # an undecodable payload's reason, as the SDK gave it
 
     @workflow.signal(name=contract.SET_NODE_GROUPS)
-    def set_node_groups(self, update: NodeGroupsUpdate) -> None:
-        self.inbox.append(update)
+    def set_node_groups(self, *payload: Any) -> None:
+        update = arguments.signal(contract.SET_NODE_GROUPS, payload, NodeGroupsUpdate)
+        if update is not None:
+            self.inbox.append(update)
 
     @workflow.query(name=contract.PROVISIONING_REQUESTS_QUERY)
-    def provisioning_requests(self, query: ProvisioningRequestQuery | None = None) -> ProvisioningRequestList:
-        return ProvisioningRequestList(items=sim.requests_in(self.state, (query or ProvisioningRequestQuery()).namespace))
+    def provisioning_requests(self, *payload: Any) -> ProvisioningRequestList:
+        query = arguments.query(contract.PROVISIONING_REQUESTS_QUERY, payload, ProvisioningRequestQuery, optional=True)
+        return ProvisioningRequestList(items=sim.requests_in(self.state, query.namespace))
 
     @workflow.query(name=contract.PROVISIONING_REQUEST_QUERY)
-    def provisioning_request(self, ref: ProvisioningRequestRef) -> StoredProvisioningRequest:
+    def provisioning_request(self, *payload: Any) -> StoredProvisioningRequest:
+        ref = arguments.query(contract.PROVISIONING_REQUEST_QUERY, payload, ProvisioningRequestRef)
         found = self.state.requests.get(sim.key_of(ref.namespace, ref.name))  # deterministic: a dict lookup in the state, not HTTP
         return StoredProvisioningRequest(request=found.request if found is not None else None)
 
     @workflow.query(name=contract.NODE_GROUP_USAGE_QUERY)
-    def node_group_usage(self) -> dict[str, dict[str, str]]:
+    def node_group_usage(self, *payload: Any) -> dict[str, dict[str, str]]:
         """node group -> resource -> quantity held there."""
+        arguments.no_argument(contract.NODE_GROUP_USAGE_QUERY, payload)
         return sim.usage(self.state)
 
     # --- the loop -----------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
@@ -27,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from admitflow.admission.catalog import QueueResolution
 
+    from workflows import arguments
     from workflows.outbox import Outbox, continue_as_new_suggested
 
 
@@ -34,6 +37,13 @@ with workflow.unsafe.imports_passed_through():
 # patch is asked only when a deletion is held back, so histories without such a delete replay as
 # they were written.
 RESOURCE_IN_USE = "admission-check-resource-in-use"
+
+
+def _namespaced(request: WatchRequest) -> str | None:
+    # The loop splits the key into namespace and name: one without would fail every workflow task.
+    if "/" not in request.local_queue:
+        return f"localQueue: must be namespace/name, not {request.local_queue!r}"
+    return None
 
 
 def _refuse(err: CatalogError) -> ApplicationError:
@@ -95,9 +105,12 @@ class CatalogWorkflow:
         return f"revision {self.state.revision}: {counts or 'empty'}"
 
     # --- apply / delete -------------------------------------------------------------------------
+    # Every handler takes `*payload` and parses it (workflows/arguments.py): an update that is not
+    # what it takes is rejected by its validator, a signal dropped, a query failed, with one line.
 
     @workflow.update(name=contract.CATALOG_APPLY)
-    def apply(self, request: ApplyRequest) -> ApplyResult:
+    def apply(self, *payload: Any) -> ApplyResult:
+        request = arguments.update(contract.CATALOG_APPLY, payload, ApplyRequest)
         try:
             outcomes = catalog.apply(self.state, request.objects, lambda: str(workflow.uuid4()), workflow.now())
         except CatalogError as err:
@@ -106,14 +119,16 @@ class CatalogWorkflow:
         return ApplyResult(outcomes=outcomes)
 
     @apply.validator
-    def _validate_apply(self, request: ApplyRequest) -> None:
+    def _validate_apply(self, *payload: Any) -> None:
+        request = arguments.update(contract.CATALOG_APPLY, payload, ApplyRequest)
         try:
             catalog.validate_apply(self.state, request.objects)
         except CatalogError as err:
             raise _refuse(err) from None
 
     @workflow.update(name=contract.CATALOG_DELETE)
-    def delete(self, request: DeleteRequest) -> ApplyResult:
+    def delete(self, *payload: Any) -> ApplyResult:
+        request = arguments.update(contract.CATALOG_DELETE, payload, DeleteRequest)
         try:
             outcomes = catalog.delete(
                 self.state, request.objects, workflow.now(), protect=lambda: workflow.patched(RESOURCE_IN_USE)
@@ -124,14 +139,16 @@ class CatalogWorkflow:
         return ApplyResult(outcomes=outcomes)
 
     @delete.validator
-    def _validate_delete(self, request: DeleteRequest) -> None:
+    def _validate_delete(self, *payload: Any) -> None:
+        request = arguments.update(contract.CATALOG_DELETE, payload, DeleteRequest)
         try:
             catalog.validate_delete(self.state, request.objects)
         except CatalogError as err:
             raise _refuse(err) from None
 
     @workflow.update(name=contract.SET_ADMISSION_CHECK_ACTIVE)
-    def set_admission_check_active(self, request: AdmissionCheckActive) -> bool:
+    def set_admission_check_active(self, *payload: Any) -> bool:
+        request = arguments.update(contract.SET_ADMISSION_CHECK_ACTIVE, payload, AdmissionCheckActive)
         try:
             changed = catalog.set_admission_check_active(
                 self.state, request.name, request.active, request.reason, request.message, workflow.now()
@@ -142,7 +159,8 @@ class CatalogWorkflow:
         return changed
 
     @set_admission_check_active.validator
-    def _validate_set_admission_check_active(self, request: AdmissionCheckActive) -> None:
+    def _validate_set_admission_check_active(self, *payload: Any) -> None:
+        request = arguments.update(contract.SET_ADMISSION_CHECK_ACTIVE, payload, AdmissionCheckActive)
         try:
             catalog.validate_set_admission_check_active(self.state, request.name)
         except CatalogError as err:
@@ -151,7 +169,10 @@ class CatalogWorkflow:
     # --- messages from workloads --------------------------------------------------------------
 
     @workflow.signal(name=contract.WATCH_QUEUE)
-    def watch_queue(self, request: WatchRequest) -> None:
+    def watch_queue(self, *payload: Any) -> None:
+        request = arguments.signal(contract.WATCH_QUEUE, payload, WatchRequest, check=_namespaced)
+        if request is None:
+            return
         catalog.add_watcher(self.state, request.local_queue, request.workflow_id, request.seen)
         # If the queue appeared between the workload's lookup and this signal, wake it right away.
         self.dirty = True
@@ -159,7 +180,8 @@ class CatalogWorkflow:
     # --- reads --------------------------------------------------------------------------------
 
     @workflow.query(name=contract.CATALOG_GET)
-    def get(self, query: ObjectQuery) -> ObjectList:
+    def get(self, *payload: Any) -> ObjectList:
+        query = arguments.query(contract.CATALOG_GET, payload, ObjectQuery)
         if query.key is None:
             items = sorted(self.state.all(query.kind), key=lambda o: o.key)
         else:
@@ -168,14 +190,17 @@ class CatalogWorkflow:
         return ObjectList(items=items)
 
     @workflow.query(name=contract.RESOLVE_LOCAL_QUEUE)
-    def resolve_local_queue(self, ref: LocalQueueRef) -> QueueResolution:
+    def resolve_local_queue(self, *payload: Any) -> QueueResolution:
+        ref = arguments.query(contract.RESOLVE_LOCAL_QUEUE, payload, LocalQueueRef)
         return catalog.resolve_local_queue(self.state, ref.namespace, ref.name)
 
     @workflow.query(name=contract.CATALOG_VIEW)
-    def view(self, ref: ClusterQueueRef) -> ClusterQueueView:
+    def view(self, *payload: Any) -> ClusterQueueView:
+        ref = arguments.query(contract.CATALOG_VIEW, payload, ClusterQueueRef)
         return catalog.view_of(self.state, ref.name)
 
     @workflow.query(name=contract.CATALOG_NODE_GROUPS)
-    def node_groups(self) -> NodeGroupsUpdate:
+    def node_groups(self, *payload: Any) -> NodeGroupsUpdate:
         """For the simulated autoscaler when it starts."""
+        arguments.no_argument(contract.CATALOG_NODE_GROUPS, payload)
         return NodeGroupsUpdate(revision=self.state.revision, node_groups=catalog.node_groups(self.state))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 
@@ -43,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.requests import format_requests
     from admitflow.wire import WireModel
 
+    from workflows import arguments
     from workflows.metrics import emit
     from workflows.outbox import Outbox, continue_as_new_suggested
 
@@ -74,46 +76,57 @@ class ClusterQueueWorkflow:
         self.needs_pass = True
 
     # --- messages -----------------------------------------------------------------------------
+    # Each takes `*payload` and parses it (workflows/arguments.py): a message that is not what its
+    # handler takes is refused with one line, never put in the inbox, where it would fail every
+    # workflow task after it.
 
     @workflow.signal(name=contract.SET_VIEW)
-    def set_view(self, view: ClusterQueueView) -> None:
-        self.inbox.append(view)
+    def set_view(self, *payload: Any) -> None:
+        view = arguments.signal(contract.SET_VIEW, payload, ClusterQueueView)
+        if view is not None:
+            self.inbox.append(view)
 
     @workflow.signal(name=contract.ENQUEUE)
-    def enqueue(self, entry: QueueEntry) -> None:
-        self.inbox.append(entry)
+    def enqueue(self, *payload: Any) -> None:
+        entry = arguments.signal(contract.ENQUEUE, payload, QueueEntry)
+        if entry is not None:
+            self.inbox.append(entry)
 
     @workflow.signal(name=contract.RELEASE)
-    def release(self, request: ReleaseRequest) -> None:
-        self.inbox.append(request)
+    def release(self, *payload: Any) -> None:
+        request = arguments.signal(contract.RELEASE, payload, ReleaseRequest)
+        if request is not None:
+            self.inbox.append(request)
 
     @workflow.signal(name=contract.ADMITTED)
-    def admitted(self, request: ReleaseRequest) -> None:
-        self.inbox.append(Admitted(key=request.key, uid=request.uid, ticket=request.ticket))
+    def admitted(self, *payload: Any) -> None:
+        request = arguments.signal(contract.ADMITTED, payload, ReleaseRequest)
+        if request is not None:
+            self.inbox.append(Admitted(key=request.key, uid=request.uid, ticket=request.ticket))
 
     @workflow.signal(name=contract.CLUSTER_QUEUE_GATE_ANSWER)
-    def pods_ready_gate(self, answer: GateAnswer) -> None:
-        self.inbox.append(answer)
+    def pods_ready_gate(self, *payload: Any) -> None:
+        answer = arguments.signal(contract.CLUSTER_QUEUE_GATE_ANSWER, payload, GateAnswer)
+        if answer is not None:
+            self.inbox.append(answer)
 
     @workflow.update(name=contract.FORCE_RELEASE)
-    async def force_release(self, request: ForceRelease) -> ForceReleaseOutcome:
+    async def force_release(self, *payload: Any) -> ForceReleaseOutcome:
         """An update rather than a signal: the operator learns what was given back (or that nothing
         was held, when it is repeated). It waits in the inbox like every message, in order."""
-        call = _ForceReleaseCall(request)
+        call = _ForceReleaseCall(arguments.update(contract.FORCE_RELEASE, payload, ForceRelease))
         self.inbox.append(call)
         await workflow.wait_condition(lambda: call.outcome is not None)
         assert call.outcome is not None
         return call.outcome
 
     @force_release.validator
-    def _refuse_what_is_not_a_force_release(self, request: ForceRelease) -> None:
-        # A payload that decodes to something else (null) would fail the loop's workflow task.
-        if not isinstance(request, ForceRelease):
-            raise ValueError("force_release takes {key: namespace/name, message}")
+    def _refuse_what_is_not_a_force_release(self, *payload: Any) -> None:
+        arguments.update(contract.FORCE_RELEASE, payload, ForceRelease)
 
     @workflow.query(name=contract.CLUSTER_QUEUE_STATUS)
-    def status(self, query: StatusQuery | None = None) -> ClusterQueueReport:
-        query = query or StatusQuery()
+    def status(self, *payload: Any) -> ClusterQueueReport:
+        query = arguments.query(contract.CLUSTER_QUEUE_STATUS, payload, StatusQuery, optional=True)
         per_lq: dict[str, int] = {}
         pending = []
         for position, e in enumerate(self.state.pending):

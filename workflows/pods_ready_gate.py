@@ -7,6 +7,8 @@ blockAdmission first asks it, and sees a few messages per admission, so it signa
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
@@ -16,6 +18,8 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.pods_ready import GateAnswer, GateState
     from admitflow.messages import GateInput, GateRequest, GateSettled, GateUse
 
+    from workflows import arguments
+
 
 @workflow.defn(name=contract.PODS_READY_GATE_WORKFLOW)
 class PodsReadyGateWorkflow:
@@ -24,28 +28,42 @@ class PodsReadyGateWorkflow:
         self.state = input.state or GateState()
         self.answers: dict[str, GateAnswer] = {}
 
+    # Each handler takes `*payload` and parses it (workflows/arguments.py): a message that is not
+    # what it takes is dropped with a logged one-line reason instead of failing the workflow task.
+
     @workflow.signal(name=contract.GATE_REQUEST)
-    def request(self, m: GateRequest) -> None:
-        self.answers.update(pods_ready.gate_request(self.state, m.cluster_queue))
+    def request(self, *payload: Any) -> None:
+        m = arguments.signal(contract.GATE_REQUEST, payload, GateRequest, check=_answerable)
+        if m is not None:
+            self.answers.update(pods_ready.gate_request(self.state, m.cluster_queue))
 
     @workflow.signal(name=contract.GATE_USED)
-    def used(self, m: GateUse) -> None:
-        self.answers.update(pods_ready.gate_used(self.state, m.cluster_queue, m.key, m.uid, m.ticket))
+    def used(self, *payload: Any) -> None:
+        m = arguments.signal(contract.GATE_USED, payload, GateUse)
+        if m is not None:
+            self.answers.update(pods_ready.gate_used(self.state, m.cluster_queue, m.key, m.uid, m.ticket))
 
     @workflow.signal(name=contract.GATE_RETURNED)
-    def returned(self, m: GateRequest) -> None:
-        self.answers.update(pods_ready.gate_returned(self.state, m.cluster_queue))
+    def returned(self, *payload: Any) -> None:
+        m = arguments.signal(contract.GATE_RETURNED, payload, GateRequest)
+        if m is not None:
+            self.answers.update(pods_ready.gate_returned(self.state, m.cluster_queue))
 
     @workflow.signal(name=contract.GATE_SETTLED)
-    def settled(self, m: GateSettled) -> None:
-        self.answers.update(pods_ready.gate_settled(self.state, m.key, m.uid, m.ticket))
+    def settled(self, *payload: Any) -> None:
+        m = arguments.signal(contract.GATE_SETTLED, payload, GateSettled)
+        if m is not None:
+            self.answers.update(pods_ready.gate_settled(self.state, m.key, m.uid, m.ticket))
 
     @workflow.signal(name=contract.GATE_UNSETTLED)
-    def unsettled(self, m: GateSettled) -> None:
-        self.answers.update(pods_ready.gate_unsettled(self.state, m.key, m.uid, m.ticket))
+    def unsettled(self, *payload: Any) -> None:
+        m = arguments.signal(contract.GATE_UNSETTLED, payload, GateSettled)
+        if m is not None:
+            self.answers.update(pods_ready.gate_unsettled(self.state, m.key, m.uid, m.ticket))
 
     @workflow.query(name=contract.GATE_STATUS)
-    def status(self) -> GateState:
+    def status(self, *payload: Any) -> GateState:
+        arguments.no_argument(contract.GATE_STATUS, payload)
         return self.state
 
     @workflow.run
@@ -66,6 +84,13 @@ class PodsReadyGateWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self.answers:
                     workflow.continue_as_new(GateInput(state=self.state))
+
+
+def _answerable(m: GateRequest) -> str | None:
+    # The gate answers every request by signalling its ClusterQueue: an ID the server refuses would
+    # fail every workflow task. No ClusterQueue has such a name (`apply` refuses it).
+    too_long = ids.id_length_error("ClusterQueue", ids.cluster_queue_id(m.cluster_queue), "clusterqueue/<name>")
+    return f"clusterQueue: {too_long}" if too_long else None
 
 
 def _details(state: GateState) -> str:

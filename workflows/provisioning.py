@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         WatchProvisioningRequest,
     )
 
+    from workflows import arguments
     from workflows.provisioning_legacy import LegacyLoop
     from workflows.timer import Timer, after
 
@@ -68,24 +69,32 @@ class ProvisioningCheckWorkflow(LegacyLoop):
         self._v0_init(input)
 
     # --- messages: each one an event -------------------------------------------------------------
+    # Each takes `*payload` and parses it (workflows/arguments.py): a message that is not what it
+    # takes is dropped with a logged one-line reason instead of failing the workflow task. The
+    # notices' `{reason}` is optional: null (which the SDK always passed through) or nothing is `{}`.
 
     @workflow.signal(name=contract.PROVISIONING_REQUEST_STATUS)
-    def provisioning_request_status(self, request: ProvisioningRequest) -> None:
+    def provisioning_request_status(self, *payload: Any) -> None:
         """From a push backend (the simulated autoscaler)."""
-        self.inbox.append(pa.Pushed(request=request))
+        request = arguments.signal(contract.PROVISIONING_REQUEST_STATUS, payload, ProvisioningRequest)
+        if request is not None:
+            self.inbox.append(pa.Pushed(request=request))
 
     @workflow.signal(name=contract.PROVISIONING_CHECK_DELETE)
-    def delete_provisioning_request(self, request: ProvisioningNotice) -> None:
-        self.inbox.append(pa.DeleteAsked())
+    def delete_provisioning_request(self, *payload: Any) -> None:
+        if arguments.signal(contract.PROVISIONING_CHECK_DELETE, payload, ProvisioningNotice, optional=True) is not None:
+            self.inbox.append(pa.DeleteAsked())
 
     @workflow.signal(name=contract.PROVISIONING_CHECK_PROBE)
-    def probe(self, request: ProvisioningNotice | None = None) -> None:
+    def probe(self, *payload: Any) -> None:
         """The workload checks that this attempt still runs (a signal to a run that ended fails)."""
+        arguments.signal(contract.PROVISIONING_CHECK_PROBE, payload, ProvisioningNotice, optional=True)
 
     @workflow.signal(name=contract.PROVISIONING_CHECK_PODS_SCHEDULED)
-    def pods_scheduled(self, request: ProvisioningNotice | None = None) -> None:
+    def pods_scheduled(self, *payload: Any) -> None:
         """The workload was admitted: its pods go onto the provisioned capacity."""
-        self.inbox.append(pa.PodsScheduledAsked())
+        if arguments.signal(contract.PROVISIONING_CHECK_PODS_SCHEDULED, payload, ProvisioningNotice, optional=True) is not None:
+            self.inbox.append(pa.PodsScheduledAsked())
 
     # --- the loop ----------------------------------------------------------------------------------
 

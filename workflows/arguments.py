@@ -1,0 +1,104 @@
+"""The argument of a message to an entity workflow (catalog, ClusterQueue, gate, ProvisioningRequest
+attempt, simulated autoscaler): the one model its handler takes, or a one-line refusal.
+
+Their handlers take `*payload: Any` rather than a typed parameter, because a typed one lets through
+what fails the workflow task: the SDK hands a typed handler a `binary/null` payload (the Python
+client's None) as None, and calls it with however many arguments came, so no argument or two is a
+TypeError. Here the argument is checked against the handler's model, decoded from its JSON as the
+SDK's pydantic converter decodes a typed argument (strict Kubernetes models included), so a valid
+message does exactly what it did; anything else is refused with `invalid <name>: <reason>`:
+
+- a signal is dropped, with a Warning `message_refused` naming it and the reason in the worker's log
+  (`workflow.logger`, silent while replaying);
+- an update's validator rejects it with that line (ApplicationError `InvalidMessage`), so it never
+  reaches the handler nor the history;
+- a query fails with that line.
+
+A payload the engine's worker cannot decode arrives as an `Undecodable` (admitflow.codec) and is
+refused with its reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import to_json
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+from admitflow.codec import PayloadDecodeError
+from admitflow.wire import Undecodable, first_error
+
+M = TypeVar("M", bound=BaseModel)
+# What a handler needs of its argument beyond its model: the one-line reason it cannot take it, or None.
+Check = Callable[[Any], str | None]
+
+
+class Refused(ValueError):
+    """The message's argument is not what its handler takes; the message is the one-line reason."""
+
+
+def argument(payload: tuple[Any, ...]) -> Any:
+    """The one argument of a message, as decoded without a type."""
+    if len(payload) != 1:
+        raise Refused(f"expected one payload, got {len(payload)} arguments")
+    [value] = payload
+    if isinstance(value, Undecodable):
+        # The reason stays the cause of an update's or query's refusal, as the SDK's was.
+        raise Refused(value.reason) from PayloadDecodeError(value.reason)
+    return value
+
+
+def parse(payload: tuple[Any, ...], model: type[M], *, optional: bool = False, check: Check | None = None) -> M:
+    """The handler's model from the message's arguments, or Refused. `optional`: no argument, or
+    null, stands for the model with its defaults."""
+    if optional and (not payload or payload == (None,)):
+        return model()
+    value = argument(payload)
+    try:
+        parsed = model.model_validate_json(to_json(value))
+    except ValidationError as err:
+        raise Refused(first_error(err, "payload")) from None
+    except ValueError as err:  # not JSON at all (pydantic_core's serialization error)
+        raise Refused(f"payload: {err}") from None
+    problem = check(parsed) if check is not None else None
+    if problem:
+        raise Refused(problem)
+    return parsed
+
+
+def signal(name: str, payload: tuple[Any, ...], model: type[M], *, optional: bool = False, check: Check | None = None) -> M | None:
+    """The signal's model, or None once it is refused and logged: drop the message."""
+    try:
+        return parse(payload, model, optional=optional, check=check)
+    except Refused as err:
+        workflow.logger.warning("message_refused", extra={"signal": name, "reason": f"invalid {name}: {err}"})
+        return None
+
+
+def update(name: str, payload: tuple[Any, ...], model: type[M], *, check: Check | None = None) -> M:
+    """The update's model; for its validator, which rejects it with the refusal."""
+    try:
+        return parse(payload, model, check=check)
+    except Refused as err:
+        raise refusal(name, err) from err.__cause__
+
+
+def query(name: str, payload: tuple[Any, ...], model: type[M], *, optional: bool = False) -> M:
+    """The query's model; the query fails with the refusal."""
+    try:
+        return parse(payload, model, optional=optional)
+    except Refused as err:
+        raise refusal(name, err) from err.__cause__
+
+
+def no_argument(name: str, payload: tuple[Any, ...]) -> None:
+    """For a query that takes nothing: it fails when given something."""
+    if payload:
+        raise refusal(name, Refused(f"expected no payload, got {len(payload)} arguments"))
+
+
+def refusal(name: str, err: Refused) -> ApplicationError:
+    return ApplicationError(f"invalid {name}: {err}", type="InvalidMessage", non_retryable=True)
