@@ -4,7 +4,8 @@ A dev server on a database file and the engine worker (`admitflow worker`) in it
 ClusterQueue with two AdmissionChecks. `auto` is answered by a controller (the Python SDK) that says
 Ready, Retry (after 1-3 s), Rejected or fails (an error) at random. `manual` is answered by hand with
 `temporal workflow signal`: the current attempt's verdict, sometimes twice (duplicates), an old or a
-future attempt (stale), a payload that is no verdict or not even decodable (malformed), and verdicts
+future attempt (stale), a payload that is no verdict or not even decodable (malformed: bad JSON
+shapes, and payloads claiming `binary/zlib`, `binary/encrypted` or an unknown encoding), and verdicts
 for workloads already finished (late). Admitted workloads run on the local runner (`sleep 0.2`) and
 finish. Meanwhile the engine worker is killed with SIGKILL and started again, and the Temporal
 server is killed with SIGKILL once and started again on its database.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import random
 import signal
 import subprocess
@@ -196,8 +198,8 @@ class Chaos:
                 if wl.phase(WorkloadState(workload=r)) != "QuotaReserved" or attempt is None:
                     continue
                 await self.one_verdict(r.key, attempt)
-            for key in self.rng.sample(sorted(self.done), min(2, len(self.done))):
-                await self.signal(key, "late", _verdict("Ready", 1))
+            if self.done and self.rng.random() < 0.2:
+                await self.signal(self.rng.choice(sorted(self.done)), "late", _verdict("Ready", 1))
             await asyncio.sleep(0.5)
 
     async def one_verdict(self, key: str, attempt: int) -> None:
@@ -209,6 +211,10 @@ class Chaos:
                 ('"Ready"',), ("[1, 2]",), ('{"name": "manual", "state": "Sure"}',),
                 ('{"name": "manual", "state": "Retry", "requeueAfterSeconds": 99999999999}',),
                 ('{"name": "nobody", "state": "Ready"}',), ("null",),
+                # payloads that claim an encoding they do not have, or one nobody reads
+                ('{"name": "manual", "state": "Ready"}', "encoding=binary/zlib"),
+                ('{"name": "manual", "state": "Ready"}', "encoding=binary/encrypted"),
+                ('{"name": "manual", "state": "Ready"}', "encoding=text/whatever"),
             ])
             await self.signal(key, "malformed", *garbage)
         elif roll < 0.3:
@@ -355,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deadline", type=float, default=1800.0, help="seconds for every workload to end")
     parser.add_argument("--workdir", type=Path, help="keep the server's database and the logs here")
     args = parser.parse_args(argv)
+    # The controller's failed answers are part of the plan: no traceback for each of them.
+    logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
     plan = Plan(args.workloads, args.worker_kills, args.server_kills, args.seed, args.deadline)
     report = asyncio.run(chaos(plan, args.workdir))
     print("\n".join(report.lines()))

@@ -1,6 +1,6 @@
 """What every fault and chaos test ends with: every workflow run it wrote, replayed.
 
-`audit(client)` fetches the history of every run in the client's namespace (every workflow type,
+`audit(client)` fetches the history of every run in the client's namespace (every admitflow workflow type,
 finished, running and continued-as-new runs alike), replays each with the worker's Replayer, and
 reads each for workflow tasks that failed. A worker killed with SIGKILL leaves a task that timed out
 (`WorkflowTaskTimedOut`), never a failed one; the only failed task a fault explains is the one the
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import Client, WorkflowHistory
 
-from worker.main import replayer
+from worker.main import WORKFLOWS, replayer
 
 # Failed workflow tasks that are Temporal's own doing, not a defect of the workflow code.
 EXPLAINED = {WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND}
@@ -45,7 +45,10 @@ async def audit(client: Client) -> Audit:
     """Every run in the namespace, replayed and read; see the module's docstring."""
     result = Audit()
     histories: list[WorkflowHistory] = []
+    ours = {defn.__temporal_workflow_definition.name for defn in WORKFLOWS}  # type: ignore[attr-defined]
     async for wf in client.list_workflows():
+        if wf.workflow_type not in ours:  # a test's own helper workflow
+            continue
         history = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
         histories.append(history)
         result.runs += 1

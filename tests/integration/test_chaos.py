@@ -12,7 +12,7 @@ pytestmark = pytest.mark.integration
 
 
 async def test_chaos_leaves_no_workload_stuck_no_quota_leaked_and_every_history_replaying(tmp_path):
-    report = await chaos(Plan(workloads=40, worker_kills=4, server_kills=1, deadline=300), tmp_path)
+    report = await chaos(Plan(workloads=40, worker_kills=4, server_kills=1, deadline=600), tmp_path)
     print("\n".join(report.lines()))
     assert report.faults == {"worker": 4, "server": 1}
     assert report.invariant_checks > 10
