@@ -463,12 +463,7 @@ class AdmitflowClient:
         """Why the workload's running workflow cannot take a message now (its workflow task fails),
         or None when it can. Raises when no workflow of that workload runs."""
         handle = self.client.get_workflow_handle(ids.workload_id(key))
-        try:
-            desc = await handle.describe(rpc_timeout=RPC_TIMEOUT)
-        except RPCError as err:
-            if err.status != RPCStatusCode.NOT_FOUND:
-                raise
-            desc = None
+        desc = await _described(handle)
         if desc is None or desc.status != WorkflowExecutionStatus.RUNNING:
             raise AdmitflowError(f'workloads "{key}" not found or already finished')
         return await self._trouble(handle, desc) if _task_failing(desc) else None
@@ -768,12 +763,7 @@ class AdmitflowClient:
         is refused unless `force`. The ClusterQueue records it as an event and tells the workload as
         if evicted. Safe to repeat. Returns the ClusterQueue and what was given back."""
         handle = self.client.get_workflow_handle(ids.workload_id(key))
-        try:
-            desc = await handle.describe(rpc_timeout=RPC_TIMEOUT)
-        except RPCError as err:
-            if err.status != RPCStatusCode.NOT_FOUND:
-                raise
-            desc = None
+        desc = await _described(handle)
         if desc is not None and desc.status == WorkflowExecutionStatus.RUNNING:
             if _task_failing(desc):
                 why = (await self._trouble(handle, desc)).summary()
@@ -909,6 +899,16 @@ def _cause_name(cause: int) -> str:
 
 def _lq_key(workload: Workload) -> str:
     return f"{workload.metadata.namespace}/{workload.spec.queue_name}"
+
+
+async def _described(handle: WorkflowHandle) -> WorkflowExecutionDescription | None:
+    """The workflow's description, or None when no workflow of that ID exists."""
+    try:
+        return await handle.describe(rpc_timeout=RPC_TIMEOUT)
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+        return None
 
 
 def _finished(report: WorkloadReport) -> bool:

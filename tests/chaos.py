@@ -233,18 +233,7 @@ class Chaos:
             except Exception:  # the worker or the server is down
                 report = None
             if report is not None:
-                total: dict[str, int] = {}
-                for r in report.reserving:
-                    for res, q in r.usage.items():
-                        total[res] = total.get(res, 0) + resource_value(res, q)
-                reported = {
-                    res.name: resource_value(res.name, str(res.total))
-                    for fl in report.status.flavors_reservation or () for res in fl.resources
-                }
-                if {k: v for k, v in reported.items() if v} != {k: v for k, v in total.items() if v}:
-                    self.report.violations.append(f"usage {reported} != reservations {total}")
-                if total.get("cpu", 0) > QUOTA_CPU * 1000:
-                    self.report.violations.append(f"{total['cpu']}m cpu reserved in a queue of {QUOTA_CPU}")
+                self.report.violations += usage_problems(report, {"cpu": QUOTA_CPU * 1000})
                 self.report.invariant_checks += 1
             await asyncio.sleep(0.5)
 
@@ -334,6 +323,24 @@ class Chaos:
             if report.reserving:
                 rep.leaked = {r.namespace + "/" + r.name: json.dumps(r.usage) for r in report.reserving}
         rep.history = await audit(client)
+
+
+def usage_problems(report, quota: dict[str, int]) -> list[str]:
+    """What is wrong with a ClusterQueue's report: its usage is not the sum of its reservations, or
+    more than `quota` (resource -> milli-units or units, as admitflow.api.resource_value counts)."""
+    total: dict[str, int] = {}
+    for r in report.reserving:
+        for res, q in r.usage.items():
+            total[res] = total.get(res, 0) + resource_value(res, q)
+    reported = {
+        res.name: resource_value(res.name, str(res.total))
+        for fl in report.status.flavors_reservation or () for res in fl.resources
+    }
+    problems = []
+    if {k: v for k, v in reported.items() if v} != {k: v for k, v in total.items() if v}:
+        problems.append(f"usage {reported} != reservations {total}")
+    problems += [f"{total[r]} of {r} reserved, over the quota of {q}" for r, q in quota.items() if total.get(r, 0) > q]
+    return problems
 
 
 def _verdict(state: str, attempt: int, **extra) -> str:

@@ -20,13 +20,13 @@ from temporalio.client import Client
 from admitflow import ids
 from admitflow.admission import workload as wl
 from admitflow.admission.workload import WorkloadState
-from admitflow.api import resource_value
 from admitflow.client import AdmitflowClient
 from admitflow.codec import DATA_CONVERTER
 from admitflow.controller import Controller, ready
 from admitflow.devserver import DevServer
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.conftest import free_port
+from tests.chaos import usage_problems
 from tests.histories import assert_replays
 from tests.integration.test_admission import loaded
 from tests.replay.record import local_runner
@@ -87,16 +87,7 @@ async def observe(af: AdmitflowClient, problems: list[str], observations: list[i
         except Exception:  # the worker or the server is down: nothing to observe now
             report = None
         if report is not None:
-            total = {}
-            for r in report.reserving:
-                for res, q in r.usage.items():
-                    total[res] = total.get(res, 0) + resource_value(res, q)
-            reported = {
-                res.name: resource_value(res.name, str(res.total))
-                for fl in report.status.flavors_reservation or () for res in fl.resources
-            }
-            if {k: v for k, v in reported.items() if v} != {k: v for k, v in total.items() if v}:
-                problems.append(f"usage {reported} != reservations {total}")
+            problems += usage_problems(report, {})
             if len(report.reserving) > 20:
                 problems.append(f"{len(report.reserving)} reservations in a queue with room for 20")
             observations.append(len(report.reserving))
