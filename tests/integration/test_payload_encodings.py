@@ -26,10 +26,11 @@ workflows; the other rows' signals were dropped by the SDK, so no refusal was ev
 update was refused with a bare `Failed decoding arguments`; any of them as a controller's answer
 failed the workload's task.
 
-The other workflows take typed messages. There the same payloads, sent to every signal of the
-catalog, a ClusterQueue, the simulated autoscaler, the blockAdmission gate and a
-ProvisioningRequest attempt, are dropped by the SDK (which logs why) and fail no workflow task;
-their queries still answer, and their updates refuse such a payload with the reason as the cause.
+The other workflows check each message against their handler's model (workflows/arguments.py).
+There the same payloads, sent to every signal of the catalog, a ClusterQueue, the simulated
+autoscaler, the blockAdmission gate and a ProvisioningRequest attempt, are dropped with a Warning
+`message_refused` giving the reason, and fail no workflow task; their queries still answer, and
+their updates refuse such a payload with the reason as the cause.
 """
 
 from __future__ import annotations
@@ -298,7 +299,7 @@ def causes(err: BaseException | None) -> list[str]:
     return out
 
 
-async def test_the_other_workflows_drop_an_undecodable_signal_and_refuse_such_an_update(engine: Engine):
+async def test_the_other_workflows_refuse_an_undecodable_signal_or_update_and_fail_no_task(engine: Engine):
     af = engine.admitflow
     await af.apply(loaded(node_group(), workload_manifest("parent", cpu="1")))
     client = engine.client

@@ -11,7 +11,7 @@ sent with the plain Temporal client so that nothing typed stands in the way. Aft
 2. a payload that must be refused changes nothing: the workload's report is the same as before,
    apart from its events and verdict log; a refusal of a message anyone may send
    (`set_admission_check_state`, `set_pods_ready`, `finish`) is recorded there, not dropped
-   silently (as the SDK drops a signal whose payload does not decode); the update refuses
+   silently (as the SDK drops a signal that does not decode into a typed parameter); the update refuses
    (WorkflowUpdateFailedError) instead of accepting;
 3. after the junk the workload is admitted by a valid Ready verdict for each check, and finishes.
 
