@@ -578,7 +578,7 @@ class AdmitflowClient:
 
     async def inactive_checks(self, report: WorkloadReport, now: datetime | None = None) -> list[ControllerCall]:
         """The AdmissionChecks that keep a waiting workload's ClusterQueue from admitting anything
-        because they are not `Active` (reference §1.8), with whether anyone serves their controllers."""
+        because they are not `Active` (Kueue's `AdmissionCheckInactive`), with whether anyone serves their controllers."""
         status = report.status
         if wl.holds_quota(status) or status.has_condition("Finished"):
             return []

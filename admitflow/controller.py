@@ -241,7 +241,7 @@ class Controller(Generic[P]):
 
     async def activate_checks(self) -> dict[str, tuple[bool, str, str]]:
         """Set `Active` on every AdmissionCheck naming this controller, or `Active=False`
-        `BadParametersRef` with the reason its parameters cannot be used (reference §1.8). Written
+        `BadParametersRef` with the reason its parameters cannot be used (as Kueue's AdmissionCheck controllers do). Written
         only where it changes. Returns what each check should say, by name."""
         wanted: dict[str, tuple[bool, str, str]] = {}
         for ac, _, problem in await self._checks():

@@ -1,4 +1,4 @@
-"""Workflow IDs and the engine's task queue: part of the public contract (DESIGN.md)."""
+"""Workflow IDs and the engine's task queue: part of the public contract (docs/contract.md)."""
 
 from __future__ import annotations
 

@@ -343,7 +343,7 @@ def validate_set_admission_check_active(state: CatalogState, name: str) -> Admis
 def set_admission_check_active(
     state: CatalogState, name: str, active: bool, reason: str, message: str, now: datetime
 ) -> bool:
-    """A check controller reports whether its AdmissionCheck is `Active` (reference §1.8); the
+    """A check controller reports whether its AdmissionCheck is `Active` (as in Kueue); the
     condition is written only when its status changes. Returns whether it changed."""
     ac = validate_set_admission_check_active(state, name)
     conditions = ac.status.conditions

@@ -1,4 +1,4 @@
-"""Two-stage admission: what a check's verdict does to a workload (KEP-993, KEP-3258, reference §1).
+"""Two-stage admission: what a check's verdict does to a workload (KEP-993, KEP-3258; docs/contract.md).
 
 A verdict changes one check's state; what follows depends on where the workload stands:
 

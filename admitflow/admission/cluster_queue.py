@@ -261,7 +261,7 @@ def checks_for(spec: ClusterQueueSpec, used_flavors: Iterable[str] | None) -> li
 
 
 def active_condition(view: ClusterQueueView) -> tuple[bool, str, str]:
-    """Kueue's ClusterQueue `Active` condition (reference §1.8): status, reason, message."""
+    """Kueue's ClusterQueue `Active` condition: status, reason, message."""
     spec = view.spec
     if spec is None:
         return False, "Terminating", "Can't admit new workloads; clusterQueue is terminating"

@@ -1,4 +1,4 @@
-"""Metrics: what a workload's or a ClusterQueue's change adds to Kueue's metrics (reference §5),
+"""Metrics: what a workload's or a ClusterQueue's change adds to Kueue's metrics (docs/metrics.md),
 under the prefix `admitflow_` and with Kueue's labels, plus what Kueue lacks (KEP-3258's beta
 item): admission check retries and the requeue delays set.
 

@@ -1,4 +1,4 @@
-"""What an admitted workload's pods start with (Kueue's podset.FromAssignment and Merge, reference §1.9).
+"""What an admitted workload's pods start with (Kueue's podset.FromAssignment and Merge).
 
 Per podSet, in the order of the quota assignment:
 

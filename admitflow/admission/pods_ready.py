@@ -1,4 +1,4 @@
-"""WaitForPodsReady (reference §3, KEP-1282): the PodsReady condition, the timeouts that evict an
+"""WaitForPodsReady (KEP-1282, docs/pods-ready.md): the PodsReady condition, the timeouts that evict an
 admitted workload whose pods do not come up, the requeue backoff and limit, and the gate that
 enforces `blockAdmission` across ClusterQueues.
 

@@ -280,7 +280,7 @@ def phase(state: WorkloadState) -> Phase:
 
 
 def search_attributes(state: WorkloadState) -> dict:
-    """The contract's search attributes for this workload (DESIGN.md), by key; an attribute with
+    """The contract's search attributes for this workload (docs/contract.md), by key; an attribute with
     nothing to say is left out (unset)."""
     spec = state.workload.spec
     out: dict = {sa.PHASE: phase(state), sa.LOCAL_QUEUE: spec.queue_name or "", sa.PRIORITY: spec.priority or 0}

@@ -49,13 +49,13 @@ CHECK_CAPACITY_CLASS = "check-capacity.autoscaling.x-k8s.io"
 # The static summary of the autoscaler workflow, whoever starts it.
 WORKFLOW_SUMMARY = "simulated cluster autoscaler: ProvisioningRequests answered from SimulatedNodeGroups"
 
-# The cluster autoscaler's constants (reference §1.5).
+# The cluster autoscaler's constants (its ProvisioningRequest processors; docs/simulated-autoscaler.md).
 BOOKING = timedelta(minutes=10)  # defaultReservationTime
 EXPIRY = timedelta(days=7)  # defaultExpirationTime
 INITIAL_BACKOFF = timedelta(minutes=1)  # --provisioning-request-initial-backoff-time
 MAX_BACKOFF = timedelta(minutes=10)  # --provisioning-request-max-backoff-time
 
-# Reasons and messages as the cluster autoscaler writes them (reference §1.3).
+# Reasons and messages as the cluster autoscaler writes them (docs/simulated-autoscaler.md).
 ACCEPTED_MESSAGE = "ProvisioningRequest is accepted by ClusterAutoscaler"
 FOUND_MESSAGE = "Capacity is found in the cluster"
 NOT_FOUND_MESSAGE = "Capacity is not found, CA will try to find it later."
@@ -224,7 +224,7 @@ def _write(
     details: Mapping[str, str] | None = None,
 ) -> Push:
     """The cluster autoscaler's AddOrUpdateCondition: the transition time is always now, so a
-    repeated `Provisioned=False` tells when the last try was (reference §1.3)."""
+    repeated `Provisioned=False` tells when the last try was (as the cluster autoscaler does)."""
     condition = Condition(
         type=type_, status=status, reason=reason, message=message, last_transition_time=second(now)
     )

@@ -1,5 +1,5 @@
 """What a check's verdict does to a workload: admission, Retry, Rejected, late verdicts, the retry
-strategy. Each case id reads like the rule it pins down (reference §1.3-1.7, DESIGN.md)."""
+strategy. Each case id reads like the rule it pins down (Kueue's workload and admission-check controllers; docs/contract.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What an admitted workload's pods start with: the assigned flavors, then each check's podSetUpdate.
-Each case id reads like the rule it pins down (reference §1.9, Kueue's podset.FromAssignment and Merge)."""
+Each case id reads like the rule it pins down (Kueue's podset.FromAssignment and Merge)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""WaitForPodsReady as `admitflow.admission.pods_ready` implements it (reference §3, KEP-1282).
+"""WaitForPodsReady as `admitflow.admission.pods_ready` implements it (KEP-1282; docs/pods-ready.md).
 
 Covers: parsing `set_pods_ready` reports; the PodsReady condition a report produces (Kueue's
 generatePodsReadyCondition) and reports that are ignored; the timeout deadline (Kueue's

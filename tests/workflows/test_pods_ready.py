@@ -1,4 +1,4 @@
-"""WaitForPodsReady (KEP-1282, reference §3) on the time-skipping server: timeouts as durable
+"""WaitForPodsReady (KEP-1282, docs/pods-ready.md) on the time-skipping server: timeouts as durable
 timers, the requeue backoff and its limit, the queue order after a timeout, recovery timeouts, and
 blockAdmission across ClusterQueues. The histories they wrote are replayed against the current code."""
 
