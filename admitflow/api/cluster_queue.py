@@ -517,6 +517,25 @@ class ClusterQueue(KueueModel):
     def key(self) -> str:
         return self.metadata.name
 
+    def not_used_yet(self) -> list[str]:
+        """One warning for each of Kueue's cohort fields it sets: accepted, so that a Kueue
+        configuration applies unchanged, but nothing uses them until cohorts are built."""
+        limits = sorted(
+            {
+                name
+                for rg in self.spec.resource_groups
+                for f in rg.flavors
+                for r in f.resources
+                for name, value in (("borrowingLimit", r.borrowing_limit), ("lendingLimit", r.lending_limit))
+                if value is not None
+            }
+        )
+        fields = (["spec.cohortName"] if self.spec.cohort_name else []) + [f"spec.resourceGroups[*].flavors[*].resources[*].{n}" for n in limits]
+        return [
+            f"ClusterQueue {self.key}: field {f} is not used by admitflow yet (no cohorts: the queue neither lends nor borrows)"
+            for f in fields
+        ]
+
     def validation_errors(self, path: str = "") -> list[FieldError]:
         too_long = ids.id_length_error("ClusterQueue", ids.cluster_queue_id(self.key), "clusterqueue/<name>")
         return ([fe.invalid(fe.join_path(path, "metadata.name"), self.key, too_long)] if too_long else []) + (

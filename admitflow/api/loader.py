@@ -18,6 +18,7 @@ from typing import Any, TextIO
 import yaml
 from pydantic import ValidationError
 
+from .cluster_queue import ClusterQueue
 from .configuration import KUEUE_FIELDS_V1BETA1, KUEUE_FIELDS_V1BETA2, Configuration, drop_unused_fields
 from .conversion import CONFIG_V1BETA1, ConversionError, convert
 from .field_error import FieldError, from_pydantic, json_type, required
@@ -135,6 +136,8 @@ def parse_manifest(
     errors = obj.validation_errors()
     if errors:
         raise fail(errors[0])
+    if isinstance(obj, ClusterQueue):
+        warnings += obj.not_used_yet()
     return obj, warnings
 
 

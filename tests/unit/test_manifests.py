@@ -898,7 +898,9 @@ def test_minimal_cq_example_is_refused_as_kueues_webhook_refuses_it(version):
 
 def test_v1beta1_admission_checks_become_a_strategy_with_empty_on_flavors():
     obj, warnings = parse_manifest(cq({"cohort": "team", "admissionChecks": ["a", "b"]}, api_version=V1))
-    assert warnings == []
+    assert warnings == [
+        "ClusterQueue cq: field spec.cohortName is not used by admitflow yet (no cohorts: the queue neither lends nor borrows)"
+    ]
     assert obj.api_version == V2
     assert obj.spec.cohort_name == "team"
     assert obj.to_wire()["spec"]["admissionChecksStrategy"] == {
@@ -1320,3 +1322,27 @@ def test_names_with_newlines_still_give_one_line():
         parse_manifest(cq({}, name="bad\nname"), source="in.yaml")
     assert "\n" not in str(err.value)
     assert str(err.value).startswith("in.yaml: document 1 (ClusterQueue bad\\nname): metadata.name: Invalid value:")
+
+
+def test_cohort_fields_are_accepted_with_a_warning_until_cohorts_are_built():
+    obj, warnings = parse_manifest(
+        cq(
+            {
+                "cohortName": "team",
+                "resourceGroups": [
+                    group(["cpu"], flavor(resources=(("cpu", 5),), borrowingLimit=2, lendingLimit=3)),
+                ],
+            }
+        )
+    )
+    assert obj.spec.cohort_name == "team"
+    assert warnings == [
+        f"ClusterQueue cq: field {f} is not used by admitflow yet (no cohorts: the queue neither lends nor borrows)"
+        for f in (
+            "spec.cohortName",
+            "spec.resourceGroups[*].flavors[*].resources[*].borrowingLimit",
+            "spec.resourceGroups[*].flavors[*].resources[*].lendingLimit",
+        )
+    ]
+    _, none = parse_manifest(cq({}))
+    assert none == []
