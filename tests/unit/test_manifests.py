@@ -793,7 +793,7 @@ BAD = [
     ),
     pytest.param(
         dump(rf({})) + "---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata:\n  name: [x\n  spec: {}\n",
-        "bad.yaml: document 2: yaml: line 7: expected ',' or ']', but got ':'",
+        "bad.yaml: document 2: yaml: line 7: did not find expected ',' or ']'",
         id="yaml-syntax-error-names-the-document-and-line",
     ),
     pytest.param(
