@@ -156,7 +156,7 @@ TABLE: list[Case] = [
     Case("manifest-unknown-kind", MANIFEST, CATALOG, doc("Widget", "w", "{}"),
          'error: <stdin>: document 1 (Widget w): no matches for kind "Widget" in version "kueue.x-k8s.io/v1beta2"'),
     Case("manifest-not-yaml", MANIFEST, CATALOG, "kind: [ClusterQueue\n",
-         "error: <stdin>: document 1: yaml: line 2: expected ',' or ']', but got '<stream end>'"),
+         "error: <stdin>: document 1: yaml: line 2: did not find expected ',' or ']'"),
     Case("manifest-not-an-object", MANIFEST, CATALOG, "just a string\n",
          "error: <stdin>: document 1: expected a Kubernetes object (a mapping), got string"),
     Case("manifest-unknown-field", MANIFEST, CATALOG, cq({"resourceGroups": [group(["cpu"], flavor())], "foo": 1}),
