@@ -119,6 +119,16 @@ class OneLineErrors(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
+def _version() -> str:
+    """The installed package's version (the one in pyproject.toml)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("admitflow")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
     from worker import connection
 
@@ -130,6 +140,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="admitflow",
         description="Kueue's two-stage workload admission as durable Temporal workflows.",
     )
+    p.add_argument("--version", action="version", version=f"admitflow {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     dev = sub.add_parser(

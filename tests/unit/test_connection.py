@@ -206,3 +206,12 @@ def test_the_same_flags_for_standalone_programs_and_the_admitflow_command(pki):
     assert from_arguments(_parser().parse_args(["get", "workloads", *flags])) == expected
     assert from_arguments(_parser().parse_args(["worker", *flags])) == expected
     assert from_arguments(program.parse_args([])) == Connection()
+
+
+def test_version_prints_the_installed_version_and_exits_0(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as done:
+        _parser().parse_args(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"admitflow {version('admitflow')}\n"
