@@ -29,6 +29,7 @@ from admitflow.devserver import DevServer
 from admitflow.messages import StartWorkload, StopWorkload
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.conftest import free_port
+from tests.histories import assert_replays
 from tests.integration.test_admission import loaded
 from tests.integration.test_faults import TASK_QUEUE, engine_worker
 
@@ -212,6 +213,8 @@ async def test_a_worker_killed_while_its_queue_delivers_costs_seconds_once_a_new
                       f"({resumed - killed:.1f} s after the kill; {key})")
             print(figure)  # shown with -rP
             assert resumed - started < BOUND, figure
+        # Every run of every workflow replays, and no workflow task failed that the kill does not explain.
+        await assert_replays(client)
     finally:
         flow.stop()
         worker.kill()
