@@ -43,6 +43,7 @@ from admitflow.codec import DATA_CONVERTER
 from admitflow.controller import Controller, ready, rejected, retry
 from admitflow.devserver import DevServer
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
+from tests.conftest import free_port
 from tests.histories import Audit, audit
 
 BIN = Path(sys.executable).parent
@@ -128,7 +129,7 @@ class Chaos:
         self.workdir = workdir
         self.rng = random.Random(plan.seed)
         self.report = Report(plan)
-        self.server = DevServer(port=_free_port(), db=workdir / "temporal.db", headless=True)
+        self.server = DevServer(port=free_port(), db=workdir / "temporal.db", headless=True)
         self.worker: subprocess.Popen | None = None
         self.keys = [f"default/w{i:03d}" for i in range(plan.workloads)]
         self.done: set[str] = set()
@@ -249,7 +250,7 @@ class Chaos:
 
     # --- the run ------------------------------------------------------------------------------
 
-    async def faults(self, af: AdmitflowClient) -> None:
+    async def faults(self) -> None:
         """Kills spread over the run: the k-th when k/(kills+1) of the workloads have ended."""
         plan = self.plan
         order = ["worker"] * plan.worker_kills + ["server"] * plan.server_kills
@@ -280,7 +281,7 @@ class Chaos:
                 await af.apply(manifests(self.plan.workloads))
                 for check in ("auto", "manual"):
                     await af.set_admission_check_active(check)
-                tasks = [asyncio.ensure_future(c) for c in (self.observe(af), self.by_hand(af), self.faults(af))]
+                tasks = [asyncio.ensure_future(c) for c in (self.observe(af), self.by_hand(af), self.faults())]
                 loop = asyncio.get_running_loop()
                 deadline = loop.time() + self.plan.deadline
                 while len(await self.ended(af)) < len(self.keys) and loop.time() < deadline:
@@ -345,12 +346,6 @@ def usage_problems(report, quota: dict[str, int]) -> list[str]:
 
 def _verdict(state: str, attempt: int, **extra) -> str:
     return json.dumps({"name": "manual", "state": state, "attempt": attempt, "message": "by hand", **extra})
-
-
-def _free_port() -> int:
-    from tests.conftest import free_port
-
-    return free_port()
 
 
 async def chaos(plan: Plan, workdir: Path | None = None) -> Report:
