@@ -434,7 +434,7 @@ class AdmitflowClient:
                     # Timed out, or refused because its task has failed since the description.
                     desc = await handle.describe(rpc_timeout=RPC_TIMEOUT)
                     if desc.status == WorkflowExecutionStatus.RUNNING:
-                        return await self._unanswered(handle, desc, timed_out=not _task_failing(desc))
+                        return await self._unanswered(handle, desc, timed_out=not _task_failing(desc, attempts=2))
                     return await self.workload(key, missing_ok)
             if desc.status == WorkflowExecutionStatus.COMPLETED:
                 report = await handle.result(rpc_timeout=RPC_TIMEOUT)
@@ -753,7 +753,7 @@ class AdmitflowClient:
             again = None
         except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
             desc = await handle.describe(rpc_timeout=RPC_TIMEOUT)
-            again = await self._trouble(handle, desc, timed_out=not _task_failing(desc))
+            again = await self._trouble(handle, desc, timed_out=not _task_failing(desc, attempts=2))
         return trouble, response.run_id, again
 
     async def release(self, key: str, force: bool = False, cluster_queue: str | None = None) -> tuple[str, ForceReleaseOutcome]:
@@ -877,10 +877,17 @@ def _unanswered_query(err: RPCError, what: str) -> Exception:
     return err
 
 
-def _task_failing(desc: WorkflowExecutionDescription) -> bool:
-    """Its workflow task failed (or timed out) and is being retried: it answers no query and handles
-    no message until a task completes."""
-    return desc.raw_description.pending_workflow_task.attempt > 1
+# A workflow task that failed once is retried at once and usually completes (a signal that raced a
+# continue-as-new, a worker killed mid-task): only the third attempt in a row says it is wedged, the
+# threshold the server's TemporalReportedProblems search attribute uses.
+FAILING_ATTEMPTS = 3
+
+
+def _task_failing(desc: WorkflowExecutionDescription, attempts: int = FAILING_ATTEMPTS) -> bool:
+    """Its workflow task has failed (or timed out) `attempts - 1` times in a row and is being
+    retried: it answers no query and handles no message until a task completes. After a query that
+    did not answer, one failure (attempts=2) is explanation enough."""
+    return desc.raw_description.pending_workflow_task.attempt >= attempts
 
 
 def _first_line(text: str, limit: int = 300) -> str:

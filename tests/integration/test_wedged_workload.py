@@ -34,7 +34,7 @@ from temporalio.worker import (
 from admitflow import contract, ids
 from admitflow.admission import cluster_queue as cq
 from admitflow.admission import pods_ready
-from admitflow.client import AdmitflowClient
+from admitflow.client import FAILING_ATTEMPTS, AdmitflowClient
 from admitflow.codec import DATA_CONVERTER
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.conftest import free_port
@@ -98,11 +98,10 @@ async def admitted(af: AdmitflowClient, name: str) -> bool:
     return c is not None and c.status == "True"
 
 
-async def task_failed(client: Client, workflow_id: str) -> bool:
-    async for event in client.get_workflow_handle(workflow_id).fetch_history_events():
-        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-            return True
-    return False
+async def wedged_for_reads(client: Client, workflow_id: str) -> bool:
+    """Its workflow task is on the attempt from which admitflow's reads call it failing."""
+    desc = await client.get_workflow_handle(workflow_id).describe()
+    return desc.raw_description.pending_workflow_task.attempt >= FAILING_ATTEMPTS
 
 
 @pytest_asyncio.fixture
@@ -121,7 +120,7 @@ async def wedged(engine):
         # The message it fails on: its pods are ready, as a runner would report.
         ready = pods_ready.parse({"ready": True, "reason": None})
         await client.get_workflow_handle(STUCK).signal(contract.SET_PODS_READY, ready)
-        await eventually(lambda: task_failed(client, STUCK), timeout=30)
+        await eventually(lambda: wedged_for_reads(client, STUCK), timeout=60)
         await af.apply(loaded(workload_manifest("next", cpu="3")))
 
         async def next_waits():
