@@ -130,7 +130,7 @@ def _version() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from worker import connection
+    from admitflow.worker import connection
 
     conn = argparse.ArgumentParser(add_help=False)
     g = connection.add_arguments(conn)
@@ -335,7 +335,7 @@ def _env_int(name: str) -> int | None:
 
 
 async def _client(args: argparse.Namespace, runtime=None):
-    from worker.connection import ConnectionConfigError, from_arguments
+    from admitflow.worker.connection import ConnectionConfigError, from_arguments
 
     conn = from_arguments(args)
     try:
@@ -677,8 +677,8 @@ async def cmd_provreq(args: argparse.Namespace) -> None:
 
 
 async def cmd_worker(args: argparse.Namespace) -> None:
-    from worker.logging import configure
-    from worker.main import build_worker, metrics_runtime, provisioning_backend, run_until_signalled
+    from admitflow.worker.logging import configure
+    from admitflow.worker.main import build_worker, metrics_runtime, provisioning_backend, run_until_signalled
 
     configure(args.log_level)
     client = await _client(args, metrics_runtime(args.metrics_port))
@@ -696,7 +696,7 @@ async def cmd_worker(args: argparse.Namespace) -> None:
 
 
 async def cmd_setup(args: argparse.Namespace) -> None:
-    from worker.connection import from_arguments
+    from admitflow.worker.connection import from_arguments
 
     conn = from_arguments(args)
     client = (await _client(args)).client
@@ -717,8 +717,8 @@ async def cmd_setup(args: argparse.Namespace) -> None:
 
 async def cmd_dev(args: argparse.Namespace) -> None:
     from admitflow.progress import follow
-    from worker.logging import configure
-    from worker.main import build_worker, metrics_runtime
+    from admitflow.worker.logging import configure
+    from admitflow.worker.main import build_worker, metrics_runtime
 
     from admitflow import controller as sdk
 

@@ -204,9 +204,9 @@ class Controller(Generic[P]):
 
     def main(self, argv: list[str] | None = None) -> None:
         """Run as a program: `python my_controller.py [--address host:port] [--namespace ns]`, plus
-        the TLS and API-key flags of `worker.connection.add_arguments` (docs/security.md)."""
-        from worker import connection
-        from worker.logging import configure
+        the TLS and API-key flags of `admitflow.worker.connection.add_arguments` (docs/security.md)."""
+        from admitflow.worker import connection
+        from admitflow.worker.logging import configure
 
         p = argparse.ArgumentParser(description=f"admission check controller {self.name}")
         connection.add_arguments(p)

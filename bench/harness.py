@@ -30,7 +30,7 @@ from admitflow.codec import DATA_CONVERTER  # noqa: E402
 from admitflow.devserver import DevServer  # noqa: E402
 from bench.bare_workflow import BareWorkflow, noop  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
-from worker.main import build_worker  # noqa: E402
+from admitflow.worker.main import build_worker  # noqa: E402
 
 CONCURRENCY = 50
 RESULTS = ROOT / "bench" / "results"

@@ -34,7 +34,7 @@ from admitflow.devserver import DevServer  # noqa: E402
 from bench.admission_throughput import bounded  # noqa: E402
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
-from worker.main import build_worker  # noqa: E402
+from admitflow.worker.main import build_worker  # noqa: E402
 
 
 def pure_pass_ms(n: int, quota: int) -> dict:

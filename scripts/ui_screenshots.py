@@ -31,7 +31,7 @@ from urllib.parse import quote, urlencode
 import aiohttp
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # for tests.replay.record and worker.main when run as a script
+sys.path.insert(0, str(ROOT))  # for tests.replay.record when run as a script
 
 from temporalio.client import Client  # noqa: E402
 
@@ -44,7 +44,7 @@ from admitflow.codec import DATA_CONVERTER  # noqa: E402
 from admitflow.devserver import DevServer  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 from tests.replay.record import local_runner, until  # noqa: E402
-from worker.main import build_worker  # noqa: E402
+from admitflow.worker.main import build_worker  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
 PRETRAIN = "team-a/pretrain"

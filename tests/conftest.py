@@ -29,7 +29,7 @@ from admitflow.client import AdmitflowClient
 from admitflow.codec import DATA_CONVERTER
 from admitflow.devserver import DevServer
 from tests.histories import audit
-from worker.main import build_worker
+from admitflow.worker.main import build_worker
 
 _EXIT_STATUS = pytest.StashKey[int]()
 # How many namespaces the dev server creates at start: one per collected test that takes `engine`

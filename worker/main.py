@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import compileall
+import pkgutil
 import signal
 from collections.abc import Sequence
 from datetime import timedelta
@@ -18,20 +19,21 @@ from temporalio.worker.workflow_sandbox import (
     SandboxRestrictions,
 )
 
-from activities.delivery import DeliveryActivities
-from activities.provisioning import ProvisioningActivities
-from activities.provisioning.backend import ProvisioningBackend
-from activities.provisioning.simulated import AutoscalerActivities
-from activities.queue_lookup import QueueLookupActivities
+import admitflow
+from admitflow.activities.delivery import DeliveryActivities
+from admitflow.activities.provisioning import ProvisioningActivities
+from admitflow.activities.provisioning.backend import ProvisioningBackend
+from admitflow.activities.provisioning.simulated import AutoscalerActivities
+from admitflow.activities.queue_lookup import QueueLookupActivities
 from admitflow.admission import metrics
 from admitflow.codec import data_converter, for_workers
-from worker.stale_activations import StaleActivationGuard
-from workflows.autoscaler import SimulatedAutoscalerWorkflow
-from workflows.catalog import CatalogWorkflow
-from workflows.cluster_queue import ClusterQueueWorkflow
-from workflows.pods_ready_gate import PodsReadyGateWorkflow
-from workflows.provisioning import ProvisioningCheckWorkflow
-from workflows.workload import WorkloadWorkflow
+from admitflow.worker.stale_activations import StaleActivationGuard
+from admitflow.workflows.autoscaler import SimulatedAutoscalerWorkflow
+from admitflow.workflows.catalog import CatalogWorkflow
+from admitflow.workflows.cluster_queue import ClusterQueueWorkflow
+from admitflow.workflows.pods_ready_gate import PodsReadyGateWorkflow
+from admitflow.workflows.provisioning import ProvisioningCheckWorkflow
+from admitflow.workflows.workload import WorkloadWorkflow
 
 WORKFLOWS: Sequence[type] = (
     CatalogWorkflow, ClusterQueueWorkflow, WorkloadWorkflow, ProvisioningCheckWorkflow, SimulatedAutoscalerWorkflow,
@@ -51,9 +53,17 @@ PROVISIONING_BACKENDS = ("simulated", "kubernetes")
 # 10 s start-to-close timeout (worker/stale_activations.py).
 STICKY_TIMEOUT = timedelta(seconds=10)
 
+# Installed beside the domain as admitflow.workflows, admitflow.activities and admitflow.worker (the
+# repository keeps them at the top): the workflow code the sandbox must import afresh for every run.
+SANDBOXED = ("workflows", "activities", "worker")
+
 # Our domain modules are pure and deterministic; importing them once, outside the sandbox, saves a
-# re-import per workflow run. structlog must be passed through or its locks trip the sandbox.
-PASSTHROUGH = ("admitflow", "structlog", "yaml", "pydantic", "pydantic_core", "annotated_types")
+# re-import per workflow run. structlog must be passed through or its locks trip the sandbox. The
+# domain is passed through module by module: "admitflow" as a whole would take the workflow code too.
+PASSTHROUGH = (
+    *(f"admitflow.{m.name}" for m in pkgutil.iter_modules(admitflow.__path__) if m.name not in SANDBOXED),
+    "structlog", "yaml", "pydantic", "pydantic_core", "annotated_types",
+)
 
 log = structlog.get_logger("admitflow.worker")
 
@@ -63,7 +73,7 @@ def cache_workflow_bytecode() -> None:
     bytecode on disk (PYTHONDONTWRITEBYTECODE, a fresh checkout) each run compiles them from source,
     which costs more than the rest of a workload's first task. Write it; a read-only install that
     lacks it only runs slower."""
-    import workflows
+    from admitflow import workflows
 
     try:
         compileall.compile_dir(Path(workflows.__file__).parent, quiet=2)
@@ -84,11 +94,11 @@ def replayer() -> Replayer:
 def provisioning_backend(name: str, client: Client, kubeconfig: str | None = None) -> ProvisioningBackend:
     """The ProvisioningRequest backend the worker's configuration names."""
     if name == "kubernetes":
-        from activities.provisioning.kubernetes import KubernetesBackend
+        from admitflow.activities.provisioning.kubernetes import KubernetesBackend
 
         return KubernetesBackend.from_config(kubeconfig)
     if name == "simulated":
-        from activities.provisioning.simulated import SimulatedBackend
+        from admitflow.activities.provisioning.simulated import SimulatedBackend
 
         return SimulatedBackend(client)
     raise ValueError(f'unknown provisioning backend "{name}": must be one of {", ".join(PROVISIONING_BACKENDS)}')

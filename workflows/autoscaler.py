@@ -38,8 +38,8 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.simulation.autoscaler import AutoscalerError, AutoscalerState, Push
     from admitflow.wire import first_error
 
-    from workflows import arguments
-    from workflows.outbox import Outbox, continue_as_new_suggested
+    from admitflow.workflows import arguments
+    from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
 
 # A due moment is never waited for in less than this: the pass after a timer handles everything
 # due by then, so a shorter timer would only mean a clock that reads the same instant again.

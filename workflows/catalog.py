@@ -29,8 +29,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from admitflow.admission.catalog import QueueResolution
 
-    from workflows import arguments
-    from workflows.outbox import Outbox, continue_as_new_suggested
+    from admitflow.workflows import arguments
+    from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
 
 
 # Before this patch a deleted AdmissionCheck went at once even while a ClusterQueue used it; the

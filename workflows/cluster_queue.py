@@ -44,9 +44,9 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.requests import format_requests
     from admitflow.wire import WireModel
 
-    from workflows import arguments
-    from workflows.metrics import emit
-    from workflows.outbox import Outbox, continue_as_new_suggested
+    from admitflow.workflows import arguments
+    from admitflow.workflows.metrics import emit
+    from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
 
 # Signal names a notice is delivered under, chosen to read well in a workload's history.
 NOTICE_SIGNALS = {

@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.pods_ready import GateAnswer, GateState
     from admitflow.messages import GateInput, GateRequest, GateSettled, GateUse
 
-    from workflows import arguments
+    from admitflow.workflows import arguments
 
 
 @workflow.defn(name=contract.PODS_READY_GATE_WORKFLOW)

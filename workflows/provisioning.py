@@ -10,7 +10,7 @@ the request when the workload says so or is gone.
 Decide, then execute: every handler only turns its message into an event; the loop steps the
 events through `admitflow.admission.provisioning_attempt.step`, which owns every rule, and carries
 out the commands it returns. Histories written before this loop replay through
-`workflows.provisioning_legacy`, chosen by `workflow.patched(PROVISIONING_STEP)`.
+`admitflow.workflows.provisioning_legacy`, chosen by `workflow.patched(PROVISIONING_STEP)`.
 
 No `from __future__ import annotations` here (see workflows/workload.py).
 """
@@ -39,9 +39,9 @@ with workflow.unsafe.imports_passed_through():
         WatchProvisioningRequest,
     )
 
-    from workflows import arguments
-    from workflows.provisioning_legacy import LegacyLoop
-    from workflows.timer import Timer, after
+    from admitflow.workflows import arguments
+    from admitflow.workflows.provisioning_legacy import LegacyLoop
+    from admitflow.workflows.timer import Timer, after
 
 # workflow.patched: the loop over provisioning_attempt.step (histories before ran workflows.provisioning_legacy).
 PROVISIONING_STEP = "provisioning-step"

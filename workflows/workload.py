@@ -4,7 +4,7 @@ Decide, then execute: every handler only turns its message into an event; the lo
 events through `admitflow.admission.lifecycle.step`, which owns every rule, and carries out the
 commands it returns. The workflow has no rule of its own: what it does is in the commands.
 
-Histories written before this loop replay through `workflows.workload_legacy`, chosen by
+Histories written before this loop replay through `admitflow.workflows.workload_legacy`, chosen by
 `workflow.patched(LIFECYCLE_STEP)`.
 
 No `from __future__ import annotations` here: the sandbox executes this module again for every
@@ -35,9 +35,9 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.messages import ProvisioningCheckInput, ProvisioningNotice, WorkloadInput
     from admitflow.wire import Undecodable
 
-    from workflows.metrics import emit
-    from workflows.timer import Timer, after
-    from workflows.workload_legacy import LegacyLoop
+    from admitflow.workflows.metrics import emit
+    from admitflow.workflows.timer import Timer, after
+    from admitflow.workflows.workload_legacy import LegacyLoop
 
 # workflow.patched: the loop over lifecycle.step (histories before ran workflows.workload_legacy).
 LIFECYCLE_STEP = "lifecycle-step"

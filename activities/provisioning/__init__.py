@@ -5,7 +5,7 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.provisioning.backend import ProvisioningBackend
+from admitflow.activities.provisioning.backend import ProvisioningBackend
 from admitflow import contract
 from admitflow.messages import (
     CreatedProvisioningRequest,

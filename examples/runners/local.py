@@ -164,9 +164,9 @@ class LocalRunner:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from worker import connection
-    from worker.logging import configure
-    from worker.main import run_until_signalled
+    from admitflow.worker import connection
+    from admitflow.worker.logging import configure
+    from admitflow.worker.main import run_until_signalled
 
     p = argparse.ArgumentParser(description="run admitted workloads as local subprocesses")
     p.add_argument("--task-queue", default=TASK_QUEUE, help=f"the runner's task queue, as annotations name it (default {TASK_QUEUE})")

@@ -53,7 +53,7 @@ from tests.temporal_server import (
     provide,
     setup,
 )
-from worker.main import build_worker
+from admitflow.worker.main import build_worker
 
 pytestmark = pytest.mark.integration
 

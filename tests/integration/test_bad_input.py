@@ -45,7 +45,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
-from activities.provisioning.simulated import SimulatedBackend
+from admitflow.activities.provisioning.simulated import SimulatedBackend
 from admitflow import ids
 from admitflow.admission.catalog import CATALOG_KINDS
 from admitflow.admission.workload import WorkloadReport
@@ -58,7 +58,7 @@ from tests.integration.test_admission import eventually, loaded
 from tests.integration.test_admission_checks import check_manifest
 from tests.integration.test_cli import run
 from tests.integration.test_simulated_autoscaler import node_group, provreq
-from worker.main import build_worker
+from admitflow.worker.main import build_worker
 
 pytestmark = pytest.mark.integration
 

@@ -26,7 +26,7 @@ from tests.builders import (
 )
 from tests.conftest import free_port
 from tests.integration.test_admission import eventually, loaded
-from worker.main import build_worker
+from admitflow.worker.main import build_worker
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from admitflow.codec import DATA_CONVERTER
 from admitflow.messages import FinishRequest
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.workflows.test_lifecycle import loaded, replay_all, until_phase
-from worker.main import build_worker
+from admitflow.worker.main import build_worker
 
 
 class Engine:

@@ -20,7 +20,7 @@ from tests.conftest import free_port
 from tests.integration.test_admission_checks import until
 from tests.integration.test_provisioning import gpu_workload, setup, submit
 from tests.workflows.test_lifecycle import replay_all
-from worker.main import build_worker
+from admitflow.worker.main import build_worker
 
 NAME = "w" * 235  # workload/default/<name> is 252 characters: it fits
 

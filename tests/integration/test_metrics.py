@@ -14,7 +14,7 @@ from admitflow.controller import Controller, ready, retry
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.conftest import free_port
 from tests.integration.test_admission import eventually, loaded
-from worker.main import build_worker, metrics_runtime
+from admitflow.worker.main import build_worker, metrics_runtime
 
 TASK_QUEUE = "metrics"  # its own: the engine fixture's worker serves the default one in this namespace
 SAMPLE = re.compile(r'^(?P<name>[a-z_]+)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$')

@@ -65,7 +65,7 @@ from tests.conftest import Engine
 from tests.integration.test_admission import eventually, loaded
 from tests.integration.test_admission_checks import check_manifest
 from tests.integration.test_simulated_autoscaler import node_group, provreq
-from worker.main import build_worker
+from admitflow.worker.main import build_worker
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ import pytest
 from admitflow.admission import workload as wl
 from admitflow.admission.workload import WorkloadState
 from admitflow.api.provisioning_request import ProvisioningRequest
-from activities.provisioning.simulated import SimulatedBackend
+from admitflow.activities.provisioning.simulated import SimulatedBackend
 from tests.builders import cluster_queue_manifest, local_queue_manifest
 from tests.integration.test_admission import eventually, loaded
 from tests.integration.test_admission_checks import check_manifest, checks_of, cond, until

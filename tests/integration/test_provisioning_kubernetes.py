@@ -11,13 +11,13 @@ import pytest
 import pytest_asyncio
 from kubernetes import client
 
-from activities.provisioning.kubernetes import KubernetesBackend
+from admitflow.activities.provisioning.kubernetes import KubernetesBackend
 from admitflow.client import AdmitflowClient
 from tests.integration.test_admission import eventually
 from tests.integration.test_admission_checks import checks_of, until
 from tests.integration.test_provisioning import config, setup, submit
 from tests.k8s_fake import PODTEMPLATES, PROVISIONING_REQUESTS, FakeApiServer
-from worker.main import build_worker
+from admitflow.worker.main import build_worker
 
 pytestmark = pytest.mark.integration
 

@@ -41,8 +41,8 @@ from admitflow.devserver import DevServer
 from tests.conftest import free_port
 from tests.integration.test_cli import SETUP
 from tests.pki import CA, Issued
-from worker.connection import Connection
-from worker.main import build_worker
+from admitflow.worker.connection import Connection
+from admitflow.worker.main import build_worker
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from activities.provisioning.simulated import SimulatedBackend
+from admitflow.activities.provisioning.simulated import SimulatedBackend
 from admitflow import ids
 from admitflow.api.provisioning_request import PodTemplate, ProvisioningRequest
 from admitflow.client import AdmitflowClient, AdmitflowError
@@ -23,7 +23,7 @@ from admitflow.devserver import DevServer
 from tests.integration.test_admission import eventually, loaded
 from tests.conftest import free_port
 from tests.integration.test_cli import run
-from worker.main import build_worker
+from admitflow.worker.main import build_worker
 
 pytestmark = pytest.mark.integration
 

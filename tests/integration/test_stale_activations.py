@@ -32,7 +32,7 @@ from admitflow.devserver import DevServer
 from tests.conftest import free_port
 from tests.histories import assert_replays
 from tests.integration.test_admission_checks import say, setup, submit, until
-from worker.stale_activations import REFUSED
+from admitflow.worker.stale_activations import REFUSED
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from admitflow.admission.workload import WorkloadReport
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.integration.test_finish_races import engine  # noqa: F401 - the fixture: a namespace with no worker
 from tests.workflows.test_lifecycle import loaded, replay_all, until_phase
-from worker.main import build_worker
+from admitflow.worker.main import build_worker
 
 
 async def test_creation_is_the_starts_acceptance_not_the_first_task(engine):  # noqa: F811

@@ -41,7 +41,7 @@ from tests.conftest import free_port
 from tests.integration.test_admission import eventually, loaded
 from tests.integration.test_cli import run, until
 from tests.unit.test_cluster_queue import NOW, entry, run_pass, state_with, view
-from worker.main import build_worker, metrics_runtime
+from admitflow.worker.main import build_worker, metrics_runtime
 
 pytestmark = [
     pytest.mark.integration,

@@ -33,7 +33,7 @@ from admitflow.devserver import DevServer
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.conftest import free_port
 from tests.workflows.test_lifecycle import loaded
-from worker.main import build_worker
+from admitflow.worker.main import build_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ from temporalio.service import TLSConfig
 
 from admitflow.cli import _parser
 from tests.pki import CA
-from worker.connection import Connection, ConnectionConfigError, add_arguments, from_arguments
+from admitflow.worker.connection import Connection, ConnectionConfigError, add_arguments, from_arguments
 
 
 @pytest.fixture(scope="module")

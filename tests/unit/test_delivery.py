@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from temporalio.testing import ActivityEnvironment
 
-from activities.delivery import DeliveryActivities
+from admitflow.activities.delivery import DeliveryActivities
 from admitflow.messages import Delivery, DeliveryBatch
 
 

@@ -20,7 +20,7 @@ from kubernetes import client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.provisioning.kubernetes import (
+from admitflow.activities.provisioning.kubernetes import (
     REQUEST_ANNOTATION,
     KubernetesApiError,
     KubernetesBackend,
@@ -553,6 +553,6 @@ def test_no_credentials_is_one_clear_line(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_admitflow_imports_the_backend_without_the_kubernetes_client() -> None:
-    code = "import sys, activities.provisioning.kubernetes; sys.exit('kubernetes' in sys.modules)"
+    code = "import sys, admitflow.activities.provisioning.kubernetes; sys.exit('kubernetes' in sys.modules)"
     root = Path(__file__).resolve().parents[2]
     assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0

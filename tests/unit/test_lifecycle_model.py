@@ -95,7 +95,7 @@ from admitflow.api.admission_check import AdmissionCheckRetryStrategy
 from admitflow.api.configuration import WaitForPodsReady
 from admitflow.codec import DATA_CONVERTER
 from tests.unit.test_workload_status import T0, reserved_notice, submitted
-from workflows.workload import MAX_ROUNDS
+from admitflow.workflows.workload import MAX_ROUNDS
 
 EXAMPLES = int(os.environ.get("ADMITFLOW_MODEL_EXAMPLES", "300"))
 STEPS = 40

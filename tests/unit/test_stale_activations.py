@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 
-from worker.stale_activations import stale
+from admitflow.worker.stale_activations import stale
 
 MAX_AGE = 10.0
 NOW = 1_800_000_100.0  # the worker's clock, seconds since the epoch

@@ -20,7 +20,7 @@ from tests.builders import (
     local_queue_manifest,
     workload_manifest,
 )
-from worker.main import replayer
+from admitflow.worker.main import replayer
 
 
 def loaded(*docs: dict[str, Any]) -> list[LoadedManifest]:

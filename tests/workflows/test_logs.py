@@ -11,7 +11,7 @@ from admitflow import ids
 from admitflow.admission.checks import Verdict
 from tests.workflows.test_backoff import setup
 from tests.workflows.test_lifecycle import replay_all, until_phase
-from worker.logging import configure
+from admitflow.worker.logging import configure
 
 
 async def test_events_and_verdicts_are_logged_once_and_not_on_replay(skipping_env, skipping_engine):

@@ -1,0 +1,52 @@
+"""What `pip install admitflow` puts in site-packages: one top-level package, `admitflow`. The
+repository keeps workflows/, activities/ and worker/ at the top; pyproject.toml installs them as
+admitflow.workflows, admitflow.activities and admitflow.worker, so that a user's own worker.py or
+workflows/ never collides with them."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MAPPED = {"workflows": "admitflow.workflows", "activities": "admitflow.activities", "worker": "admitflow.worker"}
+SOURCES = ("pyproject.toml", "README.md", "admitflow", *MAPPED)
+
+
+def repository_packages() -> set[str]:
+    """Every directory with an __init__.py under the installed trees, by its installed name."""
+    out = set()
+    for top in ("admitflow", *MAPPED):
+        for init in (ROOT / top).rglob("__init__.py"):
+            parts = init.parent.relative_to(ROOT).parts
+            out.add(".".join((MAPPED.get(parts[0], parts[0]), *parts[1:])))
+    return out
+
+
+def test_pyproject_lists_every_package_under_its_installed_name():
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert set(tool["packages"]) == repository_packages()
+    assert tool["package-dir"] == {name: directory for directory, name in MAPPED.items()}
+
+
+def test_the_wheel_has_no_generic_top_level_name(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(ROOT / name, src / name)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(tmp_path / "dist"), str(src)],
+        check=True, capture_output=True, timeout=300,
+    )
+    [wheel] = (tmp_path / "dist").glob("admitflow-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names if ".dist-info/" not in n} == {"admitflow"}
+    for package in ("workflows/workload.py", "activities/provisioning/kubernetes.py", "worker/main.py"):
+        assert f"admitflow/{package}" in names
