@@ -1,14 +1,17 @@
 # Two commands on a fresh machine with python3 and pip: `make run` and `make test`.
-# Each bootstraps the virtualenv in .venv from pyproject.toml (pinned) the first time.
+# Each bootstraps the virtualenv in .venv the first time: admitflow with the extras these commands
+# use, every distribution pinned by constraints.txt (scripts/lock.py writes it from pyproject.toml).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
 .PHONY: run test soak clean
 
-$(BIN)/.installed: pyproject.toml
+EXTRAS := devserver,kubernetes,test
+
+$(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/pip install --quiet --disable-pip-version-check --constraint constraints.txt -e '.[$(EXTRAS)]'
 	touch $@
 
 # The main job: embedded Temporal dev server + UI on :8233, the worker, the sample budget check

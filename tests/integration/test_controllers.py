@@ -234,6 +234,32 @@ async def test_a_controller_in_its_own_process_can_die_and_come_back(engine, tmp
         proc.wait(10)
 
 
+async def test_a_controller_starts_in_a_project_with_its_own_worker_workflows_and_activities(engine, tmp_path):
+    """Temporal's usual layout: the user's project has a worker.py, workflows/ and activities/ of
+    its own, first on sys.path. admitflow installs nothing under those names, so they do not
+    shadow it (they did: `from worker import connection` found the user's worker.py)."""
+    af = engine.admitflow
+    (tmp_path / "worker.py").write_text("raise SystemExit('the project\\'s own worker.py was imported')\n")
+    for package in ("workflows", "activities"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text(f"raise SystemExit('the project\\'s own {package} was imported')\n")
+    path = tmp_path / "controller.py"
+    path.write_text(textwrap.dedent(CONTROLLER_FILE))
+    await queue_with(af, check("separate", "tests/separate-process"), checks=["separate"])
+    proc = subprocess.Popen(
+        [sys.executable, str(path), "--address", engine.address, "--namespace", engine.namespace],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        await submit(af, "first")
+        r = await until(af, "Admitted", "first", timeout=40)
+        assert r.status.admission_checks[0].message == f"seen by pid {proc.pid}"
+    finally:
+        proc.kill()
+        output = proc.communicate(timeout=10)[0]
+    assert "was imported" not in output, output
+
+
 async def test_the_sdk_marks_its_checks_active_or_says_why_their_parameters_are_bad(engine):
     from pydantic import BaseModel
 

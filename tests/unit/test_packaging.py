@@ -5,12 +5,15 @@ workflows/ never collides with them."""
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 import sys
 import tomllib
 import zipfile
 from pathlib import Path
+
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
 MAPPED = {"workflows": "admitflow.workflows", "activities": "admitflow.activities", "worker": "admitflow.worker"}
@@ -50,3 +53,46 @@ def test_the_wheel_has_no_generic_top_level_name(tmp_path):
     assert {n.split("/")[0] for n in names if ".dist-info/" not in n} == {"admitflow"}
     for package in ("workflows/workload.py", "activities/provisioning/kubernetes.py", "worker/main.py"):
         assert f"admitflow/{package}" in names
+
+
+# --- every distribution pinned ---------------------------------------------------------------------
+
+# The extras `make run` and `make test` install (the Makefile's EXTRAS); the image installs a subset.
+INSTALLED_EXTRAS = ("devserver", "kubernetes", "test")
+
+
+def constraints() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, sep, version = line.partition("==")
+            assert sep and version, f"not pinned: {line}"
+            pins[canonicalize_name(name)] = version
+    return pins
+
+
+def test_the_makefile_installs_these_extras_through_the_constraints():
+    makefile = (ROOT / "Makefile").read_text()
+    assert f"EXTRAS := {','.join(INSTALLED_EXTRAS)}\n" in makefile
+    assert "pip install --quiet --disable-pip-version-check --constraint constraints.txt -e '.[$(EXTRAS)]'" in makefile
+
+
+def test_the_constraints_agree_with_pyproject():
+    """scripts/lock.py writes them; after a pin changes in pyproject.toml, run it again."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = constraints()
+    for requirement in project["dependencies"] + [r for e in project["optional-dependencies"].values() for r in e]:
+        name, _, version = requirement.partition("==")
+        assert pins.get(canonicalize_name(name)) == version, f"{requirement}: constraints.txt has {pins.get(canonicalize_name(name))}"
+
+
+def test_every_distribution_this_environment_needs_is_pinned_at_the_version_installed():
+    """The closure of the core and the installed extras, as installed here (through the
+    constraints, by `make test`): a dependency the constraints miss would install unpinned."""
+    spec = importlib.util.spec_from_file_location("lock", ROOT / "scripts" / "lock.py")
+    lock = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lock)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    needed = lock.closure(project["dependencies"] + [r for e in INSTALLED_EXTRAS for r in project["optional-dependencies"][e]])
+    pins = constraints()
+    assert {n: v for n, v in needed.items() if pins.get(n) != v} == {}
