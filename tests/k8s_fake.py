@@ -2,19 +2,33 @@
 uses: core/v1 PodTemplates and autoscaling.x-k8s.io/v1 ProvisioningRequests.
 
 It is not an API server: no validation, no RBAC, no garbage collector, no admission. It keeps what
-the backend's calls depend on: create/get/list/delete/patch, a resourceVersion that grows on every
-write, 404 and 409 answered with a `Status` body shaped like the API server's, `labelSelector`
-(`key=value` terms) and `fieldSelector=metadata.name=...`, and `?watch=true` streaming one JSON
-event per line (ADDED, MODIFIED, DELETED; an ERROR event with code 410 when the requested
-fault says 410 Gone, as an API server does when the requested resourceVersion is too old). Every request is recorded, so tests can assert
-exactly what the backend sent.
+the backend's calls depend on: create/get/list/delete/patch, one resourceVersion counter for every
+write (as etcd's revision), 404 and 409 answered with a `Status` body shaped like the API server's,
+`labelSelector` (`key=value` terms) and `fieldSelector=metadata.name=...`, lists in one namespace
+or in all of them, paged with `limit` and `continue` from one snapshot, and `?watch=true` streaming
+one JSON event per line (ADDED, MODIFIED, DELETED) from a resourceVersion, with BOOKMARK events when
+asked for, and an ERROR event with code 410 when the resourceVersion is older than the last
+`compact()` (or when an injected fault says 410 Gone), as an API server does. Every request is
+recorded, so tests can assert exactly what the backend sent; watch streams are counted.
+
+`python -m tests.k8s_fake --provision-after 1` runs it on its own (benchmarks), printing its URL,
+with a stand-in cluster autoscaler that sets `Provisioned=True` on every ProvisioningRequest that
+long after it is created (`--provision-spread S` adds up to S seconds at random), with the time it
+did so in the condition's message; `GET /_fake/stats` answers the watch counts.
 """
 
 from __future__ import annotations
 
+import argparse
+import bisect
 import functools
+import heapq
 import json
+import random
 import re
+import select
+import socket
+import sys
 import threading
 import time
 import uuid
@@ -27,15 +41,19 @@ from urllib.parse import parse_qsl, urlsplit
 PODTEMPLATES = "podtemplates"
 PROVISIONING_REQUESTS = "provisioningrequests"
 
+# A path without a namespace is the collection across all namespaces (list and watch only).
 _ROUTES = [
-    (PODTEMPLATES, re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/podtemplates(?:/(?P<name>[^/]+))?$")),
+    (PODTEMPLATES, re.compile(r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/podtemplates(?:/(?P<name>[^/]+))?$")),
     (
         PROVISIONING_REQUESTS,
         re.compile(
-            r"^/apis/autoscaling\.x-k8s\.io/v1/namespaces/(?P<ns>[^/]+)/provisioningrequests(?:/(?P<name>[^/]+))?$"
+            r"^/apis/autoscaling\.x-k8s\.io/v1(?:/namespaces/(?P<ns>[^/]+))?/provisioningrequests(?:/(?P<name>[^/]+))?$"
         ),
     ),
 ]
+STATS_PATH = "/_fake/stats"
+# Items per page of a list when the client gives no `limit`.
+_PAGE_ALL = 1 << 30
 _KIND = {PODTEMPLATES: "PodTemplate", PROVISIONING_REQUESTS: "ProvisioningRequest"}
 _GROUP = {PODTEMPLATES: "", PROVISIONING_REQUESTS: "autoscaling.x-k8s.io"}
 
@@ -116,32 +134,60 @@ def _field_selector_matches(selector: str, obj: dict[str, Any]) -> bool:
 
 
 class FakeApiServer:
-    """Start with `start()` (127.0.0.1, a free port), point a client at `url`, `stop()` at the end."""
+    """Start with `start()` (127.0.0.1, a free port), point a client at `url`, `stop()` at the end.
 
-    def __init__(self) -> None:
+    `provision_after`: seconds after which a stand-in cluster autoscaler sets `Provisioned=True` on
+    each new ProvisioningRequest (None: nobody does; tests call `set_condition`), plus up to
+    `provision_spread` seconds at random; the message says when, in seconds since the epoch.
+    `bookmark_seconds`: a watch that allows bookmarks gets a BOOKMARK after this long without an
+    event, and one before the server ends it (None: only the one at the end)."""
+
+    def __init__(
+        self, provision_after: float | None = None, bookmark_seconds: float | None = None, provision_spread: float = 0.0
+    ) -> None:
         self._lock = threading.Condition()
         self._objects: dict[tuple[str, str, str], dict[str, Any]] = {}
         self._rv = 100
-        # (resourceVersion, resource, namespace, event type, object): the watch history.
+        # (resourceVersion, resource, namespace, event type, object): the watch history, in order;
+        # `_event_rvs` holds the first column, so that a watch finds where to start by bisection.
         self._events: list[tuple[int, str, str, str, dict[str, Any]]] = []
+        self._event_rvs: list[int] = []
+        # A watch from a resourceVersion below this one gets 410 Gone (see `compact`).
+        self._compacted = 0
         self._faults: list[_Fault] = []
+        # Lists paged with `limit`: the snapshot each `continue` token reads from.
+        self._snapshots: dict[str, tuple[str, list[dict[str, Any]]]] = {}
+        # Bumped by `drop_watches`: open watch streams end at once, without their last chunk.
+        self._drops = 0
         self._stopping = False
         self.requests: list[Recorded] = []
+        self.open_watches = 0
+        self.peak_watches = 0
+        self.provision_after = provision_after
+        self.provision_spread = provision_spread
+        self.bookmark_seconds = bookmark_seconds
+        self._provisions: list[tuple[float, str, str]] = []
         self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    def start(self) -> FakeApiServer:
+    def start(self, port: int = 0) -> FakeApiServer:
         fake = self
 
         class Handler(_Handler):
             server_fake = fake
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=functools.partial(self._server.serve_forever, poll_interval=0.05), name="fake-apiserver", daemon=True)
-        self._thread.start()
+        serve = threading.Thread(
+            target=functools.partial(self._server.serve_forever, poll_interval=0.05), name="fake-apiserver", daemon=True
+        )
+        self._threads = [serve]
+        if self.provision_after is not None:
+            self._threads.append(threading.Thread(target=self._autoscale, name="fake-apiserver-autoscaler", daemon=True))
+        for thread in self._threads:
+            thread.start()
         return self
 
     def stop(self) -> None:
@@ -169,6 +215,10 @@ class FakeApiServer:
             if (method is None or r.method == method) and (resource is None or f"/{resource}" in r.path)
         ]
 
+    def watches(self) -> list[Recorded]:
+        """The watch requests received, in order."""
+        return [r for r in self.calls("GET") if r.query.get("watch", "").lower() in ("true", "1")]
+
     def get(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
         with self._lock:
             obj = self._objects.get((resource, namespace, name))
@@ -177,6 +227,12 @@ class FakeApiServer:
     def names(self, resource: str, namespace: str = "default") -> list[str]:
         with self._lock:
             return sorted(n for (r, ns, n) in self._objects if r == resource and ns == namespace)
+
+    @property
+    def resource_version(self) -> str:
+        """The last resourceVersion written."""
+        with self._lock:
+            return str(self._rv)
 
     def put(self, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Store an object as if someone else had created it."""
@@ -210,6 +266,27 @@ class FakeApiServer:
         with self._lock:
             self._faults.append(_Fault(method, re.compile(path), status, reason, message, times))
 
+    def compact(self) -> None:
+        """Forget the watch history, as etcd's compaction does: a watch from any resourceVersion
+        written so far gets an ERROR event with code 410 Gone."""
+        with self._lock:
+            self._compacted = self._rv
+
+    def drop_watches(self) -> None:
+        """Cut every open watch stream (a restarting API server, a load balancer's idle timeout)."""
+        with self._lock:
+            self._drops += 1
+            self._lock.notify_all()
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                "openWatches": self.open_watches,
+                "peakWatches": self.peak_watches,
+                "watchRequests": sum(1 for r in self.requests if r.query.get("watch", "").lower() in ("true", "1")),
+                "requests": len(self.requests),
+            }
+
     # --- the store (callers hold the lock) --------------------------------------------------------
 
     def _next_rv(self) -> str:
@@ -219,6 +296,7 @@ class FakeApiServer:
     def _write(self, resource: str, namespace: str, type_: str, obj: dict[str, Any]) -> None:
         obj["metadata"]["resourceVersion"] = self._next_rv()
         self._events.append((self._rv, resource, namespace, type_, json.loads(json.dumps(obj))))
+        self._event_rvs.append(self._rv)
         self._lock.notify_all()
 
     def _create(self, resource: str, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -234,6 +312,9 @@ class FakeApiServer:
             meta["generation"] = 1
             # The CRD has a status subresource: status sent on create is dropped.
             obj.pop("status", None)
+            if self.provision_after is not None:
+                due = time.monotonic() + self.provision_after + random.uniform(0, self.provision_spread)
+                heapq.heappush(self._provisions, (due, namespace, meta["name"]))
         self._objects[(resource, namespace, meta["name"])] = obj
         self._write(resource, namespace, "ADDED", obj)
         return json.loads(json.dumps(obj))
@@ -244,6 +325,34 @@ class FakeApiServer:
                 fault.times -= 1
                 return fault
         return None
+
+    def _events_after(self, since: int) -> list[tuple[int, str, str, str, dict[str, Any]]]:
+        return self._events[bisect.bisect_right(self._event_rvs, since) :]
+
+    def _autoscale(self) -> None:
+        """The stand-in cluster autoscaler of `provision_after`."""
+        with self._lock:
+            while not self._stopping:
+                now = time.monotonic()
+                while self._provisions and self._provisions[0][0] <= now:
+                    _, namespace, name = heapq.heappop(self._provisions)
+                    if (PROVISIONING_REQUESTS, namespace, name) in self._objects:
+                        self.set_condition(namespace, name, "Provisioned", message=f"provisioned at {time.time():.6f}")
+                wait = self._provisions[0][0] - now if self._provisions else 0.2
+                self._lock.wait(timeout=max(0.001, min(wait, 0.2)))
+
+
+class _Server(ThreadingHTTPServer):
+    # The backends open up to about a hundred connections at once.
+    request_queue_size = 256
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # ThreadingHTTPServer's own, with a thread name that says whose it is: tests that count a
+        # backend's threads leave these out.
+        thread = threading.Thread(
+            target=self.process_request_thread, args=(request, client_address), name="fake-apiserver-connection", daemon=True
+        )
+        thread.start()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -256,6 +365,14 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     # --- plumbing ----------------------------------------------------------------------------------
+
+    def _client_gone(self) -> bool:
+        """Whether the client closed its end (as an API server notices a watcher that went away)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def _send_json(self, code: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
@@ -283,6 +400,9 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         body = json.loads(raw) if raw else None
+        if split.path == STATS_PATH:
+            self._send_json(200, fake.stats())
+            return
         with fake._lock:
             fake.requests.append(
                 Recorded(
@@ -317,7 +437,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         ns, name = match["ns"], match["name"]
         handler = getattr(self, f"_{method.lower()}_{'item' if name else 'collection'}", None)
-        if handler is None:
+        if handler is None or (ns is None and (name or method != "GET")):
             self._send_json(405, _status(405, "MethodNotAllowed", f"{method} is not supported"))
             return
         handler(resource, ns, name, query, body) if name else handler(resource, ns, query, body)
@@ -393,34 +513,57 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send_json(200, patched)
 
-    def _get_collection(self, resource: str, ns: str, query: dict[str, str], body: Any) -> None:
+    def _get_collection(self, resource: str, ns: str | None, query: dict[str, str], body: Any) -> None:
         if query.get("watch", "").lower() in ("true", "1"):
             self._watch(resource, ns, query)
             return
         fake = self.server_fake
         labels = query.get("labelSelector", "")
         fields = query.get("fieldSelector", "")
+        limit = int(query.get("limit") or 0) or _PAGE_ALL
+        token, _, offset_text = (query.get("continue") or "").partition(":")
         with fake._lock:
-            items = [
-                json.loads(json.dumps(obj))
-                for (r, n, _), obj in sorted(fake._objects.items())
-                if r == resource
-                and n == ns
-                and _label_selector_matches(labels, obj["metadata"].get("labels") or {})
-                and _field_selector_matches(fields, obj)
-            ]
-            rv = str(fake._rv)
+            if token:
+                # Every page of a paged list comes from the snapshot its first page was cut from.
+                if token not in fake._snapshots:
+                    self._send_json(410, _status(410, "Expired", "The provided continue parameter is too old"))
+                    return
+                rv, items = fake._snapshots[token]
+                offset = int(offset_text)
+            else:
+                rv = str(fake._rv)
+                items = [
+                    json.loads(json.dumps(obj))
+                    for (r, n, _), obj in sorted(fake._objects.items())
+                    if r == resource
+                    and (ns is None or n == ns)
+                    and _label_selector_matches(labels, obj["metadata"].get("labels") or {})
+                    and _field_selector_matches(fields, obj)
+                ]
+                offset = 0
+                token = uuid.uuid4().hex
+            page = items[offset : offset + limit]
+            more = offset + limit < len(items)
+            if more:
+                fake._snapshots[token] = (rv, items)
+            else:
+                fake._snapshots.pop(token, None)
+        metadata: dict[str, Any] = {"resourceVersion": rv}
+        if more:
+            metadata["continue"] = f"{token}:{offset + limit}"
+            metadata["remainingItemCount"] = len(items) - offset - limit
         api_version = "v1" if resource == PODTEMPLATES else "autoscaling.x-k8s.io/v1"
-        self._send_json(
-            200, {"apiVersion": api_version, "kind": f"{_KIND[resource]}List", "metadata": {"resourceVersion": rv}, "items": items}
-        )
+        self._send_json(200, {"apiVersion": api_version, "kind": f"{_KIND[resource]}List", "metadata": metadata, "items": page})
 
-    def _watch(self, resource: str, ns: str, query: dict[str, str]) -> None:
+    def _watch(self, resource: str, ns: str | None, query: dict[str, str]) -> None:
         fake = self.server_fake
         fields = query.get("fieldSelector", "")
         labels = query.get("labelSelector", "")
+        bookmarks = query.get("allowWatchBookmarks", "").lower() in ("true", "1")
         timeout = float(query.get("timeoutSeconds") or 1800)
         deadline = time.monotonic() + timeout
+        kind = _KIND[resource]
+        api_version = "v1" if resource == PODTEMPLATES else "autoscaling.x-k8s.io/v1"
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -431,14 +574,22 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
 
+        def bookmark(rv: int) -> dict[str, Any]:
+            return {"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": str(rv)}}}
+
         def matches(r: str, n: str, obj: dict[str, Any]) -> bool:
             return (
                 r == resource
-                and n == ns
+                and (ns is None or n == ns)
                 and _field_selector_matches(fields, obj)
                 and _label_selector_matches(labels, obj["metadata"].get("labels") or {})
             )
 
+        with fake._lock:
+            fake.open_watches += 1
+            fake.peak_watches = max(fake.peak_watches, fake.open_watches)
+            drops = fake._drops
+        dropped = False
         try:
             with fake._lock:
                 since_text = query.get("resourceVersion")
@@ -453,23 +604,76 @@ class _Handler(BaseHTTPRequestHandler):
                     ]
                 else:
                     since = int(since_text)
+                    if since < fake._compacted:
+                        pending = [{"type": "ERROR", "object": _status(410, "Expired", f"too old resource version: {since} ({fake._compacted})")}]
             for event in pending:
                 send(event)
+            if pending and pending[0]["type"] == "ERROR":
+                return
+            quiet_since = checked = time.monotonic()
             while True:
+                if time.monotonic() - checked >= 0.2:
+                    # A watcher that went away is noticed even while other objects' events keep a
+                    # filtered watch busy without writing to it.
+                    if self._client_gone():
+                        return
+                    checked = time.monotonic()
                 with fake._lock:
-                    fresh = [e for e in fake._events if e[0] > since]
-                    while not fresh and not fake._stopping and time.monotonic() < deadline:
+                    fresh = fake._events_after(since)
+                    if not fresh and not fake._stopping and fake._drops == drops and time.monotonic() < deadline:
                         fake._lock.wait(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
-                        fresh = [e for e in fake._events if e[0] > since]
+                        fresh = fake._events_after(since)
                     stopping = fake._stopping
+                    dropped = fake._drops != drops
+                    current = fake._rv
+                if dropped:
+                    return
                 for rv, r, n, type_, obj in fresh:
                     since = rv
                     if matches(r, n, obj):
                         send({"type": type_, "object": obj})
-                if stopping or (not fresh and time.monotonic() >= deadline):
+                        quiet_since = time.monotonic()
+                now = time.monotonic()
+                if stopping or (not fresh and now >= deadline):
+                    if bookmarks:
+                        # An API server sends one before it ends a watch: where to go on from.
+                        send(bookmark(current))
                     break
+                if not fresh and bookmarks and fake.bookmark_seconds is not None and now - quiet_since >= fake.bookmark_seconds:
+                    send(bookmark(current))
+                    since = current
+                    quiet_since = now
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             pass
-        self.close_connection = True
+        finally:
+            with fake._lock:
+                fake.open_watches -= 1
+            self.close_connection = True
+            if dropped:
+                # No last chunk: the client sees the stream break, not end.
+                try:
+                    self.connection.shutdown(2)
+                except OSError:
+                    pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.k8s_fake", description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--provision-after", type=float, default=None, help="seconds; default: never")
+    parser.add_argument("--provision-spread", type=float, default=0.0, help="up to this many seconds more, at random")
+    parser.add_argument("--bookmark-seconds", type=float, default=None)
+    args = parser.parse_args(argv)
+    fake = FakeApiServer(
+        provision_after=args.provision_after, bookmark_seconds=args.bookmark_seconds, provision_spread=args.provision_spread
+    ).start(args.port)
+    print(fake.url, flush=True)
+    # Runs until its standard input closes (the parent went away) or it is killed.
+    sys.stdin.read()
+    fake.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import compileall
+import importlib.util
 import pkgutil
 import signal
 from collections.abc import Sequence
@@ -91,12 +92,17 @@ def replayer() -> Replayer:
     return Replayer(workflows=list(WORKFLOWS), data_converter=for_workers(data_converter()), workflow_runner=workflow_runner())
 
 
-def provisioning_backend(name: str, client: Client, kubeconfig: str | None = None) -> ProvisioningBackend:
-    """The ProvisioningRequest backend the worker's configuration names."""
+def provisioning_backend(
+    name: str, client: Client, kubeconfig: str | None = None, context: str | None = None
+) -> ProvisioningBackend:
+    """The ProvisioningRequest backend the worker's configuration names; `kubeconfig` and
+    `context` (kubectl's) say where the kubernetes backend finds its cluster."""
     if name == "kubernetes":
         from admitflow.activities.provisioning.kubernetes import KubernetesBackend
 
-        return KubernetesBackend.from_config(kubeconfig)
+        if importlib.util.find_spec("kubernetes") is None:
+            raise ValueError("needs the Kubernetes client: pip install 'admitflow[kubernetes]'")
+        return KubernetesBackend.from_config(kubeconfig, context)
     if name == "simulated":
         from admitflow.activities.provisioning.simulated import SimulatedBackend
 

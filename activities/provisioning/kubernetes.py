@@ -1,6 +1,6 @@
 """The `kubernetes` ProvisioningRequest backend: real `autoscaling.x-k8s.io/v1`
-ProvisioningRequests and core/v1 PodTemplates in a cluster, through the official Kubernetes Python
-client (`kubernetes` on PyPI), for a cluster autoscaler to act on.
+ProvisioningRequests and core/v1 PodTemplates in a cluster, through the asyncio client of the
+official Kubernetes Python package (`kubernetes.aio`, shipped in `kubernetes` on PyPI).
 
 What it writes (docs/kubernetes-backend.md shows whole objects):
 
@@ -16,23 +16,23 @@ What it writes (docs/kubernetes-backend.md shows whole objects):
   finds exactly the templates of one request even when they were never handed over (a worker lost
   between the two steps), and never those of another request whose name merely starts the same.
 
-The client is synchronous; every call runs in a thread of the backend's own pools so the worker's
-event loop never blocks. Short calls and watches have separate pools, so that long-polling watches
-(up to `WATCH_SECONDS` each) cannot hold up creates and deletes. `kubernetes` is imported only when
-a backend is made, so the rest of admitflow imports without it configured.
+How it waits: one watch of every ProvisioningRequest in the cluster per backend (per worker), kept
+by an informer (activities/provisioning/informer.py: list, watch from the list's resourceVersion,
+list again on 410 Gone, open the watch again when it ends); each `watch` call is a waiter on it.
+Everything runs on the worker's event loop: no thread per request, no thread per call.
+
+Requests go through the client's `ApiClient` (authentication, TLS, proxy) as raw JSON: the
+backend's pydantic models are its schema, and the client's own models would rewrite the bodies.
+`kubernetes` is imported only when a backend is made, so the rest of admitflow imports without it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
-import math
 import os
-import time
 import types
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin
 
@@ -40,11 +40,13 @@ from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from admitflow.activities.provisioning.informer import Disconnected, Expired, Informer, Page
 from admitflow.api.provisioning_request import API_VERSION, MANAGED_LABEL, PodTemplate, ProvisioningRequest
 from admitflow.wire import first_error
 
 if TYPE_CHECKING:
-    from kubernetes.client import Configuration
+    from aiohttp import ClientResponse
+    from kubernetes.aio.client import Configuration
 
 GROUP = "autoscaling.x-k8s.io"
 VERSION = "v1"
@@ -52,10 +54,9 @@ PLURAL = "provisioningrequests"
 KIND = "ProvisioningRequest"
 # On each PodTemplate: the request it was made for (names are not enough, see the module doc).
 REQUEST_ANNOTATION = "admitflow.io/provisioning-request"
-# Sent explicitly: the generated client leaves Content-Type out on creates (the server would
-# assume JSON, but nothing else in between has to).
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+ALL_REQUESTS = "ProvisioningRequests in all namespaces"
 
 # Statuses after which retrying the same request cannot succeed: the worker is not allowed
 # (403), or the server refuses the object (400 malformed, 422 invalid). Everything else (401 with
@@ -78,10 +79,17 @@ class KubernetesApiError(RuntimeError):
 def load_configuration(kubeconfig: str | None = None, context: str | None = None) -> Configuration:
     """Client configuration the way kubectl finds it: `kubeconfig` if given, else `$KUBECONFIG`
     (a `:`-separated list is merged), else `~/.kube/config`, else the pod's service account
-    (in-cluster). Raises `KubernetesCredentialsError` with one line when none is usable."""
-    from kubernetes import client, config
+    (in-cluster); `context` picks a kubeconfig context other than its current-context. Raises
+    `KubernetesCredentialsError` with one line when none is usable.
 
-    configuration = client.Configuration()
+    The package's synchronous loaders fill the asyncio client's `Configuration` (the two share
+    their fields): they run once, at the worker's start, and they install the hook that refreshes
+    an expiring token (a service account's, an exec plugin's), which the asyncio client calls
+    before each request. The asyncio loader would need a task of its own to refresh."""
+    from kubernetes import config
+    from kubernetes.aio.client import Configuration
+
+    configuration = Configuration()
     if kubeconfig and not Path(kubeconfig).expanduser().is_file():
         raise KubernetesCredentialsError(f"kubeconfig {kubeconfig} does not exist")
     default = Path("~/.kube/config").expanduser()
@@ -110,7 +118,12 @@ def load_configuration(kubeconfig: str | None = None, context: str | None = None
 class KubernetesBackend:
     """ProvisioningRequests in a real cluster (see the module doc). Make one with
     `KubernetesBackend.from_config(kubeconfig=..., context=...)`, or with a ready
-    `kubernetes.client.Configuration`."""
+    `kubernetes.aio.client.Configuration`; `await close()` when done with it.
+
+    `heartbeat_seconds`: how often a waiting `watch` heartbeats inside an activity.
+    `watch_seconds`: the shared watch's `timeoutSeconds`; the server ends it then, and it is
+    opened again from where it was. `call_seconds`: the time limit of every other request.
+    `page_size`: objects per page when the informer lists."""
 
     name = "kubernetes"
     push = False
@@ -119,35 +132,30 @@ class KubernetesBackend:
         self,
         configuration: Configuration,
         *,
-        max_watches: int = 64,
-        max_calls: int = 8,
         heartbeat_seconds: float = 5.0,
-        watch_chunk_seconds: float = 10.0,
+        watch_seconds: int = 300,
+        call_seconds: float = 60.0,
+        page_size: int = 500,
     ) -> None:
-        from kubernetes import client
+        from kubernetes.aio import client
 
-        # One pooled connection per thread that may use it at the same time.
-        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, max_watches + max_calls)
-        self._api_client = client.ApiClient(configuration)
-        self._core = client.CoreV1Api(self._api_client)
-        self._custom = client.CustomObjectsApi(self._api_client)
-        self._calls = ThreadPoolExecutor(max_workers=max_calls, thread_name_prefix="k8s-call")
-        self._watches = ThreadPoolExecutor(max_workers=max_watches, thread_name_prefix="k8s-watch")
+        _look_up_the_environment_once(configuration)
+        self._api = client.ApiClient(configuration)
         self._heartbeat_seconds = heartbeat_seconds
-        # A watch is issued in pieces no longer than this, so that a cancelled watch lets go of its
-        # thread soon even if its connection cannot be shut down.
-        self._watch_chunk_seconds = watch_chunk_seconds
+        self._watch_seconds = watch_seconds
+        self._call_seconds = call_seconds
+        self._page_size = page_size
         self.host = configuration.host
+        self.informer = Informer(_RequestSource(self), what=ALL_REQUESTS, on_stop=self._api.close)
 
     @classmethod
     def from_config(cls, kubeconfig: str | None = None, context: str | None = None, **options: Any) -> KubernetesBackend:
         """A backend with credentials found as `load_configuration` finds them."""
         return cls(load_configuration(kubeconfig, context), **options)
 
-    def close(self) -> None:
-        self._calls.shutdown(wait=False, cancel_futures=True)
-        self._watches.shutdown(wait=False, cancel_futures=True)
-        self._api_client.close()
+    async def close(self) -> None:
+        await self.informer.close()
+        await self._api.close()
 
     # --- the ProvisioningBackend interface -----------------------------------------------------
 
@@ -163,115 +171,13 @@ class KubernetesBackend:
                     type="InvalidProvisioningRequest",
                     non_retryable=True,
                 )
-        stored = await self._call(self._create_sync, request, pod_templates)
-        return _parse_request(stored)
-
-    async def delete(self, namespace: str, name: str) -> bool:
-        return await self._call(self._delete_sync, namespace, name)
-
-    async def watch(self, namespace: str, name: str, resource_version: str, timeout_seconds: float) -> ProvisioningRequest | None:
-        """A GET, then watch requests of at most `watch_chunk_seconds` each from the version read,
-        until the request changes, is deleted, or `timeout_seconds` pass (the server ends a watch
-        on whole seconds, so a timeout may come up to a second late)."""
-        from kubernetes import watch as k8s_watch
-
-        deadline = time.monotonic() + timeout_seconds
-        current = await self._call(self._read_request, namespace, name)
-        while True:
-            if current is None:
-                return None
-            if _rv(current) != resource_version:
-                return _parse_request(current)
-            since = _rv(current)
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return _parse_request(current)
-                stream = k8s_watch.Watch()
-                outcome, obj = await self._heartbeating(
-                    self._watch_sync,
-                    stream,
-                    namespace,
-                    name,
-                    since,
-                    resource_version,
-                    min(remaining, self._watch_chunk_seconds),
-                    on_cancel=stream.stop,
-                )
-                if outcome == "changed":
-                    return _parse_request(obj)
-                if outcome == "deleted":
-                    return None
-                if outcome == "expired":
-                    # 410 Gone: our resourceVersion fell out of the server's watch window.
-                    # Read the object again and watch from what it is now.
-                    current = await self._call(self._read_request, namespace, name)
-                    break
-                since = obj
-
-    async def pods_scheduled(self, namespace: str, name: str) -> None:
-        """Nothing to do: in a real cluster the admitted pods carry the consume annotation and
-        the cluster autoscaler counts them against the booking itself."""
-        return None
-
-    # --- threads -------------------------------------------------------------------------------
-
-    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._calls, functools.partial(fn, *args))
-
-    async def _heartbeating(self, fn: Callable[..., Any], *args: Any, on_cancel: Callable[[], None]) -> Any:
-        """Run `fn` in a watch thread; meanwhile heartbeat (inside an activity) so that the engine
-        notices a lost worker, and stop the watch if the activity is cancelled."""
-        future = asyncio.get_running_loop().run_in_executor(self._watches, functools.partial(fn, *args))
-        try:
-            while True:
-                done, _ = await asyncio.wait({future}, timeout=self._heartbeat_seconds)
-                if done:
-                    return future.result()
-                if activity.in_activity():
-                    activity.heartbeat()
-        except asyncio.CancelledError:
-            on_cancel()
-            # The stopped watch ends with an error nobody waits for any more.
-            future.add_done_callback(lambda f: f.cancelled() or f.exception())
-            raise
-
-    # --- synchronous calls (run in threads) -------------------------------------------------------
-
-    def _request(self, verb: str, what: str, fn: Callable[..., Any], *args: Any, ok: tuple[int, ...] = (), **kwargs: Any) -> tuple[int, Any]:
-        """One API call. Returns (HTTP status, JSON body); an error status in `ok` is returned
-        with the server's Status body instead of raised."""
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
-
-        try:
-            response = fn(*args, _preload_content=False, **kwargs)
-        except ApiException as exc:
-            body = _json_or_none(exc.body)
-            if exc.status in ok:
-                return exc.status, body or {}
-            raise _api_error(verb, what, exc.status, exc.reason, body) from None
-        except HTTPError as exc:
-            raise KubernetesApiError(
-                f"{verb} {what}: cannot reach the API server at {self.host}: {_one_line(str(exc))}"
-            ) from None
-        try:
-            return response.status, json.loads(response.data or b"{}")
-        finally:
-            response.release_conn()
-
-    def _create_sync(self, request: ProvisioningRequest, pod_templates: list[PodTemplate]) -> dict[str, Any]:
-        namespace = request.metadata.namespace
-        templates = [self._create_template(t, request.metadata.name) for t in pod_templates]
+        templates = [await self._create_template(t, request.metadata.name) for t in pod_templates]
         what = f"ProvisioningRequest {request.key}"
-        status, stored = self._request(
-            "create", what, self._custom.create_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, _request_body(request), ok=(404, 409),
-            _headers={"Content-Type": JSON},
-        )
+        status, stored = await self._call("create", what, "POST", _requests_path(namespace), body=_request_body(request), ok=(404, 409))
         if status == 404:
             raise _missing_resource_error("create", what, stored)
         if status == 409:
-            stored = self._existing(what, self._read_request(namespace, request.metadata.name))
+            stored = _existing(what, await self._read_request(namespace, request.metadata.name))
         owner = {
             "apiVersion": API_VERSION,
             "kind": KIND,
@@ -281,138 +187,281 @@ class KubernetesBackend:
             "blockOwnerDeletion": True,
         }
         for template in templates:
-            self._hand_over(template, owner)
-        return stored
+            await self._hand_over(template, owner)
+        return _parse_request(stored)
 
-    def _create_template(self, template: PodTemplate, request_name: str) -> dict[str, Any]:
-        meta = template.metadata
-        what = f"PodTemplate {meta.namespace}/{meta.name}"
-        status, stored = self._request(
-            "create", what, self._core.create_namespaced_pod_template, meta.namespace, _template_body(template, request_name), ok=(409,),
-            _headers={"Content-Type": JSON},
-        )
-        if status == 409:
-            status, existing = self._request(
-                "read", what, self._core.read_namespaced_pod_template, meta.name, meta.namespace, ok=(404,)
-            )
-            stored = self._existing(what, None if status == 404 else existing)
-        return stored
-
-    def _existing(self, what: str, obj: dict[str, Any] | None) -> dict[str, Any]:
-        """An object found under our name after AlreadyExists: kept, unless it is on its way out."""
-        if obj is None:
-            raise KubernetesApiError(f"create {what}: it existed a moment ago and is gone now; will try again")
-        if obj["metadata"].get("deletionTimestamp"):
-            raise KubernetesApiError(f"create {what}: an object of that name is being deleted; will try again")
-        return obj
-
-    def _hand_over(self, template: dict[str, Any], owner: dict[str, Any]) -> None:
-        """Make the request the template's controller, keeping other non-controller owners."""
-        meta = template["metadata"]
-        refs = meta.get("ownerReferences") or []
-        wanted = [r for r in refs if not r.get("controller") and r.get("uid") != owner["uid"]] + [owner]
-        if refs == wanted:
-            return
-        self._request(
-            "set owner of",
-            f"PodTemplate {meta['namespace']}/{meta['name']}",
-            self._core.patch_namespaced_pod_template,
-            meta["name"],
-            meta["namespace"],
-            {"metadata": {"ownerReferences": wanted}},
-            _content_type=MERGE_PATCH,
-        )
-
-    def _read_request(self, namespace: str, name: str) -> dict[str, Any] | None:
+    async def delete(self, namespace: str, name: str) -> bool:
         what = f"ProvisioningRequest {namespace}/{name}"
-        status, obj = self._request(
-            "read", what, self._custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name, ok=(404,)
-        )
-        if status == 404:
-            if not _object_not_found(obj, name):
-                raise _missing_resource_error("read", what, obj)
-            return None
-        return obj
-
-    def _delete_sync(self, namespace: str, name: str) -> bool:
-        what = f"ProvisioningRequest {namespace}/{name}"
-        status, body = self._request(
-            "delete",
-            what,
-            self._custom.delete_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
-            propagation_policy="Background",
-            ok=(404,),
+        status, body = await self._call(
+            "delete", what, "DELETE", _requests_path(namespace, name), query={"propagationPolicy": "Background"}, ok=(404,)
         )
         if status == 404 and not _object_not_found(body, name):
             raise _missing_resource_error("delete", what, body)
         deleted = status != 404
         # The garbage collector would delete handed-over templates, but it may lag, and a
         # template not yet handed over has no owner at all.
-        _, listed = self._request(
-            "list",
-            f"PodTemplates in {namespace}",
-            self._core.list_namespaced_pod_template,
-            namespace,
-            label_selector=f"{MANAGED_LABEL}=true",
+        _, listed = await self._call(
+            "list", f"PodTemplates in {namespace}", "GET", _templates_path(namespace), query={"labelSelector": f"{MANAGED_LABEL}=true"}
         )
         for item in listed.get("items") or []:
             if not _template_of(item, name):
                 continue
             template = item["metadata"]["name"]
-            status, _ = self._request(
-                "delete", f"PodTemplate {namespace}/{template}", self._core.delete_namespaced_pod_template, template, namespace, ok=(404,)
+            status, _ = await self._call(
+                "delete", f"PodTemplate {namespace}/{template}", "DELETE", _templates_path(namespace, template), ok=(404,)
             )
             deleted = deleted or status != 404
         return deleted
 
-    def _watch_sync(
-        self, stream: Any, namespace: str, name: str, since: str, unchanged: str, seconds: float
-    ) -> tuple[str, Any]:
-        """One watch request from `since`. Returns ("changed", object), ("deleted", None),
-        ("expired", None) on 410 Gone, or ("quiet", resourceVersion to go on from)."""
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError, ReadTimeoutError
+    async def watch(self, namespace: str, name: str, resource_version: str, timeout_seconds: float) -> ProvisioningRequest | None:
+        """The first state of the request newer than `resource_version`, from the shared watch;
+        None when it is gone; after `timeout_seconds`, the request as it is then. The first call
+        waits for the informer's first list and raises its error, if it fails, as one line."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_seconds
+        key = (namespace, name)
+        if await self._synced(deadline):
+            waiter = self.informer.wait_for(key, resource_version)
+            try:
+                while not waiter.done():
+                    remaining = deadline - loop.time()
+                    if remaining <= 0:
+                        break
+                    await asyncio.wait({waiter}, timeout=min(remaining, self._heartbeat_seconds))
+                    if not waiter.done() and activity.in_activity():
+                        activity.heartbeat()
+            finally:
+                self.informer.forget(key, waiter)
+            if waiter.done() and not waiter.cancelled():
+                found = waiter.result()
+                return None if found is None else _parse_request(found)
+            current = self.informer.get(key)
+            if current is not None and _rv(current) == resource_version:
+                return _parse_request(current)
+        # The shared watch does not hold that version (it lags, or cannot list): ask the server.
+        current = await self._read_request(namespace, name)
+        return None if current is None else _parse_request(current)
 
-        what = f"ProvisioningRequest {namespace}/{name}"
-        server_seconds = max(1, math.ceil(seconds))
+    async def pods_scheduled(self, namespace: str, name: str) -> None:
+        """Nothing to do: in a real cluster the admitted pods carry the consume annotation and
+        the cluster autoscaler counts them against the booking itself."""
+        return None
+
+    async def _synced(self, deadline: float) -> bool:
+        """Wait for the informer's first list, heartbeating; False when the deadline comes first."""
+        loop = asyncio.get_running_loop()
+        while not self.informer.synced:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            if await self.informer.sync(min(remaining, self._heartbeat_seconds)):
+                return True
+            if activity.in_activity():
+                activity.heartbeat()
+        return True
+
+    # --- requests --------------------------------------------------------------------------------
+
+    async def _send(
+        self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None, content_type: str = JSON, seconds: float
+    ) -> ClientResponse:
+        """One request through the client's ApiClient; the caller reads and releases the response."""
+        headers = {"Accept": JSON}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        method, url, headers, body, _ = await self._api.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=list((query or {}).items()),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = await self._api.call_api(method, url, headers, body, _request_timeout=seconds)
+        return response.response
+
+    async def _call(
+        self,
+        verb: str,
+        what: str,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, str] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        ok: tuple[int, ...] = (),
+    ) -> tuple[int, Any]:
+        """One API call. Returns (HTTP status, JSON body); an error status in `ok` is returned
+        with the server's Status body instead of raised."""
+        from aiohttp import ClientError
+
         try:
-            for event in stream.stream(
-                self._custom.list_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                namespace,
-                PLURAL,
-                field_selector=f"metadata.name={name}",
-                resource_version=since,
-                timeout_seconds=server_seconds,
-                allow_watch_bookmarks=True,
-                # The server ends the watch after timeout_seconds; this only guards against a
-                # connection that goes silent.
-                _request_timeout=(10, server_seconds + 15),
-            ):
-                obj = event.get("raw_object") or {}
-                version = (obj.get("metadata") or {}).get("resourceVersion") or since
-                if event["type"] == "DELETED":
-                    return "deleted", None
-                if event["type"] in ("ADDED", "MODIFIED") and version != unchanged:
-                    return "changed", obj
-                since = version
-        except ApiException as exc:
-            if exc.status == 410:
-                return "expired", None
-            if exc.status == 404 and not _object_not_found(_json_or_none(exc.body), name):
-                raise _missing_resource_error("watch", what, _json_or_none(exc.body)) from None
-            raise _api_error("watch", what, exc.status, exc.reason, _json_or_none(exc.body)) from None
-        except ReadTimeoutError:
+            response = await self._send(method, path, query=query, body=body, content_type=content_type, seconds=self._call_seconds)
+            try:
+                data = await response.read()
+            finally:
+                response.release()
+        except (ClientError, TimeoutError) as exc:
+            raise KubernetesApiError(f"{verb} {what}: cannot reach the API server at {self.host}: {_describe(exc)}") from None
+        status = response.status
+        found = _json_or_none(data)
+        if status >= 400:
+            if status in ok:
+                return status, found or {}
+            raise _api_error(verb, what, status, response.reason, found)
+        return status, found or {}
+
+    async def _create_template(self, template: PodTemplate, request_name: str) -> dict[str, Any]:
+        meta = template.metadata
+        what = f"PodTemplate {meta.namespace}/{meta.name}"
+        status, stored = await self._call(
+            "create", what, "POST", _templates_path(meta.namespace), body=_template_body(template, request_name), ok=(409,)
+        )
+        if status == 409:
+            status, existing = await self._call("read", what, "GET", _templates_path(meta.namespace, meta.name), ok=(404,))
+            stored = _existing(what, None if status == 404 else existing)
+        return stored
+
+    async def _hand_over(self, template: dict[str, Any], owner: dict[str, Any]) -> None:
+        """Make the request the template's controller, keeping other non-controller owners."""
+        meta = template["metadata"]
+        refs = meta.get("ownerReferences") or []
+        wanted = [r for r in refs if not r.get("controller") and r.get("uid") != owner["uid"]] + [owner]
+        if refs == wanted:
+            return
+        await self._call(
+            "set owner of",
+            f"PodTemplate {meta['namespace']}/{meta['name']}",
+            "PATCH",
+            _templates_path(meta["namespace"], meta["name"]),
+            body={"metadata": {"ownerReferences": wanted}},
+            content_type=MERGE_PATCH,
+        )
+
+    async def _read_request(self, namespace: str, name: str) -> dict[str, Any] | None:
+        what = f"ProvisioningRequest {namespace}/{name}"
+        status, obj = await self._call("read", what, "GET", _requests_path(namespace, name), ok=(404,))
+        if status == 404:
+            if not _object_not_found(obj, name):
+                raise _missing_resource_error("read", what, obj)
+            return None
+        return obj
+
+    # --- what the informer lists and watches -----------------------------------------------------
+
+    async def list_requests(self, continue_token: str | None) -> Page:
+        """One page of every ProvisioningRequest in the cluster."""
+        query = {"limit": str(self._page_size)}
+        if continue_token:
+            query["continue"] = continue_token
+        status, body = await self._call("list", ALL_REQUESTS, "GET", _requests_path(None), query=query, ok=(404, 410))
+        if status == 410:
+            raise Expired(_one_line(body.get("message") or "continue token expired"))
+        if status == 404:
+            raise _missing_resource_error("list", ALL_REQUESTS, body)
+        meta = body.get("metadata") or {}
+        return Page(items=body.get("items") or [], resource_version=meta.get("resourceVersion") or "", continue_token=meta.get("continue") or None)
+
+    async def watch_requests(self, resource_version: str) -> AsyncIterator[dict[str, Any]]:
+        """The events of every ProvisioningRequest after `resource_version`, until the server
+        ends the watch after `watch_seconds` (the client gives up 30 s later: a silent connection)."""
+        from aiohttp import ClientError
+
+        query = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(self._watch_seconds),
+        }
+        try:
+            response = await self._send("GET", _requests_path(None), query=query, seconds=self._watch_seconds + 30)
+        except (ClientError, TimeoutError) as exc:
+            raise Disconnected(f"watch {ALL_REQUESTS}: cannot reach the API server at {self.host}: {_describe(exc)}") from None
+        try:
+            if response.status != 200:
+                body = _json_or_none(await response.read())
+                if response.status == 410:
+                    raise Expired(_one_line((body or {}).get("message") or "resource version too old"))
+                if response.status == 404:
+                    raise _missing_resource_error("watch", ALL_REQUESTS, body)
+                raise _api_error("watch", ALL_REQUESTS, response.status, response.reason, body)
+            while True:
+                line = await response.content.readline()
+                if not line:
+                    return
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    if status.get("code") == 410:
+                        raise Expired(_one_line(status.get("message") or "resource version too old"))
+                    raise _api_error("watch", ALL_REQUESTS, status.get("code"), status.get("reason"), status)
+                yield event
+        except (ClientError, TimeoutError, ValueError) as exc:
+            raise Disconnected(f"watch {ALL_REQUESTS}: {_describe(exc)}") from None
+        finally:
+            # Never back to the pool: a watch read only part of may still be streaming.
+            response.close()
+
+
+class _RequestSource:
+    """The informer's view of the backend (activities/provisioning/informer.py's `Source`)."""
+
+    def __init__(self, backend: KubernetesBackend) -> None:
+        self._backend = backend
+
+    async def list(self, continue_token: str | None) -> Page:
+        return await self._backend.list_requests(continue_token)
+
+    def watch(self, resource_version: str) -> AsyncIterator[dict[str, Any]]:
+        return self._backend.watch_requests(resource_version)
+
+
+def _look_up_the_environment_once(configuration: Configuration) -> None:
+    """The client's aiohttp session trusts the environment, and so looks up the proxy variables
+    and ~/.netrc in a thread of its own on every request. The API server's address does not
+    change: look the proxy up once, here, with aiohttp's own function, and turn the lookups off
+    (kubectl reads no ~/.netrc either)."""
+    from aiohttp.helpers import get_env_proxy_for_url
+    from yarl import URL
+
+    if configuration.proxy is None:
+        try:
+            proxy, auth = get_env_proxy_for_url(URL(configuration.host))
+        except LookupError:
             pass
-        except HTTPError as exc:
-            raise KubernetesApiError(f"watch {what}: cannot reach the API server at {self.host}: {_one_line(str(exc))}") from None
-        return "quiet", since
+        else:
+            configuration.proxy = str(proxy)
+            if auth is not None and not configuration.proxy_headers:
+                configuration.proxy_headers = {"Proxy-Authorization": auth.encode()}
+    configuration.client_session_kwargs = {"trust_env": False, **(configuration.client_session_kwargs or {})}
+
+
+def _requests_path(namespace: str | None, name: str | None = None) -> str:
+    path = f"/apis/{GROUP}/{VERSION}" + (f"/namespaces/{namespace}" if namespace else "") + f"/{PLURAL}"
+    return f"{path}/{name}" if name else path
+
+
+def _templates_path(namespace: str, name: str | None = None) -> str:
+    path = f"/api/v1/namespaces/{namespace}/podtemplates"
+    return f"{path}/{name}" if name else path
+
+
+def _existing(what: str, obj: dict[str, Any] | None) -> dict[str, Any]:
+    """An object found under our name after AlreadyExists: kept, unless it is on its way out."""
+    if obj is None:
+        raise KubernetesApiError(f"create {what}: it existed a moment ago and is gone now; will try again")
+    if obj["metadata"].get("deletionTimestamp"):
+        raise KubernetesApiError(f"create {what}: an object of that name is being deleted; will try again")
+    return obj
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError) and not str(exc):
+        return "timed out"
+    return _one_line(str(exc) or type(exc).__name__)
 
 
 # --- objects ---------------------------------------------------------------------------------------
@@ -536,10 +585,5 @@ def _api_error(verb: str, what: str, status: int | None, reason: str | None, bod
 
 def _missing_resource_error(verb: str, what: str, body: dict[str, Any] | None) -> KubernetesApiError:
     detail = (body or {}).get("message") or "not found"
-    return KubernetesApiError(
-        _one_line(
-            f"{verb} {what}: HTTP 404: {detail} (is the {PLURAL}.{GROUP} CRD installed, "
-            f"and does the namespace exist?)"
-        ),
-        404,
-    )
+    namespace = "" if what == ALL_REQUESTS else ", and does the namespace exist"
+    return KubernetesApiError(_one_line(f"{verb} {what}: HTTP 404: {detail} (is the {PLURAL}.{GROUP} CRD installed{namespace}?)"), 404)

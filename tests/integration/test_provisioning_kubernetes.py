@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-from kubernetes import client
+from kubernetes.aio import client
 
 from admitflow.activities.provisioning.kubernetes import KubernetesBackend
 from admitflow.client import AdmitflowClient
@@ -28,12 +28,13 @@ TASK_QUEUE = "admitflow-kubernetes"
 async def cluster(engine) -> AsyncIterator[tuple[AdmitflowClient, FakeApiServer]]:
     """An engine on its own task queue whose ProvisioningRequests go to the fake API server."""
     fake = FakeApiServer().start()
-    backend = KubernetesBackend(client.Configuration(host=fake.url), heartbeat_seconds=1, watch_chunk_seconds=5)
+    # Watches of 5 s: the shared watch is opened again several times during a test.
+    backend = KubernetesBackend(client.Configuration(host=fake.url), heartbeat_seconds=1, watch_seconds=5)
     try:
         async with build_worker(engine.client, TASK_QUEUE, provisioning=backend):
             yield AdmitflowClient(engine.client, TASK_QUEUE), fake
     finally:
-        backend.close()
+        await backend.close()
         fake.stop()
 
 

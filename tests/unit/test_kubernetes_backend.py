@@ -1,5 +1,7 @@
 """The `kubernetes` ProvisioningRequest backend against a local HTTP fake of the API server
-(tests/k8s_fake.py): the exact requests it sends, and what it makes of the answers.
+(tests/k8s_fake.py): the exact requests it sends, what it makes of the answers, and its one shared
+watch (list, watch from the list's resourceVersion, list again on 410 Gone, watch again when a watch
+ends or breaks) serving every waiting request, 500 of them at once.
 
 No API server or cluster autoscaler runs here; docs/kubernetes-backend.md says what that leaves
 unverified.
@@ -12,11 +14,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from kubernetes import client
+from kubernetes.aio import client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
@@ -34,6 +36,7 @@ from admitflow.api.provisioning_request import (
     PodTemplate,
     ProvisioningRequest,
 )
+from tests.integration.test_admission import eventually
 from tests.k8s_fake import PODTEMPLATES, PROVISIONING_REQUESTS, FakeApiServer
 
 NS = "team-a"
@@ -41,6 +44,7 @@ PR = "wl-prov-1"
 CLASS = "check-capacity.autoscaling.x-k8s.io"
 TEMPLATES_PATH = f"/api/v1/namespaces/{NS}/podtemplates"
 PRS_PATH = f"/apis/autoscaling.x-k8s.io/v1/namespaces/{NS}/provisioningrequests"
+ALL_PRS_PATH = "/apis/autoscaling.x-k8s.io/v1/provisioningrequests"
 OWNER_KEYS = ("apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion")
 
 
@@ -88,10 +92,10 @@ def fake() -> Iterator[FakeApiServer]:
 
 
 @pytest.fixture
-def backend(fake: FakeApiServer) -> Iterator[KubernetesBackend]:
-    b = KubernetesBackend(client.Configuration(host=fake.url), heartbeat_seconds=0.1, watch_chunk_seconds=10)
+async def backend(fake: FakeApiServer) -> AsyncIterator[KubernetesBackend]:
+    b = KubernetesBackend(client.Configuration(host=fake.url), heartbeat_seconds=0.1)
     yield b
-    b.close()
+    await b.close()
 
 
 def later(seconds: float, fn, *args) -> threading.Timer:
@@ -285,20 +289,40 @@ async def test_server_errors_are_retryable_with_a_one_line_message(fake: FakeApi
 
 
 async def test_an_unreachable_server_is_a_retryable_error() -> None:
-    configuration = client.Configuration(host="http://127.0.0.1:9")
-    configuration.retries = 0
-    backend = KubernetesBackend(configuration)
+    backend = KubernetesBackend(client.Configuration(host="http://127.0.0.1:9"))
     try:
-        with pytest.raises(KubernetesApiError, match=f"read ProvisioningRequest {NS}/{PR}: cannot reach the API server at http://127.0.0.1:9"):
+        with pytest.raises(
+            KubernetesApiError, match="^list ProvisioningRequests in all namespaces: cannot reach the API server at http://127.0.0.1:9: "
+        ):
             await backend.watch(NS, PR, "1", 1)
+        with pytest.raises(KubernetesApiError, match=f"^delete ProvisioningRequest {NS}/{PR}: cannot reach the API server"):
+            await backend.delete(NS, PR)
     finally:
-        backend.close()
+        await backend.close()
+
+
+async def test_a_watch_the_worker_may_not_list_is_not_retried(fake: FakeApiServer, backend: KubernetesBackend) -> None:
+    # The shared watch lists and watches in all namespaces: a Role in one namespace is not enough.
+    fake.fail("GET", f"^{ALL_PRS_PATH}$", 403, "Forbidden", 'provisioningrequests.autoscaling.x-k8s.io is forbidden: User "u" cannot list')
+    with pytest.raises(ApplicationError) as raised:
+        await backend.watch(NS, PR, "1", 5)
+    assert raised.value.non_retryable
+    assert raised.value.type == "KubernetesForbidden"
+    assert raised.value.message == (
+        "list ProvisioningRequests in all namespaces: HTTP 403 Forbidden: "
+        'provisioningrequests.autoscaling.x-k8s.io is forbidden: User "u" cannot list'
+    )
+    # The next call lists again at once (not after the informer's backoff), and now may.
+    stored = await backend.create(request(), templates(), "w")
+    fake.set_condition(NS, PR, PROVISIONED)
+    found = await backend.watch(NS, PR, stored.metadata.resource_version, 5)
+    assert found is not None and found.is_true(PROVISIONED)
 
 
 async def test_a_missing_crd_is_an_error_not_a_gone_request(fake: FakeApiServer, backend: KubernetesBackend) -> None:
     # What an API server answers for a resource it does not serve: 404 without the object's name.
-    fake.fail("GET", f"/provisioningrequests/{PR}$", 404, "NotFound", "the server could not find the requested resource")
-    with pytest.raises(KubernetesApiError, match="CRD installed"):
+    fake.fail("GET", "/provisioningrequests$", 404, "NotFound", "the server could not find the requested resource")
+    with pytest.raises(KubernetesApiError, match=r"^list ProvisioningRequests in all namespaces: HTTP 404: .*CRD installed\?\)$"):
         await backend.watch(NS, PR, "1", 1)
     fake.fail("POST", "/provisioningrequests$", 404, "NotFound", "the server could not find the requested resource")
     with pytest.raises(KubernetesApiError, match=f"create ProvisioningRequest {NS}/{PR}: HTTP 404: the server could not find"):
@@ -363,8 +387,27 @@ async def test_delete_finds_templates_handed_over_by_kueue(fake: FakeApiServer, 
 # --- watch -------------------------------------------------------------------------------------
 
 
+async def now(value):
+    """For `eventually`, which awaits its check: a value at the time it is asked for."""
+    return value
+
+
+def has_condition(obj: dict | None, type_: str) -> bool:
+    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+    return any(c["type"] == type_ and c["status"] == "True" for c in conditions)
+
+
+def watch_requests(fake: FakeApiServer) -> list:
+    return [r for r in fake.watches() if r.path == ALL_PRS_PATH]
+
+
+def lists(fake: FakeApiServer) -> list:
+    return [r for r in fake.calls("GET") if r.path == ALL_PRS_PATH and "watch" not in r.query]
+
+
 async def test_watch_returns_the_request_as_soon_as_the_autoscaler_changes_it(fake: FakeApiServer, backend: KubernetesBackend) -> None:
     stored = await backend.create(request(), templates(), "w")
+    listed_at = fake.resource_version
     fake.requests.clear()
     later(0.3, fake.set_condition, NS, PR, PROVISIONED, "True", "CapacityIsFound", "Capacity is found in the cluster")
 
@@ -377,13 +420,12 @@ async def test_watch_returns_the_request_as_soon_as_the_autoscaler_changes_it(fa
     assert found.condition(PROVISIONED).message == "Capacity is found in the cluster"
     assert found.metadata.resource_version != stored.metadata.resource_version
     assert 0.25 < elapsed < 2
-    get, watch = fake.requests
-    assert (get.method, get.path) == ("GET", f"{PRS_PATH}/{PR}")
-    assert (watch.method, watch.path) == ("GET", PRS_PATH)
-    assert watch.query["watch"].lower() == "true"
-    assert watch.query["fieldSelector"] == f"metadata.name={PR}"
-    assert watch.query["resourceVersion"] == stored.metadata.resource_version
-    assert watch.query["timeoutSeconds"] == "10"
+    # The first watch lists every request in the cluster, then watches all of them from the
+    # list's resourceVersion; nothing is read or watched for this request alone.
+    listed, watch = fake.requests
+    assert (listed.method, listed.path, listed.query) == ("GET", ALL_PRS_PATH, {"limit": "500"})
+    assert (watch.method, watch.path) == ("GET", ALL_PRS_PATH)
+    assert watch.query == {"watch": "true", "resourceVersion": listed_at, "allowWatchBookmarks": "true", "timeoutSeconds": "300"}
 
 
 async def test_watch_returns_at_once_when_the_version_already_differs(fake: FakeApiServer, backend: KubernetesBackend) -> None:
@@ -392,7 +434,14 @@ async def test_watch_returns_at_once_when_the_version_already_differs(fake: Fake
     fake.requests.clear()
     found = await backend.watch(NS, PR, stored.metadata.resource_version, 10)
     assert found is not None and found.is_true("Accepted")
-    assert [(r.method, r.path) for r in fake.requests] == [("GET", f"{PRS_PATH}/{PR}")]
+    assert [r.path for r in fake.requests if not r.query.get("watch")] == [ALL_PRS_PATH]  # the list, no GET of the request
+    # Later calls answer from what the shared watch keeps: no request at all.
+    fake.set_condition(NS, PR, PROVISIONED)
+    await eventually(lambda: now(has_condition(backend.informer.get((NS, PR)), PROVISIONED)), timeout=5)
+    fake.requests.clear()
+    again = await backend.watch(NS, PR, found.metadata.resource_version, 10)
+    assert again is not None and again.is_true(PROVISIONED)
+    assert fake.requests == []
 
 
 async def test_watch_returns_the_request_unchanged_on_timeout(fake: FakeApiServer, backend: KubernetesBackend) -> None:
@@ -410,24 +459,138 @@ async def test_watch_returns_none_when_the_request_is_deleted(fake: FakeApiServe
     stored = await backend.create(request(), templates(), "w")
     later(0.3, fake.remove, PROVISIONING_REQUESTS, NS, PR)
     assert await backend.watch(NS, PR, stored.metadata.resource_version, 10) is None
-    # Already gone before the watch starts: no watch request at all.
+    # Already gone before the watch starts: the shared watch knows, nothing is sent.
     fake.requests.clear()
     assert await backend.watch(NS, PR, stored.metadata.resource_version, 10) is None
-    assert [r.method for r in fake.requests] == ["GET"]
+    assert fake.requests == []
 
 
-async def test_watch_reads_again_after_410_gone(fake: FakeApiServer, backend: KubernetesBackend) -> None:
+async def test_watch_never_answers_with_a_state_older_than_the_one_it_was_given(fake: FakeApiServer, backend: KubernetesBackend) -> None:
     stored = await backend.create(request(), templates(), "w")
-    fake.fail("GET", f"{PRS_PATH}$", 410, "Expired", "too old resource version")
+    assert await backend.watch(NS, PR, stored.metadata.resource_version, 0.1) is not None  # the shared watch runs
+    # Cut the shared watch and keep it from coming back for a moment: it lags behind the server.
+    fake.fail("GET", f"^{ALL_PRS_PATH}$", 503, "ServiceUnavailable", times=2)
+    fake.drop_watches()
+    fake.set_condition(NS, PR, "Accepted", reason="Accepted")
+    newest = fake.set_condition(NS, PR, PROVISIONED)["metadata"]["resourceVersion"]
+    # A workflow that already saw the newest state (from a GET, say) must not be told of the
+    # older one the lagging watch still holds: it waits, and on timeout has that state back.
+    started = time.monotonic()
+    found = await backend.watch(NS, PR, newest, 3)
+    assert time.monotonic() - started > 2.9
+    assert found is not None
+    assert found.metadata.resource_version == newest and found.is_true(PROVISIONED)
+    # Meanwhile it caught up, by listing again after the 503s.
+    assert backend.informer.get((NS, PR))["metadata"]["resourceVersion"] == newest
+
+
+async def test_watch_lists_again_after_410_gone(fake: FakeApiServer, backend: KubernetesBackend) -> None:
+    stored = await backend.create(request(), templates(), "w")
+    assert await backend.watch(NS, PR, stored.metadata.resource_version, 0.1) is not None  # the shared watch runs
+    fake.fail("GET", f"^{ALL_PRS_PATH}$", 410, "Expired", "too old resource version")
     fake.requests.clear()
-    later(0.3, fake.set_condition, NS, PR, PROVISIONED)
+    fake.drop_watches()
+    later(0.5, fake.set_condition, NS, PR, PROVISIONED)
 
     found = await backend.watch(NS, PR, stored.metadata.resource_version, 10)
 
     assert found is not None and found.is_true(PROVISIONED)
-    kinds = ["watch" if r.query.get("watch") else "get" for r in fake.requests]
-    assert kinds[:3] == ["get", "watch", "get"]  # the expired watch, then a fresh read
-    assert len(kinds) in (3, 4)  # the read may already see the change; else one more watch
+    # The watch after the break gets 410, then a fresh list, then a watch from it (which may
+    # come after the answer: the list can already hold the change).
+    await eventually(lambda: now(len(fake.requests) == 3), timeout=5)
+    assert ["watch" if r.query.get("watch") else "list" for r in fake.requests] == ["watch", "list", "watch"]
+
+
+async def test_a_watch_from_a_compacted_version_lists_again_and_finds_what_was_deleted(
+    fake: FakeApiServer, backend: KubernetesBackend
+) -> None:
+    first = await backend.create(request(), templates(), "w")
+    second = await backend.create(request("wl-prov-2", (("main", 1),)), [template("wl-prov-2", "main")], "w")
+    waiting = asyncio.create_task(backend.watch(NS, PR, first.metadata.resource_version, 10))
+    await eventually(lambda: now(backend.informer.waiting == 1), timeout=5)
+    # While the watch is down, the request is deleted and the server forgets that history.
+    fake.drop_watches()
+    fake.remove(PROVISIONING_REQUESTS, NS, PR)
+    fake.set_condition(NS, "wl-prov-2", PROVISIONED)
+    fake.compact()
+
+    assert await waiting is None
+    found = await backend.watch(NS, "wl-prov-2", second.metadata.resource_version, 5)
+    assert found is not None and found.is_true(PROVISIONED)
+    assert len(lists(fake)) == 2
+    # The first, the one that got 410 from where the first was, one from the new list.
+    watches = await eventually(lambda: now(len(watch_requests(fake)) == 3 and watch_requests(fake)), timeout=5)
+    assert watches[1].query["resourceVersion"] == watches[0].query["resourceVersion"]
+
+
+async def test_a_broken_watch_is_opened_again_from_where_it_was(fake: FakeApiServer, backend: KubernetesBackend) -> None:
+    stored = await backend.create(request(), templates(), "w")
+    assert await backend.watch(NS, PR, stored.metadata.resource_version, 0.1) is not None
+    fake.set_condition(NS, PR, "Accepted", reason="Accepted")
+    accepted = await backend.watch(NS, PR, stored.metadata.resource_version, 5)
+    assert accepted is not None
+
+    fake.drop_watches()
+    await eventually(lambda: now(len(watch_requests(fake)) == 2), timeout=5)
+    fake.set_condition(NS, PR, PROVISIONED)
+    found = await backend.watch(NS, PR, accepted.metadata.resource_version, 5)
+
+    assert found is not None and found.is_true(PROVISIONED)
+    assert len(lists(fake)) == 1  # no list again: the watch went on
+    assert watch_requests(fake)[1].query["resourceVersion"] == accepted.metadata.resource_version
+
+
+async def test_a_watch_the_server_ends_goes_on_from_its_last_bookmark(fake: FakeApiServer) -> None:
+    backend = KubernetesBackend(client.Configuration(host=fake.url), watch_seconds=1)
+    try:
+        stored = await backend.create(request(), templates(), "w")
+        assert await backend.watch(NS, PR, stored.metadata.resource_version, 0.1) is not None
+        # Writes to other resources move the server's resourceVersion on; the bookmark before
+        # the server ends the watch says so, and the next watch starts there.
+        fake.put(PODTEMPLATES, {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "unrelated", "namespace": NS}, "template": {}})
+        moved_to = fake.resource_version
+        await eventually(lambda: now(len(watch_requests(fake)) >= 2), timeout=5)
+        assert watch_requests(fake)[1].query["resourceVersion"] == moved_to
+        assert backend.informer.position == moved_to
+        assert len(lists(fake)) == 1
+        fake.set_condition(NS, PR, PROVISIONED)
+        found = await backend.watch(NS, PR, stored.metadata.resource_version, 5)
+        assert found is not None and found.is_true(PROVISIONED)
+    finally:
+        await backend.close()
+
+
+async def test_bookmarks_move_an_idle_watch_on() -> None:
+    fake = FakeApiServer(bookmark_seconds=0.2).start()
+    backend = KubernetesBackend(client.Configuration(host=fake.url))
+    try:
+        assert await backend.watch(NS, PR, "1", 0.1) is None  # nothing there: the shared watch runs
+        fake.put(PODTEMPLATES, {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "unrelated", "namespace": NS}, "template": {}})
+        moved_to = fake.resource_version
+        # No ProvisioningRequest changed, yet the watch learns where the server is, and would go on
+        # from there after a break instead of from a version that may have fallen out of its window.
+        await eventually(lambda: now(backend.informer.position == moved_to), timeout=5)
+        assert len(watch_requests(fake)) == 1
+    finally:
+        await backend.close()
+        fake.stop()
+
+
+async def test_the_informer_lists_in_pages(fake: FakeApiServer) -> None:
+    for i in range(5):
+        fake.put(PROVISIONING_REQUESTS, {**request(f"pre-{i}").to_wire(), "status": {}})
+    listed_at = fake.resource_version
+    backend = KubernetesBackend(client.Configuration(host=fake.url), page_size=2)
+    try:
+        found = await backend.watch(NS, "pre-4", "1", 5)
+        assert found is not None and found.metadata.name == "pre-4"
+        pages = lists(fake)
+        assert [r.query.get("limit") for r in pages] == ["2", "2", "2"]
+        assert "continue" not in pages[0].query and pages[1].query["continue"] and pages[2].query["continue"]
+        (watch,) = await eventually(lambda: now(watch_requests(fake)), timeout=5)
+        assert watch.query["resourceVersion"] == listed_at
+    finally:
+        await backend.close()
 
 
 async def test_watch_heartbeats_inside_an_activity(fake: FakeApiServer, backend: KubernetesBackend) -> None:
@@ -441,25 +604,69 @@ async def test_watch_heartbeats_inside_an_activity(fake: FakeApiServer, backend:
     assert len(beats) >= 3  # every 0.1 s while waiting in this test; every 5 s by default
 
 
-async def test_a_cancelled_watch_gives_its_thread_back_at_once(fake: FakeApiServer) -> None:
-    backend = KubernetesBackend(client.Configuration(host=fake.url), max_watches=1, watch_chunk_seconds=30)
-    try:
-        stored = await backend.create(request(), templates(), "w")
-        first = asyncio.create_task(backend.watch(NS, PR, stored.metadata.resource_version, 30))
-        await asyncio.sleep(0.3)
-        first.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await first
-        # The only watch thread must be free again, not held for the 30 s watch (which nothing
-        # else would wake: the change below is to another request).
-        other = await backend.create(request("other-1", (("main", 1),)), [template("other-1", "main")], "w")
-        later(0.2, fake.set_condition, NS, "other-1", PROVISIONED)
-        started = time.monotonic()
-        found = await backend.watch(NS, "other-1", other.metadata.resource_version, 5)
-        assert found is not None and found.is_true(PROVISIONED)
-        assert time.monotonic() - started < 2
-    finally:
-        backend.close()
+async def test_a_cancelled_watch_leaves_the_shared_watch_to_the_others(fake: FakeApiServer, backend: KubernetesBackend) -> None:
+    stored = await backend.create(request(), templates(), "w")
+    other = await backend.create(request("other-1", (("main", 1),)), [template("other-1", "main")], "w")
+    first = asyncio.create_task(backend.watch(NS, PR, stored.metadata.resource_version, 30))
+    second = asyncio.create_task(backend.watch(NS, "other-1", other.metadata.resource_version, 30))
+    await eventually(lambda: now(backend.informer.waiting == 2), timeout=5)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert backend.informer.waiting == 1
+    fake.set_condition(NS, "other-1", PROVISIONED)
+    found = await asyncio.wait_for(second, 5)
+    assert found is not None and found.is_true(PROVISIONED)
+    assert backend.informer.waiting == 0
+    assert len(watch_requests(fake)) == 1 and fake.open_watches == 1
+
+
+def backend_threads(before: set[int]) -> int:
+    """Threads of this process started since `before`, leaving out the fake API server's."""
+    return sum(1 for t in threading.enumerate() if t.ident not in before and not t.name.startswith("fake-apiserver"))
+
+
+async def test_500_requests_in_flight_share_one_watch_and_no_threads(fake: FakeApiServer, backend: KubernetesBackend) -> None:
+    n = 500
+    before = {t.ident for t in threading.enumerate()}
+    peak = 0
+    done = asyncio.Event()
+
+    async def count_threads() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, backend_threads(before))
+            await asyncio.sleep(0.02)
+
+    async def attempt(i: int) -> ProvisioningRequest:
+        name = f"wl{i}-prov-1"
+        stored = await backend.create(request(name, (("main", 1),)), [template(name, "main")], "w")
+        seen = stored
+        while not seen.is_true(PROVISIONED):
+            found = await backend.watch(NS, name, seen.metadata.resource_version, 50)
+            assert found is not None
+            seen = found
+        return seen
+
+    counter = asyncio.create_task(count_threads())
+    started = time.monotonic()
+    attempts = [asyncio.create_task(attempt(i)) for i in range(n)]
+    # Every request is created and waited for before the autoscaler answers any of them.
+    await eventually(lambda: now(backend.informer.waiting == n), timeout=60)
+    assert fake.open_watches == 1
+    for i in range(n):
+        fake.set_condition(NS, f"wl{i}-prov-1", PROVISIONED, message=f"capacity {i}")
+    results = await asyncio.wait_for(asyncio.gather(*attempts), 60)
+    elapsed = time.monotonic() - started
+    done.set()
+    await counter
+
+    assert [r.condition(PROVISIONED).message for r in results] == [f"capacity {i}" for i in range(n)]
+    assert backend.informer.waiting == 0
+    assert len(watch_requests(fake)) == 1 and len(lists(fake)) == 1
+    assert fake.peak_watches == 1
+    assert peak == 0, f"{peak} threads"  # aiohttp on the event loop, the server by IP: nothing to resolve
+    assert elapsed < 60
 
 
 async def test_pods_scheduled_sends_nothing(fake: FakeApiServer, backend: KubernetesBackend) -> None:
@@ -500,9 +707,31 @@ async def test_kubeconfig_credentials_reach_the_server(fake: FakeApiServer, tmp_
     try:
         assert await backend.delete(NS, PR) is False
     finally:
-        backend.close()
+        await backend.close()
     assert fake.requests[0].headers["authorization"] == "Bearer secret-token"
     assert load_configuration(str(path), context="other").host == "http://127.0.0.1:1"
+    # --context: the same kubeconfig, another cluster.
+    other = KubernetesBackend.from_config(kubeconfig=str(path), context="other")
+    try:
+        assert other.host == "http://127.0.0.1:1"
+        with pytest.raises(KubernetesApiError, match="cannot reach the API server at http://127.0.0.1:1"):
+            await other.delete(NS, PR)
+    finally:
+        await other.close()
+
+
+async def test_the_worker_takes_kubeconfig_and_context(tmp_path: Path) -> None:
+    # What `admitflow worker --provisioning-backend kubernetes --kubeconfig PATH --context NAME` makes.
+    from admitflow.worker.main import provisioning_backend
+
+    path = write_kubeconfig(tmp_path / "config", "http://127.0.0.1:2")
+    backend = provisioning_backend("kubernetes", None, str(path), "other")
+    try:
+        assert backend.host == "http://127.0.0.1:1"
+    finally:
+        await backend.close()
+    with pytest.raises(KubernetesCredentialsError, match=f"^cannot load Kubernetes credentials from kubeconfig {path}: "):
+        provisioning_backend("kubernetes", None, str(path), "missing")
 
 
 def test_kubeconfig_comes_from_KUBECONFIG_then_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -516,7 +745,7 @@ def test_kubeconfig_comes_from_KUBECONFIG_then_home(tmp_path: Path, monkeypatch:
     assert load_configuration().host == "http://127.0.0.1:3"
 
 
-def test_in_cluster_credentials_come_from_the_service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_in_cluster_credentials_come_from_the_service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from kubernetes.config import incluster_config
 
     (tmp_path / "token").write_text("sa-token")
@@ -529,7 +758,7 @@ def test_in_cluster_credentials_come_from_the_service_account(tmp_path: Path, mo
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
     configuration = load_configuration()
     assert configuration.host == "https://10.96.0.1:443"
-    assert configuration.get_api_key_with_prefix("BearerToken") == "bearer sa-token"
+    assert await configuration.get_api_key_with_prefix("BearerToken") == "bearer sa-token"
     assert configuration.ssl_ca_cert == str(tmp_path / "ca.crt")
 
 
@@ -556,3 +785,15 @@ def test_admitflow_imports_the_backend_without_the_kubernetes_client() -> None:
     code = "import sys, admitflow.activities.provisioning.kubernetes; sys.exit('kubernetes' in sys.modules)"
     root = Path(__file__).resolve().parents[2]
     assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
+
+
+def test_without_the_kubernetes_extra_the_worker_says_what_to_install(monkeypatch):
+    """The core install has no Kubernetes client: the worker refuses the backend in one line."""
+    import importlib.util
+
+    from admitflow.worker.main import provisioning_backend
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "kubernetes" else find_spec(name, *a))
+    with pytest.raises(ValueError, match=r"^needs the Kubernetes client: pip install 'admitflow\[kubernetes\]'$"):
+        provisioning_backend("kubernetes", None)
