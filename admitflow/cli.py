@@ -1,8 +1,18 @@
 """The `admitflow` command.
 
-Bad input exits 2 with one line naming what was wrong (file, document and field for manifests) and
-changes nothing; a Temporal server that cannot be reached, or a workflow that cannot take the request
-now (a workload whose workflow task fails), exits 1 with one line.
+Errors are one line on stderr, never a traceback, with kubectl's exit codes: 2 for bad input (bad
+flags or arguments, a manifest Kueue would refuse, an object that is not there: the line names what
+was wrong, file, document and field for manifests, and nothing changed), 1 when the request could not
+be carried out (a Temporal server that cannot be reached, an unknown Temporal namespace, permission
+denied, a timeout, a workflow that cannot take the request now). "No resources found" goes to stderr
+with status 0, as kubectl's does.
+
+Two namespaces: `--namespace` is the Temporal namespace (the connection flags follow the temporal
+CLI), `-n/--kueue-namespace` the Kueue namespace of workloads and LocalQueues (kubectl's `-n`).
+
+Only what a command needs is imported, when it runs: the parser is built from light modules
+(admitflow.kinds, admitflow.ids), so `admitflow --help` starts without the Temporal SDK, pydantic or
+yaml (tests/unit/test_cli_start.py holds it to that).
 """
 
 from __future__ import annotations
@@ -15,54 +25,35 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import yaml
-from pydantic import ValidationError
-
-from admitflow import ids, registration
-from admitflow.api import ManifestError, load_manifests
-from admitflow.api import field_error as fe
-from admitflow.api.workload import PodSetUpdate
-from admitflow.admission.workload import PHASES
-from admitflow.codec import EncryptionConfigError, PayloadDecodeError, data_converter, encryption_codec
-from admitflow.client import (
-    KIND_NAMES,
+from admitflow import ids
+from admitflow.worker import connection_flags
+from admitflow.kinds import (
     NAMESPACED,
-    AdmitflowClient,
-    AdmitflowError,
-    NotAnswering,
-    UnansweredWorkload,
+    PROVISIONING_REQUEST_CONDITIONS,
+    UnknownKind,
     kind_of,
+    qualified,
+    short_names,
+    split_kind,
 )
-from admitflow.api.provisioning_request import CONDITION_TYPES as PROVREQ_CONDITIONS
-from admitflow.devserver import DEFAULT_DB, DevServer, DevServerError, die_with_parent
-from admitflow.messages import ProvisioningRequestCondition
-from admitflow.printing import (
-    COLUMNS,
-    age,
-    column_widths,
-    columns,
-    controller_lines,
-    describe,
-    provisioning_rows,
-    render,
-    table,
-    table_row,
-    trouble_lines,
-    warnings,
-    watch_rows,
-    workload_status,
-)
-from admitflow.simulation.autoscaler import SET_BY_HAND
 
+# kubectl's exit codes: 1 when the request could not be carried out; this repository's 2 for bad
+# input and usage (argparse's own status), which changes nothing.
+EXIT_ERROR = 1
 EXIT_BAD_INPUT = 2
-EXIT_UNREACHABLE = 1
+EXIT_UNREACHABLE = EXIT_ERROR
+# `get -w` asks for the workloads changed since its previous read, less this: visibility lags
+# behind the workflows a little (more with Elasticsearch), and the client's clock is not the server's.
+WATCH_SLACK = timedelta(seconds=10)
 
-# The Temporal server marks a workflow whose task has failed this many times in a row with the
-# search attribute TemporalReportedProblems (off by default), so the UI can list wedged workloads:
-# `TemporalReportedProblems IS NOT NULL` (docs/ui.md).
-DEV_DYNAMIC_CONFIG = {"system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute": "3"}
+# Defaults shown in --help, kept equal to the modules that own them by tests/unit/test_cli_start.py
+# (importing those modules would cost the start-up time this module saves).
+DEFAULT_DB = Path(".admitflow/temporal.db")  # admitflow.devserver.DEFAULT_DB
+SET_BY_HAND = "SetByHand"  # admitflow.simulation.autoscaler.SET_BY_HAND
+OUTPUTS = ("table", "wide", "name", "json", "yaml")
 
 
 VERDICT_EPILOG = """\
@@ -129,18 +120,66 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def _parser() -> argparse.ArgumentParser:
-    from admitflow.worker import connection
+class _VersionAction(argparse.Action):
+    """argparse's `version` action, with the version read only when asked for (reading the
+    installed package's metadata costs every other command start-up time)."""
 
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"admitflow {_version()}")
+        parser.exit()
+
+
+NAMESPACES_EPILOG = """\
+namespaces:
+  --namespace NS             the Temporal namespace (as the temporal CLI; TEMPORAL_NAMESPACE, default
+                             "default")
+  -n, --kueue-namespace NS   the Kueue namespace of workloads and LocalQueues (as kubectl's -n); NS/NAME
+                             says it too. A NAME alone is in namespace "default"; a list shows every
+                             namespace (with a NAMESPACE column) unless -n is given; -A says so explicitly.
+
+Run `admitflow COMMAND --help` for a command's flags; `admitflow completion bash|zsh` for shell completion.
+"""
+
+KUEUE_NAMESPACE_HELP = (
+    "the Kueue namespace (kubectl's -n; NS/NAME says it too; default: default). Not --namespace, "
+    "which is the Temporal namespace"
+)
+KUEUE_NAMESPACE_LIST_HELP = (
+    "only objects in this Kueue namespace (kubectl's -n; default: every namespace). Not --namespace, "
+    "which is the Temporal namespace"
+)
+
+
+def _kueue_namespace_flags(parser: argparse.ArgumentParser, listing: bool = False) -> None:
+    """`-n/--kueue-namespace`, and for a list `-A/--all-namespaces` (its default, said explicitly)."""
+    if not listing:
+        parser.add_argument("-n", "--kueue-namespace", metavar="NAMESPACE", help=KUEUE_NAMESPACE_HELP)
+        return
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("-n", "--kueue-namespace", metavar="NAMESPACE", help=KUEUE_NAMESPACE_LIST_HELP)
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="every Kueue namespace (the default for lists)")
+
+
+def _parser() -> argparse.ArgumentParser:
     conn = argparse.ArgumentParser(add_help=False)
-    g = connection.add_arguments(conn)
+    g = connection_flags.add_arguments(conn)
     g.add_argument("--task-queue", help=f"engine task queue (default: ADMITFLOW_TASK_QUEUE or {ids.DEFAULT_TASK_QUEUE})")
+    g.add_argument(
+        "--request-timeout", metavar="DURATION",
+        help="how long a workflow may take to answer a read or take a write, e.g. 30s or 2m (default 10s; "
+        "apply waits until the catalog takes its objects)",
+    )
 
     p = OneLineErrors(
         prog="admitflow",
         description="Kueue's two-stage workload admission as durable Temporal workflows.",
+        epilog=NAMESPACES_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--version", action="version", version=f"admitflow {_version()}")
+    p.add_argument("--version", action=_VersionAction, help="print the installed version and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     dev = sub.add_parser(
@@ -174,12 +213,29 @@ def _parser() -> argparse.ArgumentParser:
     )
     w.add_argument("--kubeconfig", help="with the kubernetes backend: kubeconfig file (default: KUBECONFIG, "
                    "~/.kube/config, or the pod's service account)")
+    w.add_argument("--context", help="with the kubernetes backend: the kubeconfig context to use (kubectl's "
+                   "--context; default: the kubeconfig's current-context)")
     for parser in (w, dev):
         parser.add_argument(
             "--metrics-port", type=int, default=_env_int("ADMITFLOW_METRICS_PORT"),
-            help="serve Prometheus metrics (admitflow_* with Kueue's names, and Temporal's) on this port at "
-            "/metrics (ADMITFLOW_METRICS_PORT; default: none)",
+            help="serve Prometheus metrics on this port at /metrics (ADMITFLOW_METRICS_PORT; default: none): "
+            "admitflow_* counters and histograms with Kueue's names, and Temporal's; `dev` adds the gauges, "
+            "which `admitflow exporter` serves for a deployment",
         )
+
+    ex = sub.add_parser(
+        "exporter", parents=[conn], help="serve admitflow's gauges (pending, reserving, admitted workloads, status "
+        "per ClusterQueue) to Prometheus; run exactly one",
+        description="Serve Kueue's per-ClusterQueue gauges under admitflow_ at /metrics: at each scrape it lists the "
+        "catalog's ClusterQueues and asks each one's workflow for its current figures, so the values are current and "
+        "a deleted ClusterQueue's series end. Workers serve the counters and histograms; one exporter serves the "
+        "gauges (`admitflow dev` serves them itself). See docs/metrics.md.",
+    )
+    ex.add_argument(
+        "--metrics-port", type=int, default=_env_int("ADMITFLOW_METRICS_PORT") or 9464,
+        help="port of /metrics (ADMITFLOW_METRICS_PORT; default 9464)",
+    )
+    ex.add_argument("--log-level", default="INFO")
 
     sub.add_parser(
         "setup", parents=[conn], help="register the namespace and admitflow's search attributes (idempotent)",
@@ -203,33 +259,62 @@ def _parser() -> argparse.ArgumentParser:
         "http://localhost:8233 and http://127.0.0.1:8233; * for any)",
     )
 
-    a = sub.add_parser("apply", parents=[conn], help="apply Kueue manifests (file, directory, or - for stdin)")
-    a.add_argument("-f", "--filename", action="append", required=True)
+    a = sub.add_parser(
+        "apply", parents=[conn], help="apply Kueue manifests (file, directory, or - for stdin)",
+        description="Apply Kueue manifests as kubectl apply does: the catalog objects (ResourceFlavors, ClusterQueues, "
+        "LocalQueues, AdmissionChecks, ...) all or nothing in one update of the catalog workflow, then each Workload "
+        "submitted (its workflow started). Objects keep the namespace their manifest gives (default: default).",
+    )
+    a.add_argument("-f", "--filename", action="append", required=True, help="a file, a directory, or - for stdin (repeatable)")
     a.add_argument("--wait", action="store_true", help="then follow the workloads applied, printing each phase change, "
                    "until each is admitted, finished or waits for a person")
-
-    kinds = ", ".join(sorted(n for names in KIND_NAMES.values() for n in names[:2]))
-    g_ = sub.add_parser(
-        "get", parents=[conn], help="show objects",
-        description=f"KIND is one of: {kinds}; or pending-workloads CLUSTERQUEUE (Kueue's visibility API)",
+    a.add_argument(
+        "--dry-run", nargs="?", const="client", default="none", choices=("none", "client", "server"),
+        help="print what would happen, each line ending in (dry run), and change nothing. client: the manifests "
+        "are checked here against the objects as they stand; server: the catalog workflow's validator answers "
+        "(a read-only query: nothing reaches its history). Either way a Workload is checked as its submission "
+        "would be",
     )
-    g_.add_argument("kind")
+
+    g_ = sub.add_parser(
+        "get", parents=[conn], help="list objects of a kind, or show one",
+        description=f"KIND is one of: {', '.join(short_names())}; also KIND.GROUP (clusterqueues.kueue.x-k8s.io) "
+        "and KIND/NAME (cq/gpu, workload/team-a/train); or pending-workloads CLUSTERQUEUE (Kueue's visibility API). "
+        "A list of workloads or LocalQueues spans every Kueue namespace, with a NAMESPACE column, unless "
+        "-n/--kueue-namespace names one (--namespace is the Temporal namespace). Lists of workloads come from "
+        "Temporal's visibility store (search attributes), not from asking each workflow.",
+    )
+    g_.add_argument("kind", metavar="KIND[/NAME]")
     g_.add_argument("name", nargs="?", help="name, or namespace/name for localqueues and workloads")
-    g_.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
-    g_.add_argument("--limit", type=int, default=1000, help="pending-workloads: at most this many (default 1000)")
-    g_.add_argument("--offset", type=int, default=0, help="pending-workloads: skip this many from the head")
+    _kueue_namespace_flags(g_, listing=True)
+    g_.add_argument(
+        "-l", "--selector", metavar="SELECTOR",
+        help="only objects whose labels match, in kubectl's syntax: a=b, a==b, a!=b, 'a in (b,c)', 'a notin (b)', a, !a "
+        "(comma-separated: all must hold)",
+    )
+    g_.add_argument(
+        "-o", "--output", choices=OUTPUTS, default="table",
+        help="table (default); wide: more columns; name: kind.group/key lines (as kubectl -o name); json or yaml: "
+        "the objects in full",
+    )
     g_.add_argument("-w", "--watch", action="store_true", help="after the list, print each object again when it changes (Ctrl-C stops)")
+    g_.add_argument("--localqueue", metavar="NAME", help="workloads: only those submitted to this LocalQueue (kueuectl's "
+                    "list workloads --localqueue; with -n, of that namespace)")
     g_.add_argument("--phase", help="workloads: only those in this phase (Pending, QuotaReserved, Admitted, Backoff, "
                     "Inactive, Finished); a visibility query on AdmitflowPhase")
     g_.add_argument("--clusterqueue", help="workloads: only those of this ClusterQueue (AdmitflowClusterQueue)")
     g_.add_argument("--pending-check", help="workloads: only those whose check of this name is not Ready (AdmitflowPendingChecks)")
+    g_.add_argument("--limit", type=int, default=1000, help="pending-workloads: at most this many (default 1000)")
+    g_.add_argument("--offset", type=int, default=0, help="pending-workloads: skip this many from the head")
 
     d = sub.add_parser("describe", parents=[conn], help="show one object in detail, with events")
-    d.add_argument("kind")
-    d.add_argument("name")
+    d.add_argument("kind", metavar="KIND[/NAME]")
+    d.add_argument("name", nargs="?", help="name, or namespace/name for localqueues and workloads")
+    _kueue_namespace_flags(d)
 
     f = sub.add_parser("finish", parents=[conn], help="report a workload finished; its quota is released")
-    f.add_argument("workload", help="namespace/name (or name in namespace default)")
+    f.add_argument("workload", help="namespace/name (or name, in -n's namespace or default)")
+    _kueue_namespace_flags(f)
     f.add_argument("--failed", action="store_true", help="finished with failure (reason Failed)")
     f.add_argument("--message", default="", help="message of the Finished condition")
 
@@ -238,7 +323,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Report a workload's pods ready (PodsReady=True) or not, as a runner or a job controller would. "
         "Under WaitForPodsReady an admitted workload that is not ready in time is evicted and requeued with a backoff.",
     )
-    pr.add_argument("workload", help="namespace/name (or name in namespace default)")
+    pr.add_argument("workload", help="namespace/name (or name, in -n's namespace or default)")
+    _kueue_namespace_flags(pr)
     pr.add_argument("--not-ready", action="store_true", help="the pods are not ready (any more): WaitForStart or WaitForRecovery")
     pr.add_argument("--reason", help="Kueue's reason: Started or Recovered (ready), WaitForStart or WaitForRecovery (--not-ready)")
 
@@ -248,9 +334,10 @@ def _parser() -> argparse.ArgumentParser:
         "apply_admission_check_state, and print the workload's check states; a refused verdict changes nothing.",
         epilog=VERDICT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    v.add_argument("workload", help="namespace/name (or name in namespace default)")
+    v.add_argument("workload", help="namespace/name (or name, in -n's namespace or default)")
     v.add_argument("check", help="the AdmissionCheck's name")
     v.add_argument("state", help="Pending, Ready, Retry or Rejected")
+    _kueue_namespace_flags(v)
     v.add_argument("--message", default="", help="the check's message")
     v.add_argument("--requeue-after", help="with Retry: the least wait before the retry, e.g. 90s or 5m")
     v.add_argument("--attempt", type=int, help="the attempt (retryCount + 1) this verdict is about")
@@ -262,31 +349,43 @@ def _parser() -> argparse.ArgumentParser:
         ("activate", "activate a deactivated workload; it goes back to its queue"),
         ("deactivate", "deactivate a workload; it gives back its quota or its place in the queue"),
     ):
-        sub.add_parser(name, parents=[conn], help=text).add_argument("workload", help="namespace/name")
+        act = sub.add_parser(name, parents=[conn], help=text)
+        act.add_argument("workload", help="namespace/name (or name, in -n's namespace or default)")
+        _kueue_namespace_flags(act)
     ac = sub.add_parser(
         "admissioncheck", parents=[conn], help="report an AdmissionCheck Active or not, as its controller would"
     )
     ac.add_argument("action", choices=["activate", "deactivate"])
     ac.add_argument("name")
 
-    rm = sub.add_parser("delete", parents=[conn], help="delete an object; a workload gives back its quota")
-    rm.add_argument("kind")
-    rm.add_argument("name")
+    rm = sub.add_parser(
+        "delete", parents=[conn], help="delete objects, by kind and name or as a file names them; a workload gives back its quota",
+        description="Delete one object (KIND NAME, KIND/NAME), or with -f every object a manifest file names, in "
+        "reverse order (workloads before the queues they use), one line each as kubectl prints them. An object "
+        "that cannot be deleted (not found) gets an error line and the others are still deleted; the status is 1 "
+        "if any was not.",
+    )
+    rm.add_argument("kind", nargs="?", metavar="KIND[/NAME]")
+    rm.add_argument("name", nargs="?", help="name, or namespace/name for localqueues and workloads")
+    _kueue_namespace_flags(rm)
+    rm.add_argument("-f", "--filename", action="append", help="the objects a manifest file (directory, - for stdin) names")
 
     rs = sub.add_parser(
         "reset", parents=[conn], help="reset a workload whose workflow task fails to its last completed workflow task",
         description=RESET_DESCRIPTION,
     )
-    rs.add_argument("kind", help="workload")
-    rs.add_argument("name", help="namespace/name (or name in namespace default)")
+    rs.add_argument("kind", metavar="workload[/NAME]", help="workload")
+    rs.add_argument("name", nargs="?", help="namespace/name (or name, in -n's namespace or default)")
+    _kueue_namespace_flags(rs)
     rs.add_argument("--reason", default="", help="why, recorded with the reset in the workflow's history")
 
     rl = sub.add_parser(
         "release", parents=[conn], help="give a wedged workload's quota back in its ClusterQueue, without its workflow",
         description=RELEASE_DESCRIPTION,
     )
-    rl.add_argument("kind", help="workload")
-    rl.add_argument("name", help="namespace/name (or name in namespace default)")
+    rl.add_argument("kind", metavar="workload[/NAME]", help="workload")
+    rl.add_argument("name", nargs="?", help="namespace/name (or name, in -n's namespace or default)")
+    _kueue_namespace_flags(rl)
     rl.add_argument("--force", action="store_true", help="release it even though its workflow answers (it is evicted and queues again)")
     rl.add_argument("--clusterqueue", help="the ClusterQueue holding it (default: its AdmitflowClusterQueue search attribute)")
 
@@ -299,19 +398,15 @@ def _parser() -> argparse.ArgumentParser:
         "list", parents=[conn], help="list ProvisioningRequests with their conditions, like kubectl get provreq",
         description=PROVREQ_DESCRIPTION,
     )
-    scope = ls.add_mutually_exclusive_group()
-    scope.add_argument(
-        "-n", dest="in_namespace", metavar="NAMESPACE",
-        help="only requests in this namespace (the requests' namespace; --namespace is Temporal's)",
-    )
-    scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace (the default)")
-    ls.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    _kueue_namespace_flags(ls, listing=True)
+    ls.add_argument("-o", "--output", choices=OUTPUTS, default="table")
     sc = pr_sub.add_parser(
         "set-condition", parents=[conn], help="set a condition of a ProvisioningRequest by hand",
         description=PROVREQ_DESCRIPTION + " " + SET_CONDITION_DESCRIPTION,
     )
-    sc.add_argument("request", metavar="NS/NAME", help="the ProvisioningRequest (NAME alone: namespace default)")
-    sc.add_argument("type", metavar="TYPE", help=", ".join(PROVREQ_CONDITIONS))
+    sc.add_argument("request", metavar="NS/NAME", help="the ProvisioningRequest (NAME alone: in -n's namespace or default)")
+    sc.add_argument("type", metavar="TYPE", help=", ".join(PROVISIONING_REQUEST_CONDITIONS))
+    _kueue_namespace_flags(sc)
     sc.add_argument("--status", default="True", help="True (default), False or Unknown")
     sc.add_argument("--reason", help=f"CamelCase reason (default {SET_BY_HAND})")
     sc.add_argument("--message", default="", help="the condition's message")
@@ -319,14 +414,54 @@ def _parser() -> argparse.ArgumentParser:
         "--detail", action="append", default=[], metavar="KEY=VALUE",
         help="a status.provisioningClassDetails entry to add (repeatable)",
     )
+
+    comp = sub.add_parser(
+        "completion", help="print a shell completion script (bash or zsh)",
+        description="Print a completion script for admitflow's commands, flags and kinds, generated from this parser. "
+        "bash: source <(admitflow completion bash), or save it in /etc/bash_completion.d/admitflow. "
+        "zsh: source <(admitflow completion zsh) in ~/.zshrc (it runs the same function through zsh's bashcompinit).",
+    )
+    comp.add_argument("shell", choices=("bash", "zsh"))
     return p
 
 
-def _key(kind: str, name: str) -> str:
-    if kind in NAMESPACED:
-        ns, n = ids.split_key(name)
-        return f"{ns}/{n}"
-    return name
+def _kind(name: str) -> str:
+    try:
+        return kind_of(name)
+    except UnknownKind as err:
+        raise CLIError(str(err)) from None
+
+
+def _key(kind: str, name: str, namespace: str | None = None) -> str:
+    """The object's key: namespace/name for namespaced kinds. `name` may carry its namespace
+    (`team-a/train`); `namespace` is -n's; a name alone is in -n's namespace, else in `default`.
+    A cluster-scoped kind ignores -n, as kubectl does."""
+    if kind not in NAMESPACED:
+        return name
+    if "/" in name:
+        ns, _ = ids.split_key(name)
+        if namespace is not None and namespace != ns:
+            raise CLIError(
+                f'"{name}" is in namespace {ns}, but -n/--kueue-namespace says {namespace}: give the namespace once'
+            )
+        return name
+    return f"{namespace or 'default'}/{name}"
+
+
+def _target(args: argparse.Namespace, default_kind: str | None = None) -> tuple[str, str]:
+    """The kind and key the positional arguments name: `KIND NAME`, `KIND/NAME`, with -n."""
+    ref, inline = split_kind(args.kind)
+    if inline is not None and args.name is not None:
+        raise CLIError(
+            f"there is no need to give a name as a separate argument when it is given as KIND/NAME ({args.kind})"
+        )
+    name = inline if inline is not None else args.name
+    kind = _kind(ref)
+    if default_kind is not None and kind != default_kind:
+        raise CLIError(f"{args.command} takes workloads only: admitflow {args.command} workload NAMESPACE/NAME")
+    if not name:
+        raise CLIError(f"{args.command} needs a name: admitflow {args.command} {ref} NAME (or {ref}/NAME)")
+    return kind, _key(kind, name, getattr(args, "kueue_namespace", None))
 
 
 def _env_int(name: str) -> int | None:
@@ -334,24 +469,90 @@ def _env_int(name: str) -> int | None:
     return int(value) if value else None
 
 
-async def _client(args: argparse.Namespace, runtime=None):
+def _request_timeout(args: argparse.Namespace):
+    """--request-timeout as a timedelta (None when not given): a Go duration or a number of seconds."""
+    from datetime import timedelta
+
+    text = getattr(args, "request_timeout", None)
+    if text is None:
+        return None
+    if text.isdigit():
+        value = timedelta(seconds=int(text))
+    else:
+        from admitflow.api.duration import parse_duration
+
+        try:
+            value = parse_duration(text)
+        except ValueError as err:
+            raise CLIError(f"--request-timeout: {err}") from None
+    if value.total_seconds() <= 0:
+        raise CLIError(f'--request-timeout "{text}": must be more than 0s')
+    return value
+
+
+async def _client(args: argparse.Namespace, runtime=None, check_namespace: bool = True):
+    from admitflow.client import QUERY_TIMEOUT, AdmitflowClient
+    from admitflow.codec import EncryptionConfigError, data_converter
     from admitflow.worker.connection import ConnectionConfigError, from_arguments
 
+    timeout = _request_timeout(args)
     conn = from_arguments(args)
     try:
         target = conn.describe()
         data_converter()  # a bad encryption key is refused before connecting
     except (ConnectionConfigError, EncryptionConfigError) as err:
         raise CLIError(str(err)) from None
+    args.target = target  # for the one-line errors of main()
     try:
         client = await conn.connect(runtime)
     except Exception as err:  # the SDK raises a plain RuntimeError on connection failure
-        reason = "connection refused" if "Connection refused" in str(err) else str(err).splitlines()[0]
-        raise CLIError(f"cannot reach Temporal at {target}: {reason}", EXIT_UNREACHABLE) from None
-    return AdmitflowClient(client, ids.task_queue(args.task_queue))
+        raise CLIError(f"cannot reach Temporal at {target}: {_connection_failure(err)}", EXIT_ERROR) from None
+    if check_namespace:
+        await _check_namespace(client, target)
+    return AdmitflowClient(client, ids.task_queue(args.task_queue), query_timeout=timeout or QUERY_TIMEOUT)
+
+
+def _connection_failure(err: BaseException) -> str:
+    text = str(err)
+    if "Connection refused" in text:
+        return "connection refused; is the server running there? (--address, TEMPORAL_ADDRESS)"
+    return _first_line(text)
+
+
+async def _check_namespace(client, target: str) -> None:
+    """A Temporal namespace that does not exist is an error here, not an empty list later (a
+    workflow that is not found reads as no objects)."""
+    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from admitflow.client import RPC_TIMEOUT
+
+    try:
+        await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=client.namespace), retry=True, timeout=RPC_TIMEOUT
+        )
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise CLIError(_unknown_namespace(client.namespace, target), EXIT_ERROR) from None
+        if err.status != RPCStatusCode.PERMISSION_DENIED:  # allowed to use it but not to describe it: carry on
+            raise
+
+
+def _unknown_namespace(namespace: str, target: str) -> str:
+    return (
+        f'Temporal namespace "{namespace}" not found at {target.split(" (")[0]}: check --namespace (TEMPORAL_NAMESPACE); '
+        f"the Kueue namespace is -n/--kueue-namespace; admitflow setup --namespace {namespace} creates it"
+    )
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _load(paths: Sequence[str]):
+    from admitflow.api import ManifestError, load_manifests
+
     try:
         return load_manifests(paths, stdin=sys.stdin)
     except ManifestError as err:
@@ -360,23 +561,27 @@ def _load(paths: Sequence[str]):
         raise CLIError(f"error: the path \"{err.filename}\" does not exist" if isinstance(err, FileNotFoundError) else str(err)) from None
 
 
-def _print_outcomes(outcomes) -> None:
-    """One line per object, as kubectl prints it (`kind.group/key action`), with the outcome's
-    message after a colon when it has one (`... terminating: <why>`)."""
+def _print_outcomes(outcomes, dry_run: bool = False) -> None:
+    """One line per object, as kubectl prints it (`kind.group/key action`, then ` (dry run)` when
+    nothing was changed), with the outcome's message after a colon when it has one
+    (`... terminating: <why>`)."""
     for o in outcomes:
-        group = "admitflow.io" if o.kind in ("AdmissionCheckParameters", "SimulatedNodeGroup") else "kueue.x-k8s.io"
         message = " ".join((getattr(o, "message", "") or "").split())
-        print(f"{o.kind.lower()}.{group}/{o.key} {o.action}" + (f": {message}" if message else ""))
+        line = f"{qualified(o.kind, o.key)} {o.action}" + (" (dry run)" if dry_run else "")
+        print(line + (f": {message}" if message else ""))
 
 
 async def cmd_apply(args: argparse.Namespace) -> None:
+    dry_run = None if args.dry_run == "none" else args.dry_run
+    if dry_run and args.wait:
+        raise CLIError("--wait follows what was applied, and --dry-run applies nothing: give one of them")
     manifests = _load(args.filename)
     for m in manifests:
         for warning in m.warnings:
             print(f"Warning: {warning}", file=sys.stderr)
     client = await _client(args)
-    outcomes = await client.apply(manifests)
-    _print_outcomes(outcomes)
+    outcomes = await client.apply(manifests, dry_run=dry_run, timeout=_request_timeout(args))
+    _print_outcomes(outcomes, dry_run=dry_run is not None)
     keys = [o.key for o in outcomes if o.kind == "Workload"]
     if args.wait and keys:
         from admitflow.progress import follow
@@ -387,34 +592,88 @@ async def cmd_apply(args: argparse.Namespace) -> None:
         following.cancel()
 
 
+WORKLOAD_FILTERS = ("localqueue", "phase", "clusterqueue", "pending_check")
+
+
 async def cmd_get(args: argparse.Namespace) -> None:
-    if args.kind in ("pending-workloads", "pendingworkloads"):
-        await get_pending_workloads(args)
+    ref, inline = split_kind(args.kind)
+    if inline is not None and args.name is not None:
+        raise CLIError(f"there is no need to give a name as a separate argument when it is given as KIND/NAME ({args.kind})")
+    name = inline if inline is not None else args.name
+    if ref in ("pending-workloads", "pendingworkloads"):
+        await get_pending_workloads(args, name)
         return
-    kind = kind_of(args.kind)
-    filters = {"phase": args.phase, "cluster_queue": args.clusterqueue, "pending_check": args.pending_check}
-    filters = {k: v for k, v in filters.items() if v is not None}
-    if filters and (kind != "Workload" or args.name):
-        raise CLIError("--phase, --clusterqueue and --pending-check filter the list of workloads: admitflow get workloads --phase Backoff")
-    if "phase" in filters and filters["phase"] not in PHASES:
-        raise CLIError(f'--phase "{filters["phase"]}": must be one of {", ".join(PHASES)}')
+    kind = _kind(ref)
+    given = {f: getattr(args, f) for f in WORKLOAD_FILTERS if getattr(args, f) is not None}
+    if given and (kind != "Workload" or name):
+        raise CLIError(
+            "--localqueue, --phase, --clusterqueue and --pending-check filter the list of workloads: "
+            "admitflow get workloads --phase Backoff"
+        )
+    if "phase" in given:
+        from admitflow.admission.workload import PHASES
+
+        if given["phase"] not in PHASES:
+            raise CLIError(f'--phase "{given["phase"]}": must be one of {", ".join(PHASES)}')
+    if name and args.all_namespaces:
+        raise CLIError("a resource cannot be retrieved by name across all namespaces: leave out -A")
+    if name and args.selector is not None:
+        raise CLIError("a name cannot be given when a selector (-l) is: leave out one of them")
+    if args.selector:
+        from admitflow.visibility import SelectorError, parse_selector
+
+        try:
+            parse_selector(args.selector)
+        except SelectorError as err:
+            raise CLIError(str(err)) from None
     if args.watch and args.output != "table":
         raise CLIError("-w/--watch prints table rows: leave out -o")
+    from admitflow.printing import no_resources, render, warnings
+
+    namespace = args.kueue_namespace if kind in NAMESPACED else None
+    key = _key(kind, name, namespace) if name else None
+    filters = {
+        "local_queue": given.get("localqueue"),
+        "phase": given.get("phase"),
+        "cluster_queue": given.get("clusterqueue"),
+        "pending_check": given.get("pending_check"),
+    }
+    # A list of workloads for a table (or names) comes from visibility alone; json and yaml ask
+    # each workflow for the whole object.
+    full = args.output in ("json", "yaml")
+
+    async def read(since: datetime | None = None) -> list:
+        """The objects; for a list of workloads with `since`, only those changed since then."""
+        if key is not None:
+            return await client.get(kind, key, full=full)
+        changed = {"updated_since": since} if since is not None and kind == "Workload" else {}
+        return await client.get(kind, namespace=namespace, label_selector=args.selector or None, full=full, **filters, **changed)
+
     client = await _client(args)
-    key = _key(kind, args.name) if args.name else None
-    objects = await client.get(kind, key, **filters)
+    objects = await read()
     for line in warnings(kind, objects):
         print(line, file=sys.stderr, flush=True)
-    print(render(kind, objects, args.output, single=key is not None), flush=True)
+    # One namespace (-n, or one object): no NAMESPACE column, as kubectl without -A.
+    namespaced = namespace is None and key is None
+    if objects or args.output in ("json", "yaml"):
+        print(render(kind, objects, args.output, single=key is not None, namespaced=namespaced), flush=True)
+    else:
+        print(no_resources(namespace), file=sys.stderr, flush=True)
     if args.watch:
-        await watch(client, kind, key, filters, objects)
+        await watch(kind, read, objects, namespaced)
 
 
-async def watch(client, kind: str, key: str | None, filters: dict, objects: list, interval: float = 1.0) -> None:
+async def watch(kind: str, read, objects: list, namespaced: bool = True, interval: float = 1.0) -> None:
     """kubectl's -w: a line for each object that appears or changes, until Ctrl-C. The columns are
-    those of the first list; a workload that stops answering later gets its STATUS after its row."""
-    headers, _ = columns(kind, objects)
-    base = COLUMNS[kind][1]
+    those of the first list; a workload that stops answering later gets its STATUS after its row.
+    `read(since)` lists the objects again: a list of workloads asks visibility only for those whose
+    AdmitflowUpdated is at most WATCH_SLACK older than the previous read (visibility lags behind
+    the workflows, and clocks differ), so a round costs what changed, not the whole list."""
+    from admitflow.client import AdmitflowError
+    from admitflow.printing import column_widths, columns, table_row, warnings, watch_rows, workload_status
+
+    headers, _ = columns(kind, objects, namespaced=namespaced)
+    _, base = columns(kind, [], namespaced=namespaced)
 
     def row(o: dict) -> list[str]:
         cells = base(o)
@@ -426,34 +685,44 @@ async def watch(client, kind: str, key: str | None, filters: dict, objects: list
         return [*cells, trouble] if trouble else cells
 
     widths = column_widths(headers, [row(o)[: len(headers)] for o in objects]) if objects else None
+    age = headers.index("AGE") if "AGE" in headers else None
     shown: dict[str, list[str]] = {}
-    watch_rows(kind, objects, shown, row)
+    watch_rows(kind, objects, shown, row, age)
     warned: set[str] = set()
+    since = datetime.now(UTC)
     while True:
         await asyncio.sleep(interval)
+        began = datetime.now(UTC)
         try:
-            objects = await client.get(kind, key, **filters)
+            objects = await read(since - WATCH_SLACK)
+            since = began
         except AdmitflowError:
             objects = []  # deleted meanwhile: nothing to show
         for line in warnings(kind, objects):
             if line not in warned:
                 warned.add(line)
                 print(line, file=sys.stderr, flush=True)
-        rows = watch_rows(kind, objects, shown, row)
+        rows = watch_rows(kind, objects, shown, row, age)
         if rows and widths is None:  # the list was empty: the first rows bring the header
-            headers, _ = columns(kind, objects)
+            headers, _ = columns(kind, objects, namespaced=namespaced)
             widths = column_widths(headers, [r[: len(headers)] for r in rows])
             print(table_row(headers, widths), flush=True)
         for r in rows:
             print(table_row(r[: len(headers)], widths) + "".join(f"   {c}" for c in r[len(headers) :]), flush=True)
 
 
-async def get_pending_workloads(args: argparse.Namespace) -> None:
+async def get_pending_workloads(args: argparse.Namespace, cluster_queue: str | None) -> None:
     """Kueue's visibility API: the pending workloads of a ClusterQueue, in the order it admits them."""
-    if not args.name:
+    if not cluster_queue:
         raise CLIError("pending-workloads needs a ClusterQueue name: admitflow get pending-workloads CLUSTERQUEUE")
+    if args.output not in ("table", "json", "yaml"):
+        raise CLIError(f"pending-workloads prints a table, json or yaml, not {args.output}")
+    from admitflow.printing import age, table
+
     client = await _client(args)
-    rows = await client.pending_workloads(args.name, limit=args.limit, offset=args.offset)
+    rows = await client.pending_workloads(cluster_queue, limit=args.limit, offset=args.offset)
+    ns = args.kueue_namespace
+    rows = [r for r in rows if ns is None or r.namespace == ns]
     if args.output != "table":
         items = [
             {
@@ -467,10 +736,15 @@ async def get_pending_workloads(args: argparse.Namespace) -> None:
             for r in rows
         ]
         doc = {"kind": "PendingWorkloadsSummary", "apiVersion": "visibility.kueue.x-k8s.io/v1beta1", "items": items}
-        print(json.dumps(doc, indent=2) if args.output == "json" else yaml.safe_dump(doc, sort_keys=False).rstrip())
+        if args.output == "json":
+            print(json.dumps(doc, indent=2))
+        else:
+            import yaml
+
+            print(yaml.safe_dump(doc, sort_keys=False).rstrip())
         return
     if not rows:
-        print("No pending workloads.")
+        print("No pending workloads.", file=sys.stderr)
         return
     table_rows = [
         [str(r.position_in_cluster_queue), r.namespace, r.name, r.local_queue_name, str(r.priority), age(r.queued_since.isoformat())]
@@ -480,9 +754,11 @@ async def get_pending_workloads(args: argparse.Namespace) -> None:
 
 
 async def cmd_describe(args: argparse.Namespace) -> None:
-    kind = kind_of(args.kind)
+    from admitflow.client import UnansweredWorkload
+    from admitflow.printing import age, controller_lines, describe, provisioning_rows, table, trouble_lines
+
+    kind, key = _target(args)
     client = await _client(args)
-    key = _key(kind, args.name)
     report = await client.workload(key) if kind == "Workload" else None
     (obj,) = [report.to_wire()] if report is not None else await client.get(kind, key)
     events = obj.pop("events", [])
@@ -526,32 +802,41 @@ def workflow_url(namespace: str, workflow_id: str) -> str:
     return f"{base}/namespaces/{quote(namespace, safe='')}/workflows/{quote(workflow_id, safe='')}"
 
 
+def _workload_key(args: argparse.Namespace) -> str:
+    return _key("Workload", args.workload, args.kueue_namespace)
+
+
 async def cmd_finish(args: argparse.Namespace) -> None:
+    key = _workload_key(args)
     client = await _client(args)
-    key = _key("Workload", args.workload)
     await client.finish(key, succeeded=not args.failed, message=args.message)
-    print(f"workload.kueue.x-k8s.io/{key} finished")
+    print(f"{qualified('Workload', key)} finished")
 
 
 async def cmd_pods_ready(args: argparse.Namespace) -> None:
     from admitflow.admission import pods_ready
 
-    key = _key("Workload", args.workload)
+    key = _workload_key(args)
     try:
         pods_ready.parse({"ready": not args.not_ready, "reason": args.reason})  # refused before connecting
     except pods_ready.PodsReadyError as err:
         raise CLIError(str(err)) from None
     client = await _client(args)
     await client.pods_ready(key, ready=not args.not_ready, reason=args.reason)
-    print(f"workload.kueue.x-k8s.io/{key} pods {'not ready' if args.not_ready else 'ready'}")
+    print(f"{qualified('Workload', key)} pods {'not ready' if args.not_ready else 'ready'}")
 
 
 POD_SET_UPDATE_SHAPE = 'give an object such as {"name": "main", "nodeSelector": {"pool": "gpu"}}'
 
 
-def pod_set_updates(values: Sequence[str]) -> list[PodSetUpdate] | None:
+def pod_set_updates(values: Sequence[str]) -> list | None:
     """The `--pod-set-update` values as podSetUpdates, or a CLIError naming what is not one. What
     Kueue checks beyond their shape (the podSet, labels, tolerations) the workload's update checks."""
+    from pydantic import ValidationError
+
+    from admitflow.api import field_error as fe
+    from admitflow.api.workload import PodSetUpdate
+
     updates = []
     for value in values:
         try:
@@ -570,6 +855,7 @@ def pod_set_updates(values: Sequence[str]) -> list[PodSetUpdate] | None:
 async def cmd_verdict(args: argparse.Namespace) -> None:
     from admitflow.admission.checks import Verdict
     from admitflow.api.duration import parse_duration
+    from admitflow.printing import table
 
     delay = None
     if args.requeue_after is not None:
@@ -578,8 +864,8 @@ async def cmd_verdict(args: argparse.Namespace) -> None:
         except ValueError as err:
             raise CLIError(f"--requeue-after: {err}") from None
     updates = pod_set_updates(args.pod_set_update)
+    key = _workload_key(args)
     client = await _client(args)
-    key = _key("Workload", args.workload)
     verdict = Verdict(
         name=args.check,
         state=args.state,
@@ -594,36 +880,69 @@ async def cmd_verdict(args: argparse.Namespace) -> None:
 
 
 async def cmd_activate(args: argparse.Namespace) -> None:
+    key = _workload_key(args)
     client = await _client(args)
-    key = _key("Workload", args.workload)
     await (client.activate(key) if args.command == "activate" else client.deactivate(key))
-    print(f"workload.kueue.x-k8s.io/{key} {args.command}d")
+    print(f"{qualified('Workload', key)} {args.command}d")
 
 
 async def cmd_admissioncheck(args: argparse.Namespace) -> None:
     client = await _client(args)
     changed = await client.set_admission_check_active(args.name, active=args.action == "activate")
     state = "active" if args.action == "activate" else "inactive"
-    print(f"admissioncheck.kueue.x-k8s.io/{args.name} {state}" + ("" if changed else " (unchanged)"))
+    print(f"{qualified('AdmissionCheck', args.name)} {state}" + ("" if changed else " (unchanged)"))
+
+
+class Failed(CLIError):
+    """Some of the work failed and each failure has had its line already: exit with `code`, silently."""
+
+    def __init__(self, code: int = EXIT_ERROR) -> None:
+        super().__init__("", code)
 
 
 async def cmd_delete(args: argparse.Namespace) -> None:
-    kind = kind_of(args.kind)
+    if args.filename:
+        if args.kind is not None or args.name is not None:
+            raise CLIError("give either KIND NAME or -f FILE, not both")
+        await delete_files(args)
+        return
+    if args.kind is None:
+        raise CLIError("give what to delete: admitflow delete KIND NAME, KIND/NAME, or -f FILE")
+    kind, key = _target(args)
     client = await _client(args)
-    _print_outcomes([await client.delete(kind, _key(kind, args.name))])
+    _print_outcomes([await client.delete(kind, key)])
 
 
-def _workload_only(args: argparse.Namespace) -> str:
-    if kind_of(args.kind) != "Workload":
-        raise CLIError(f"{args.command} takes workloads only: admitflow {args.command} workload NAMESPACE/NAME")
-    return _key("Workload", args.name)
+async def delete_files(args: argparse.Namespace) -> None:
+    """kubectl delete -f: every object the files name, last first (workloads before the queues
+    they use), one line each; an object that cannot be deleted gets an error line on stderr and
+    the others are still deleted."""
+    from admitflow.client import AdmitflowError
+
+    manifests = _load(args.filename)
+    client = await _client(args)
+    failed = 0
+    for m in reversed(manifests):
+        try:
+            outcome = await client.delete(m.obj.kind, m.obj.key)
+        except AdmitflowError as err:
+            failed += 1
+            name = m.obj.metadata.name if m.obj.metadata is not None else m.obj.key
+            print(f"error: {m.source}: document {m.index} ({m.obj.kind} {name}): {err}", file=sys.stderr, flush=True)
+            continue
+        _print_outcomes([outcome])
+        sys.stdout.flush()
+    if failed:
+        raise Failed()
 
 
 async def cmd_reset(args: argparse.Namespace) -> None:
-    key = _workload_only(args)
+    from admitflow.client import NotAnswering
+
+    _, key = _target(args, default_kind="Workload")
     client = await _client(args)
     trouble, run_id, again = await client.reset(key, args.reason)
-    print(f"workload.kueue.x-k8s.io/{key} reset to its last completed workflow task (event {trouble.last_good_task}): new run {run_id}")
+    print(f"{qualified('Workload', key)} reset to its last completed workflow task (event {trouble.last_good_task}): new run {run_id}")
     if again is not None:
         raise NotAnswering(
             f'workloads "{key}" was reset, but {again.summary()}: the worker still has the fault; '
@@ -632,10 +951,10 @@ async def cmd_reset(args: argparse.Namespace) -> None:
 
 
 async def cmd_release(args: argparse.Namespace) -> None:
-    key = _workload_only(args)
+    _, key = _target(args, default_kind="Workload")
     client = await _client(args)
     cq, outcome = await client.release(key, force=args.force, cluster_queue=args.clusterqueue)
-    name = f"workload.kueue.x-k8s.io/{key}"
+    name = qualified("Workload", key)
     if outcome.released == "quota":
         usage = ",".join(f"{r}={q}" for r, q in outcome.usage.items())
         print(f"{name} quota released in ClusterQueue {cq} ({usage})")
@@ -647,16 +966,21 @@ async def cmd_release(args: argparse.Namespace) -> None:
 
 async def cmd_provreq(args: argparse.Namespace) -> None:
     if args.provreq_command == "list":
+        from admitflow.printing import no_resources, render
+
         client = await _client(args)
-        found = await client.provisioning_requests(args.in_namespace)
+        namespace = args.kueue_namespace
+        found = await client.provisioning_requests(namespace)
         objects = [r.to_wire() for r in found]
-        if not objects and args.output == "table" and args.in_namespace:
-            print(f"No resources found in {args.in_namespace} namespace.")
+        if not objects and args.output not in ("json", "yaml"):
+            print(no_resources(namespace), file=sys.stderr)
             return
-        print(render("ProvisioningRequest", objects, args.output, single=False))
+        print(render("ProvisioningRequest", objects, args.output, single=False, namespaced=namespace is None))
         return
-    if args.type not in PROVREQ_CONDITIONS:
-        raise CLIError(f'unknown condition type "{args.type}": must be one of {", ".join(PROVREQ_CONDITIONS)}')
+    from admitflow.messages import ProvisioningRequestCondition
+
+    if args.type not in PROVISIONING_REQUEST_CONDITIONS:
+        raise CLIError(f'unknown condition type "{args.type}": must be one of {", ".join(PROVISIONING_REQUEST_CONDITIONS)}')
     if args.status not in ("True", "False", "Unknown"):
         raise CLIError(f'--status "{args.status}": must be True, False or Unknown')
     details = {}
@@ -665,7 +989,7 @@ async def cmd_provreq(args: argparse.Namespace) -> None:
         if not sep or not key:
             raise CLIError(f"--detail {item!r}: give KEY=VALUE")
         details[key] = value
-    namespace, name = ids.split_key(args.request)
+    namespace, name = ids.split_key(_key("ProvisioningRequest", args.request, args.kueue_namespace))
     client = await _client(args)
     request = ProvisioningRequestCondition(
         namespace=namespace, name=name, type=args.type, status=args.status, reason=args.reason or SET_BY_HAND,
@@ -673,7 +997,11 @@ async def cmd_provreq(args: argparse.Namespace) -> None:
     )
     stored = await client.set_provisioning_request_condition(request)
     c = stored.condition(args.type)
-    print(f"provisioningrequest.autoscaling.x-k8s.io/{namespace}/{name} condition {c.type}={c.status} ({c.reason})")
+    print(f"{qualified('ProvisioningRequest', f'{namespace}/{name}')} condition {c.type}={c.status} ({c.reason})")
+
+
+async def cmd_completion(args: argparse.Namespace) -> None:
+    print(completion_script(_parser(), args.shell, short_names()), end="")
 
 
 async def cmd_worker(args: argparse.Namespace) -> None:
@@ -683,9 +1011,11 @@ async def cmd_worker(args: argparse.Namespace) -> None:
     configure(args.log_level)
     client = await _client(args, metrics_runtime(args.metrics_port))
     try:
-        backend = provisioning_backend(args.provisioning_backend, client.client, args.kubeconfig)
+        backend = provisioning_backend(args.provisioning_backend, client.client, args.kubeconfig, args.context)
     except Exception as err:
         raise CLIError(f"--provisioning-backend {args.provisioning_backend}: {err}") from None
+    from admitflow import registration
+
     missing = await registration.missing_search_attributes(client.client)
     if missing:
         raise CLIError(
@@ -696,10 +1026,11 @@ async def cmd_worker(args: argparse.Namespace) -> None:
 
 
 async def cmd_setup(args: argparse.Namespace) -> None:
+    from admitflow import registration
     from admitflow.worker.connection import from_arguments
 
     conn = from_arguments(args)
-    client = (await _client(args)).client
+    client = (await _client(args, check_namespace=False)).client  # it creates a namespace that is missing
     if await registration.ensure_namespace(client):
         print(f"namespace {client.namespace} created")
         # A new namespace takes a moment to reach every frontend cache.
@@ -721,6 +1052,8 @@ async def cmd_dev(args: argparse.Namespace) -> None:
     from admitflow.worker.main import build_worker, metrics_runtime
 
     from admitflow import controller as sdk
+    from admitflow import gauges
+    from admitflow.devserver import DevServer, DevServerError
 
     manifests = _load(args.filename) if args.filename else []
     try:
@@ -728,7 +1061,7 @@ async def cmd_dev(args: argparse.Namespace) -> None:
     except Exception as err:
         raise CLIError(f"--controller: {err}") from None
     configure("WARNING")
-    server = DevServer(port=args.port, ui_port=args.ui_port, db=args.db, dynamic_config=DEV_DYNAMIC_CONFIG)
+    server = DevServer(port=args.port, ui_port=args.ui_port, db=args.db)
     print(f"Starting the Temporal dev server on {server.address} (database {args.db}) ...", flush=True)
     try:
         await server.start()
@@ -745,8 +1078,15 @@ async def cmd_dev(args: argparse.Namespace) -> None:
         del os.environ[name]
     try:
         args.address = server.address
-        client = await _client(args, metrics_runtime(args.metrics_port))
-        async with build_worker(client.client, client.task_queue):
+        # One port serves everything: the SDK's metrics (the worker's counters and histograms) on a
+        # loopback port of their own, read again with the gauges at each scrape of --metrics-port.
+        sdk_port = gauges.loopback_port() if args.metrics_port is not None else None
+        client = await _client(args, metrics_runtime(sdk_port))
+        sdk_metrics = f"http://127.0.0.1:{sdk_port}/metrics" if sdk_port is not None else None
+        async with (
+            build_worker(client.client, client.task_queue),
+            gauges.serving(client.client, args.metrics_port, also=sdk_metrics),
+        ):
             print(f"Temporal Web UI: {server.ui_url}   worker on task queue '{client.task_queue}'", flush=True)
             running = [asyncio.ensure_future(c.run(client.client)) for c in controllers]
             for c in controllers:
@@ -787,7 +1127,24 @@ async def cmd_dev(args: argparse.Namespace) -> None:
         server.stop()
 
 
+async def cmd_exporter(args: argparse.Namespace) -> None:
+    from admitflow import gauges
+    from admitflow.worker.logging import configure
+
+    configure(args.log_level)
+    client = await _client(args)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with gauges.serving(client.client, args.metrics_port):
+        print(f"admitflow gauges on http://0.0.0.0:{args.metrics_port}/metrics (namespace {client.client.namespace}); "
+              "Ctrl-C stops", flush=True)
+        await stop.wait()
+
+
 async def cmd_codec_server(args: argparse.Namespace) -> None:
+    from admitflow.codec import EncryptionConfigError, data_converter, encryption_codec
     from admitflow.codec_server import DEFAULT_ORIGINS, server
 
     try:
@@ -814,6 +1171,8 @@ async def cmd_codec_server(args: argparse.Namespace) -> None:
 def _start_runner(path: str, address: str, namespace: str, logs: Path) -> subprocess.Popen:
     """A runner program in its own process (so that it can be killed on its own), on the dev server.
     It goes when `admitflow dev` does, however that ends (its commands go with it)."""
+    from admitflow.devserver import die_with_parent
+
     if not Path(path).is_file():
         raise CLIError(f"--runner: {path}: no such file")
     logs.mkdir(parents=True, exist_ok=True)
@@ -822,6 +1181,176 @@ def _start_runner(path: str, address: str, namespace: str, logs: Path) -> subpro
             [sys.executable, path, "--address", address, "--namespace", namespace, "--logs", str(logs / "runs")],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
         )
+
+
+# --- shell completion -------------------------------------------------------------------------------
+
+# Flags whose value is a path: completed with file names.
+PATH_FLAGS = ("-f", "--filename", "--controller", "--runner", "--db", "--tls-cert-path", "--tls-key-path", "--tls-ca-path")
+
+
+def _commands(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, argparse.ArgumentParser]:
+    """Every command and nested command ("provreq list") with its parser."""
+    out: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                out[f"{prefix}{name}"] = sub
+                out.update(_commands(sub, f"{prefix}{name} "))
+    return out
+
+
+def _words(parser: argparse.ArgumentParser, kinds: Sequence[str]) -> list[str]:
+    """What the first positional argument of a command may be: its subcommands, its choices, or a kind."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return list(action.choices)
+        if not action.option_strings:
+            if action.choices:
+                return list(action.choices)
+            return list(kinds) if action.dest == "kind" else []
+    return []
+
+
+def completion_script(parser: argparse.ArgumentParser, shell: str, kinds: Sequence[str]) -> str:
+    """A bash completion function generated from the parser: commands, their flags, the values of
+    flags with choices (-o, --dry-run), kinds for KIND arguments and file names for files. zsh runs
+    the same function through its bashcompinit."""
+    commands = _commands(parser)
+    value_flags: set[str] = set()
+    flag_cases, choice_cases, word_cases = [], [], []
+    for path, sub in commands.items():
+        flags = [s for a in sub._actions for s in a.option_strings]
+        flag_cases.append(f'        "{path}") words="{" ".join(sorted(flags))}" ;;')
+        words = _words(sub, [*kinds, "pending-workloads"] if path == "get" else kinds)
+        if words:
+            word_cases.append(f'        "{path}") words="{" ".join(words)}" ;;')
+        for a in sub._actions:
+            if a.option_strings and a.nargs != 0:
+                value_flags.update(a.option_strings)
+                if a.choices:
+                    pattern = "|".join(f"{path}:{s}" for s in a.option_strings)
+                    choice_cases.append(f'        "{pattern.replace("|", chr(34) + "|" + chr(34))}") words="{" ".join(a.choices)}" ;;')
+    top = [s for a in parser._actions for s in a.option_strings]
+    nested = sorted({p.split(" ")[0] for p in commands if " " in p})
+    script = f"""# admitflow completion for {shell}, generated by `admitflow completion {shell}` from its parser.
+_admitflow() {{
+    local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="${{COMP_WORDS[COMP_CWORD-1]}}"
+    local cmd="" positional=0 skip=0 i w words=""
+    if [[ "$prev" == "=" && $COMP_CWORD -ge 2 ]]; then prev="${{COMP_WORDS[COMP_CWORD-2]}}"; fi
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        w="${{COMP_WORDS[i]}}"
+        if [[ "$w" == "=" ]]; then skip=1; continue; fi  # --flag=value: bash splits it at the =
+        if ((skip)); then skip=0; continue; fi
+        case "$w" in
+            {"|".join(sorted(value_flags))}) skip=1; continue ;;
+            -*) continue ;;
+        esac
+        if [[ -z "$cmd" ]]; then cmd="$w"
+        elif [[ $positional -eq 0 && " {" ".join(nested)} " == *" $cmd "* ]]; then cmd="$cmd $w"
+        else positional=$((positional + 1)); fi
+    done
+    case "$prev" in
+        {"|".join(PATH_FLAGS)}) COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+    esac
+    case "$cmd:$prev" in
+{chr(10).join(choice_cases)}
+    esac
+    if [[ -n "$words" ]]; then COMPREPLY=($(compgen -W "$words" -- "$cur")); return 0; fi
+    case "$prev" in
+        {"|".join(sorted(value_flags - set(PATH_FLAGS)))}) return 0 ;;
+    esac
+    if [[ -z "$cmd" ]]; then
+        if [[ "$cur" == -* ]]; then words="{" ".join(top)}"; else words="{" ".join(_words(parser, kinds))}"; fi
+    elif [[ "$cur" == -* ]]; then
+        case "$cmd" in
+{chr(10).join(flag_cases)}
+        esac
+    elif [[ $positional -eq 0 ]]; then
+        case "$cmd" in
+{chr(10).join(word_cases)}
+        esac
+    fi
+    COMPREPLY=($(compgen -W "$words" -- "$cur"))
+}}
+"""
+    if shell == "zsh":
+        return "autoload -U +X bashcompinit && bashcompinit\n" + script + "complete -o default -F _admitflow admitflow\n"
+    return script + "complete -o default -F _admitflow admitflow\n"
+
+
+# --- errors ---------------------------------------------------------------------------------------------
+
+
+def _rpc_failure(err, target: str) -> tuple[str, int]:
+    from temporalio.service import RPCStatusCode as S
+
+    message = _first_line(err.message).rstrip(".") or err.status.name
+    where = f"Temporal at {target}"
+    if err.status == S.UNAVAILABLE:
+        return f"cannot reach {where}: {message}; is the server running there? (--address, TEMPORAL_ADDRESS)", EXIT_ERROR
+    if err.status in (S.PERMISSION_DENIED, S.UNAUTHENTICATED):
+        return (
+            f"permission denied by {where}: {message}; check the API key (--api-key, TEMPORAL_API_KEY) or client "
+            "certificate, and what it may do in this namespace",
+            EXIT_ERROR,
+        )
+    if err.status in (S.DEADLINE_EXCEEDED, S.CANCELLED):
+        return f"{where} did not answer in time: {message}; try again, or allow more with --request-timeout", EXIT_ERROR
+    if err.status == S.RESOURCE_EXHAUSTED:
+        return f"{where} is limiting requests: {message}; try again in a moment", EXIT_ERROR
+    if err.status == S.NOT_FOUND and message.lower().startswith("namespace"):
+        namespace = target.split("(namespace ", 1)[-1].split(",")[0].rstrip(")")
+        return _unknown_namespace(namespace, target), EXIT_ERROR
+    return f"{where} refused the request ({err.status.name}): {message}", EXIT_ERROR
+
+
+def explain(err: BaseException, args: argparse.Namespace) -> tuple[str, int]:
+    """Any failure as one line (without `error: `) and its exit status. A type is looked up only
+    where its module is already loaded: an error cannot come from a module that never ran, and
+    importing one here would cost a bad argument the start-up time of the Temporal SDK."""
+    if isinstance(err, CLIError):
+        return str(err), err.code
+    loaded = sys.modules
+    target = getattr(args, "target", None) or "the Temporal server"
+    client = loaded.get("admitflow.client")
+    if client is not None and isinstance(err, client.NotAnswering):
+        message = str(err)
+        if not any(hint in message for hint in ("admitflow ", "worker", "--request-timeout")):
+            # A workflow that did not answer in time: say what to look at.
+            queue = ids.task_queue(getattr(args, "task_queue", None))
+            message += f'; is a worker polling task queue "{queue}"? (admitflow worker); or allow more with --request-timeout'
+        return message, err.code
+    if client is not None and isinstance(err, client.AdmitflowError):
+        return str(err), getattr(err, "code", EXIT_BAD_INPUT)
+    codec = loaded.get("admitflow.codec")
+    if codec is not None and isinstance(err, (codec.PayloadDecodeError, codec.EncryptionConfigError)):
+        return str(err), getattr(err, "code", EXIT_BAD_INPUT)
+    service = loaded.get("temporalio.service")
+    if service is not None and isinstance(err, service.RPCError):
+        return _rpc_failure(err, target)
+    temporal = loaded.get("temporalio.client")
+    if temporal is not None:
+        if isinstance(err, temporal.WorkflowUpdateRPCTimeoutOrCancelledError):
+            return (
+                f"a workflow did not take the request in time (Temporal at {target}): is a worker polling its task "
+                "queue? (admitflow worker); allow more with --request-timeout",
+                EXIT_ERROR,
+            )
+        if isinstance(err, temporal.WorkflowQueryRejectedError):
+            return f"a workflow that no longer runs refused the query (Temporal at {target})", EXIT_ERROR
+        if isinstance(err, (temporal.WorkflowQueryFailedError, temporal.WorkflowUpdateFailedError)):
+            cause = getattr(err, "cause", None) or err
+            return f"a workflow refused the request: {_first_line(str(cause))}", EXIT_ERROR
+    if isinstance(err, TimeoutError):
+        return f"Temporal at {target} did not answer in time; try again, or allow more with --request-timeout", EXIT_ERROR
+    if isinstance(err, OSError):
+        return f"{err.strerror or err}" + (f": {err.filename}" if err.filename else ""), EXIT_ERROR
+    return (
+        f"unexpected {type(err).__name__}: {_first_line(str(err))} (a bug in admitflow: ADMITFLOW_DEBUG=1 "
+        "prints where; please report it)",
+        EXIT_ERROR,
+    )
 
 
 COMMANDS = {
@@ -842,6 +1371,8 @@ COMMANDS = {
     "setup": cmd_setup,
     "dev": cmd_dev,
     "codec-server": cmd_codec_server,
+    "completion": cmd_completion,
+    "exporter": cmd_exporter,
 }
 
 
@@ -849,12 +1380,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         asyncio.run(COMMANDS[args.command](args))
-    except (CLIError, AdmitflowError, PayloadDecodeError) as err:
-        code = getattr(err, "code", EXIT_BAD_INPUT)
-        print(f"error: {err}", file=sys.stderr)
-        return code
     except KeyboardInterrupt:
         return 130
+    except Exception as err:
+        message, code = explain(err, args)
+        if message:
+            print(f"error: {message}", file=sys.stderr)
+        if os.environ.get("ADMITFLOW_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        return code
     return 0
 
 

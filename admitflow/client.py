@@ -49,9 +49,9 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from admitflow import contract, ids
+from admitflow import contract, ids, kinds, visibility
 from admitflow import search_attributes as sa
-from admitflow.admission.catalog import CATALOG_KINDS, PLURALS, ObjectRef, Outcome
+from admitflow.admission.catalog import CATALOG_KINDS, ObjectRef, Outcome
 from admitflow.admission.cluster_queue import ForceReleaseOutcome
 from admitflow.admission import workload as wl
 from admitflow.admission import pods_ready
@@ -62,6 +62,7 @@ from admitflow.api import WorkloadStatus
 from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
 from admitflow.api.provisioning_request import ProvisioningRequest
 from admitflow.codec import PayloadDecodeError
+from admitflow.kinds import PLURALS
 from admitflow.messages import (
     AdmissionCheckActive,
     ApplyRequest,
@@ -83,19 +84,6 @@ from admitflow.messages import (
 )
 from admitflow.wire import WireModel
 
-# What `get`, `describe` and `delete` accept, kubectl-style: kind, plural, short names.
-KIND_NAMES = {
-    "ResourceFlavor": ("resourceflavor", "resourceflavors", "rf", "flavor", "flavors"),
-    "ClusterQueue": ("clusterqueue", "clusterqueues", "cq"),
-    "LocalQueue": ("localqueue", "localqueues", "lq", "queue", "queues"),
-    "AdmissionCheck": ("admissioncheck", "admissionchecks", "ac"),
-    "ProvisioningRequestConfig": ("provisioningrequestconfig", "provisioningrequestconfigs", "prc"),
-    "AdmissionCheckParameters": ("admissioncheckparameters", "acp", "parameters"),
-    "Configuration": ("configuration", "configurations", "config"),
-    "SimulatedNodeGroup": ("simulatednodegroup", "simulatednodegroups", "nodegroup", "nodegroups", "ng"),
-    "Workload": ("workload", "workloads", "wl"),
-}
-NAMESPACED = {"LocalQueue", "Workload"}
 
 # The contract: a workload asks a check's controller through this activity, on the task queue
 # named by the AdmissionCheck's controllerName.
@@ -116,6 +104,10 @@ RPC_TIMEOUT = timedelta(seconds=10)
 STALE_RETRIES = 5
 # At most this many workloads asked at once when listing them.
 CONCURRENT_READS = 16
+# Workflows per ListWorkflowExecutions page (the server's default and maximum for SQL visibility).
+LIST_PAGE_SIZE = 1000
+# Workflow IDs per visibility query that looks for newer runs of completed workloads.
+SUPERSEDED_CHUNK = 200
 # The statuses `get` shows for a workload whose workflow does not answer.
 TASK_FAILING = "TaskFailing"
 NOT_ANSWERING = "NotAnswering"
@@ -209,11 +201,11 @@ class WorkloadNotAnswering(NotAnswering):
 
 
 def kind_of(name: str) -> str:
-    lowered = name.lower()
-    for kind, names in KIND_NAMES.items():
-        if lowered == kind.lower() or lowered in names:
-            return kind
-    raise AdmitflowError(f'the server doesn\'t have a resource type "{name}"')
+    """admitflow.kinds.kind_of, refusing with the client's error."""
+    try:
+        return kinds.kind_of(name)
+    except kinds.UnknownKind as err:
+        raise AdmitflowError(str(err)) from None
 
 
 @dataclass
@@ -224,17 +216,23 @@ class AdmitflowClient:
 
     # --- apply ----------------------------------------------------------------------------------
 
-    async def apply(self, manifests: Sequence[LoadedManifest]) -> list[Outcome]:
+    async def apply(
+        self, manifests: Sequence[LoadedManifest], dry_run: str | None = None, timeout: timedelta | None = None
+    ) -> list[Outcome]:
         """Apply catalog objects in one all-or-nothing update, then submit workloads.
 
         Workloads are checked first (a changed spec of a submitted workload is refused), so a bad
-        invocation applies nothing."""
+        invocation applies nothing. `dry_run` ("client" or "server", as kubectl's) changes nothing and
+        answers what would happen (see `_apply_catalog`); `timeout` bounds the wait for the catalog
+        workflow to take the objects (None: until a worker takes them)."""
         catalog_items = [m for m in manifests if m.obj.kind in CATALOG_KINDS]
         workload_items = [m for m in manifests if m.obj.kind == "Workload"]
         existing = await asyncio.gather(*(self._existing_workload(m) for m in workload_items))
         outcomes: list[Outcome] = []
         if catalog_items:
-            outcomes.extend(await self._apply_catalog(catalog_items))
+            outcomes.extend(await self._apply_catalog(catalog_items, dry_run, timeout))
+        if dry_run is not None:
+            return outcomes + [await self.submit(m.obj, report, dry_run=True) for m, report in zip(workload_items, existing, strict=True)]
         routes = await self.routes() if workload_items else {}
         checks = await self.admission_checks_by_queue() if workload_items else {}
         for m, report in zip(workload_items, existing, strict=True):
@@ -254,7 +252,15 @@ class AdmitflowClient:
         """LocalQueue (namespace/name) -> ClusterQueue, in one query to the catalog."""
         return {lq.key: lq.spec.cluster_queue for lq in await self.catalog_objects("LocalQueue")}
 
-    async def _apply_catalog(self, items: Sequence[LoadedManifest]) -> list[Outcome]:
+    async def _apply_catalog(
+        self, items: Sequence[LoadedManifest], dry_run: str | None = None, timeout: timedelta | None = None
+    ) -> list[Outcome]:
+        """The catalog update `apply`, started with the catalog workflow if it does not run yet. With
+        `dry_run` nothing is sent that changes anything: "server" asks the workflow's read-only query
+        `dry_run_apply` (its apply's own code on a copy of its state); "client" runs that code here,
+        on the objects of those kinds as the catalog holds them. Either refuses as the update would."""
+        if dry_run is not None:
+            return await self._preview_catalog(items, dry_run)
         start = WithStartWorkflowOperation(
             contract.CATALOG_WORKFLOW,
             CatalogInput(),
@@ -269,10 +275,54 @@ class AdmitflowClient:
                 ApplyRequest(objects=[m.obj for m in items]),
                 start_workflow_operation=start,
                 result_type=ApplyResult,
+                rpc_timeout=timeout,
             )
         except WorkflowUpdateFailedError as err:
             raise _located(err, items) from None
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            raise NotAnswering(
+                f"the catalog ({ids.CATALOG_ID}) did not take the objects within {int(timeout.total_seconds()) if timeout else 0}s: "
+                f'is a worker polling task queue "{self.task_queue}"? (admitflow worker); they are applied once one does'
+            ) from None
         return result.outcomes
+
+    async def _preview_catalog(self, items: Sequence[LoadedManifest], dry_run: str) -> list[Outcome]:
+        from admitflow.admission import catalog
+        from admitflow.admission.catalog import CatalogError, CatalogState
+        from admitflow.admission.catalog import ApplyPreview
+
+        objects = [m.obj for m in items]
+        preview = None
+        if dry_run == "server":
+            try:
+                preview = await self.client.get_workflow_handle(ids.CATALOG_ID).query(
+                    contract.CATALOG_DRY_RUN, ApplyRequest(objects=objects), result_type=ApplyPreview,
+                    rpc_timeout=self.query_timeout,
+                )
+            except WorkflowQueryFailedError as err:
+                raise NotAnswering(
+                    f"the catalog ({ids.CATALOG_ID}) cannot answer a server dry run ({_first_line(str(err))}): "
+                    "is its worker older than this admitflow? --dry-run=client checks here"
+                ) from None
+            except RPCError as err:
+                if err.status != RPCStatusCode.NOT_FOUND:
+                    raise _unanswered_query(err, f"the catalog ({ids.CATALOG_ID})") from None
+                # No catalog workflow yet: nothing is stored, which this client can answer for it.
+        if preview is None:
+            state = CatalogState()
+            for kind in sorted({o.kind for o in objects}):
+                for stored in await self.catalog_objects(kind):
+                    state.objects.setdefault(kind, {})[stored.key] = stored
+            try:
+                preview = ApplyPreview(outcomes=catalog.apply(state, objects, lambda: "", datetime.now(UTC)))
+            except CatalogError as err:
+                preview = ApplyPreview(refused=str(err), index=err.index)
+        if preview.refused:
+            if preview.index is not None and 0 <= preview.index < len(items):
+                m = items[preview.index]
+                raise AdmitflowError(f"{m.source}: document {m.index} ({m.obj.kind} {m.obj.metadata.name}): {preview.refused}")
+            raise AdmitflowError(preview.refused)
+        return preview.outcomes
 
     async def _existing_workload(self, m: LoadedManifest) -> WorkloadReport | None:
         """The running workload of that name, if any. A finished or deleted one does not count:
@@ -294,18 +344,27 @@ class AdmitflowClient:
         existing: WorkloadReport | None = None,
         cluster_queue: str | None = None,
         admission_checks: Sequence[str] = (),
+        dry_run: bool = False,
     ) -> Outcome:
         """Start the workload's workflow; `unchanged` if it already runs. `cluster_queue`, when the
         caller knows where the LocalQueue leads, is recorded at start (the workflow checks it), and
-        with the queue's `admission_checks` it goes into the workflow's summary and details."""
+        with the queue's `admission_checks` it goes into the workflow's summary and details. With
+        `dry_run` nothing starts: the outcome says what would happen."""
         if existing is not None:
             return Outcome(kind="Workload", key=workload.key, action="unchanged")
+        if dry_run:
+            return Outcome(kind="Workload", key=workload.key, action="created")
         spec = workload.spec
+        now = datetime.now(UTC)
         attributes = [
             SearchAttributePair(sa.LOCAL_QUEUE, spec.queue_name or ""),
             SearchAttributePair(sa.PHASE, "Pending"),
             SearchAttributePair(sa.PRIORITY, spec.priority or 0),
+            SearchAttributePair(sa.CREATED, workload.metadata.creation_timestamp or now.replace(microsecond=0)),
+            SearchAttributePair(sa.UPDATED, now),
         ]
+        if workload.metadata.labels:
+            attributes.append(SearchAttributePair(sa.LABELS, visibility.label_entries(workload.metadata.labels)))
         if cluster_queue:
             attributes.append(SearchAttributePair(sa.CLUSTER_QUEUE, cluster_queue))
         try:
@@ -388,17 +447,43 @@ class AdmitflowClient:
         found = await self.cluster_queue_report(lqs[0].spec.cluster_queue, StatusQuery(workload=report.key))
         return found.pending[0] if found and found.pending else None
 
-    async def get(self, kind: str, key: str | None = None, **filters: str | None) -> list[dict[str, Any]]:
+    async def get(
+        self,
+        kind: str,
+        key: str | None = None,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        full: bool = True,
+        **filters: str | None,
+    ) -> list[dict[str, Any]]:
         """Objects in their Kueue wire shape (v1beta2), status included where Kueue has one.
-        Workloads may be filtered as `workloads` filters them."""
+        `namespace` (Kueue's; None: every one) and `label_selector` (kubectl's -l) narrow the list;
+        workloads also by `local_queue`, `phase`, `cluster_queue` and `pending_check`. A list of
+        workloads with `full=False` comes from visibility alone (`workload_rows`): what a table
+        shows, without asking any workflow."""
+        filters = {k: v for k, v in filters.items() if v is not None}
         if kind == "Workload":
             if key is not None:
                 return [(await self.workload(key)).to_wire()]
-            reports = await self.workloads(**filters)
+            if not full:
+                return await self.workload_rows(namespace=namespace, label_selector=label_selector, **filters)
+            reports = await self.workloads(namespace=namespace, label_selector=label_selector, **filters)
             return [r.to_wire() for r in reports]
+        if filters:
+            raise AdmitflowError(f"{', '.join(sorted(filters))}: only workloads are filtered so")
+        try:
+            requirements = visibility.parse_selector(label_selector or "")
+        except visibility.SelectorError as err:
+            raise AdmitflowError(str(err)) from None
         objects = await self.catalog_objects(kind, key)
         if key is not None and not objects:
             raise AdmitflowError(f'{PLURALS[kind]} "{key}" not found')
+        objects = [
+            o for o in objects
+            if (namespace is None or getattr(o.metadata, "namespace", None) in (None, namespace))
+            and visibility.labels_match(requirements, o.metadata.labels or {})
+        ]
         out = []
         for obj in objects:
             wire = obj.to_wire()
@@ -657,23 +742,69 @@ class AdmitflowClient:
         times = [p.last_access_time.ToDatetime(tzinfo=UTC) for p in response.pollers if p.HasField("last_access_time")]
         return len(response.pollers), max(times, default=None), ""
 
-    async def workloads(
-        self, phase: str | None = None, cluster_queue: str | None = None, pending_check: str | None = None
-    ) -> list[WorkloadReport]:
-        """The workloads that are running or finished (not deleted), found by a visibility query on
-        the contract's search attributes: in this phase, ClusterQueue, or with this check not Ready."""
-        keys: set[str] = set()
-        async for wf in self.client.list_workflows(workloads_query(phase, cluster_queue, pending_check)):
-            key = ids.workload_key(wf.id)
-            if key and wf.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED):
-                keys.add(key)
+    async def _listed(self, query: str) -> dict[str, Any]:
+        """The runs the visibility query finds, by workflow ID, each the newest run of its
+        workflow: a workload applied again after it finished has an older, completed run under the
+        same ID, which a filter may match when the current run does not (phase=Finished). The
+        completed ones are checked against every run of their IDs, a few hundred IDs per call."""
+        found: dict[str, Any] = {}
+        async for wf in self.client.list_workflows(query, page_size=LIST_PAGE_SIZE, rpc_timeout=RPC_TIMEOUT):
+            if wf.id not in found or _started(wf) > _started(found[wf.id]):
+                found[wf.id] = wf
+        completed = sorted(i for i, wf in found.items() if wf.status != WorkflowExecutionStatus.RUNNING)
+        for chunk in (completed[i : i + SUPERSEDED_CHUNK] for i in range(0, len(completed), SUPERSEDED_CHUNK)):
+            ids_ = ", ".join(visibility.quoted(i) for i in chunk)
+            async for wf in self.client.list_workflows(f"WorkflowId IN ({ids_})", page_size=LIST_PAGE_SIZE, rpc_timeout=RPC_TIMEOUT):
+                mine = found.get(wf.id)
+                if mine is not None and wf.run_id != mine.run_id and _started(wf) > _started(mine):
+                    del found[wf.id]
+        return found
+
+    async def workload_rows(self, updated_since: datetime | None = None, **filters: Any) -> list[dict[str, Any]]:
+        """Workloads as visibility knows them (admitflow/visibility.py `row`), sorted by namespace
+        and name: one ListWorkflowExecutions call per 1,000, and no query to any workflow. Filters
+        as `visibility.workloads_query` takes them. A workload whose workflow task keeps failing
+        (the server's TemporalReportedProblems) is described, so its row says why."""
+        query = self._workloads_query(updated_since=updated_since, **filters)
+        rows = []
+        for wf in (await self._listed(query)).values():
+            attributes = {pair.key.name: pair.value for pair in wf.typed_search_attributes}
+            r = visibility.row(wf.id, attributes, wf.start_time)
+            if r is None:
+                continue
+            if "workflow" in r and wf.status == WorkflowExecutionStatus.RUNNING:
+                handle = self.client.get_workflow_handle(wf.id, run_id=wf.run_id)
+                try:
+                    desc = await handle.describe(rpc_timeout=RPC_TIMEOUT)
+                    if _task_failing(desc, attempts=2):
+                        r["workflow"] = (await self._trouble(handle, desc)).to_wire()
+                    else:
+                        del r["workflow"]  # it recovered since
+                except RPCError as err:
+                    if err.status != RPCStatusCode.NOT_FOUND:
+                        raise
+            rows.append(r)
+        return sorted(rows, key=lambda r: (r["metadata"]["namespace"], r["metadata"]["name"]))
+
+    def _workloads_query(self, **filters: Any) -> str:
+        try:
+            return visibility.workloads_query(**filters)
+        except ValueError as err:
+            raise AdmitflowError(str(err)) from None
+
+    async def workloads(self, **filters: Any) -> list[WorkloadReport]:
+        """The workloads visibility finds for these filters (as `visibility.workloads_query` takes
+        them: namespace, local_queue, phase, cluster_queue, pending_check, label_selector), each as
+        its workflow tells it: one query per workload found, so narrow the list first. For what a
+        table shows, `workload_rows` asks no workflow."""
+        listed = await self._listed(self._workloads_query(**filters))
         limit = asyncio.Semaphore(CONCURRENT_READS)
 
-        async def one(key: str) -> WorkloadReport | None:
+        async def one(workflow_id: str) -> WorkloadReport | None:
             async with limit:
-                return await self.workload(key, missing_ok=True)
+                return await self.workload(ids.workload_key(workflow_id) or "", missing_ok=True)
 
-        reports = await asyncio.gather(*(one(k) for k in sorted(keys)))
+        reports = await asyncio.gather(*(one(i) for i in sorted(listed) if ids.workload_key(i)))
         return [r for r in reports if r is not None]
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -856,19 +987,6 @@ class AdmitflowClient:
             raise
 
 
-def workloads_query(phase: str | None = None, cluster_queue: str | None = None, pending_check: str | None = None) -> str:
-    """The visibility query for `workloads`, e.g. `WorkflowType = 'WorkloadWorkflow' AND
-    AdmitflowPhase = 'Backoff'`; what the Temporal UI's filter box takes too."""
-    if phase is not None and phase not in wl.PHASES:
-        raise AdmitflowError(f'unknown phase "{phase}": must be one of {", ".join(wl.PHASES)}')
-    clauses = [f"WorkflowType = '{contract.WORKLOAD_WORKFLOW}'"]
-    for attribute, value in ((sa.PHASE, phase), (sa.CLUSTER_QUEUE, cluster_queue), (sa.PENDING_CHECKS, pending_check)):
-        if value is not None:
-            quoted = value.replace("\\", "\\\\").replace("'", "\\'")
-            clauses.append(f"{attribute.name} = '{quoted}'")
-    return " AND ".join(clauses)
-
-
 def _unanswered_query(err: RPCError, what: str) -> Exception:
     """A query to one of the engine's workflows that timed out or was refused because its workflow
     task fails, as one line; any other RPC error as it is."""
@@ -878,8 +996,8 @@ def _unanswered_query(err: RPCError, what: str) -> Exception:
 
 
 # A workflow task that failed once is retried at once and usually completes (a signal that raced a
-# continue-as-new, a worker killed mid-task): only the third attempt in a row says it is wedged, the
-# threshold the server's TemporalReportedProblems search attribute uses.
+# continue-as-new, a worker killed mid-task): only the third attempt in a row says it is wedged,
+# when the server sets TemporalReportedProblems as admitflow configures it (two failures in a row).
 FAILING_ATTEMPTS = 3
 
 
@@ -888,6 +1006,10 @@ def _task_failing(desc: WorkflowExecutionDescription, attempts: int = FAILING_AT
     retried: it answers no query and handles no message until a task completes. After a query that
     did not answer, one failure (attempts=2) is explanation enough."""
     return desc.raw_description.pending_workflow_task.attempt >= attempts
+
+
+def _started(wf: Any) -> datetime:
+    return wf.start_time or datetime.min.replace(tzinfo=UTC)
 
 
 def _first_line(text: str, limit: int = 300) -> str:

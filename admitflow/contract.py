@@ -45,6 +45,7 @@ CATALOG_DELETE = "delete"  # update: objects by kind and key
 SET_ADMISSION_CHECK_ACTIVE = "set_admission_check_active"  # update: an AdmissionCheck's Active condition
 WATCH_QUEUE = "watch_queue"  # signal: wake a workload when its LocalQueue resolves differently
 CATALOG_GET = "get"  # query: the objects of a kind
+CATALOG_DRY_RUN = "dry_run_apply"  # query: what an apply of these objects would do, changing nothing
 RESOLVE_LOCAL_QUEUE = "resolve_local_queue"  # query: where a LocalQueue leads
 CATALOG_VIEW = "view"  # query: a ClusterQueue's resolved view
 CATALOG_NODE_GROUPS = "node_groups"  # query: the SimulatedNodeGroups
@@ -56,6 +57,7 @@ RELEASE = "release"  # signal: a workload gives its quota or its place back
 ADMITTED = "admitted"  # signal: a workload holding quota was admitted
 CLUSTER_QUEUE_GATE_ANSWER = "pods_ready_gate"  # signal: the blockAdmission gate's answer {granted}
 CLUSTER_QUEUE_STATUS = "status"  # query
+CLUSTER_QUEUE_GAUGES = "gauges"  # query: Kueue's gauges of its current state (admitflow exporter)
 FORCE_RELEASE = "force_release"  # update: an operator gives back a wedged workload's quota or place
 
 # --- PodsReadyGateWorkflow (admitflow/pods-ready-gate) --------------------------------------------

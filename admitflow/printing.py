@@ -1,4 +1,9 @@
-"""How the CLI shows objects: kubectl's tables, `describe` layout, and json/yaml."""
+"""How the CLI shows objects: kubectl's tables (`-o wide` adds columns), `-o name`, `describe`
+layout, and json/yaml.
+
+Light on purpose: yaml and the API models are imported only by what needs them, so that the
+command starts fast.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from admitflow.admission import workload as wl
-from admitflow.admission.workload import WorkloadReport
+from admitflow.kinds import NAMESPACED, qualified
 
 if TYPE_CHECKING:
     from admitflow.client import ControllerCall
@@ -142,26 +144,85 @@ COLUMNS: dict[str, tuple[list[str], Row]] = {
     "Workload": (["NAMESPACE", "NAME", "QUEUE", "RESERVED IN", "ADMITTED", "FINISHED", "AGE"], _workload_row),
 }
 
-# The column `get workloads` adds when a workload's workflow does not answer: its phase, or why it
-# cannot be asked (TaskFailing, NotAnswering).
+def _names(items: Sequence[dict[str, Any]] | None) -> str:
+    return ",".join(i.get("name", "") for i in items or ()) or "<none>"
+
+
+def _workload_priority(o: dict[str, Any]) -> str:
+    return str((o.get("spec") or {}).get("priority") or 0)
+
+
+def _pending_checks(o: dict[str, Any]) -> str:
+    """The checks not Ready yet: from visibility (`pendingChecks`), else from the status."""
+    if "pendingChecks" in o:
+        names = o["pendingChecks"]
+    else:
+        names = [c.get("name", "") for c in (o.get("status") or {}).get("admissionChecks") or () if c.get("state") != "Ready"]
+    return ",".join(names) or "<none>"
+
+
+def _cq_flavors(o: dict[str, Any]) -> str:
+    groups = (o.get("spec") or {}).get("resourceGroups") or ()
+    return ",".join(dict.fromkeys(f.get("name", "") for g in groups for f in g.get("flavors") or ())) or "<none>"
+
+
+def _cq_checks(o: dict[str, Any]) -> str:
+    strategy = (o.get("spec") or {}).get("admissionChecksStrategy") or {}
+    return _names(strategy.get("admissionChecks"))
+
+
+def _active_message(o: dict[str, Any]) -> str:
+    c = _condition(o, "Active")
+    return (c or {}).get("message") or ""
+
+
+# `-o wide`: columns added after the default ones (Kueue's printer columns of priority 1, and a
+# few more a Kueue admin reads often). Kinds not named here print the same as the default table.
+WIDE: dict[str, tuple[list[str], Row]] = {
+    "Workload": (["PRIORITY", "PENDING CHECKS"], lambda o: [_workload_priority(o), _pending_checks(o)]),
+    "ClusterQueue": (["FLAVORS", "ADMISSION CHECKS", "AGE"], lambda o: [_cq_flavors(o), _cq_checks(o), age(_meta(o, "creationTimestamp"))]),
+    "LocalQueue": (
+        ["RESERVING WORKLOADS", "AGE"], lambda o: [_count(o, "reservingWorkloads"), age(_meta(o, "creationTimestamp"))]
+    ),
+    "ResourceFlavor": (["NODE LABELS"], lambda o: [_pairs((o.get("spec") or {}).get("nodeLabels")) or "<none>"]),
+    "AdmissionCheck": (
+        ["PARAMETERS", "MESSAGE"],
+        lambda o: [((o.get("spec") or {}).get("parameters") or {}).get("name") or "<none>", _active_message(o)],
+    ),
+}
+
+# The column `get workloads` adds when a workload's workflow does not answer (and `-o wide`
+# always): its phase, or why it cannot be asked (TaskFailing, NotAnswering).
 STATUS = "STATUS"
 
 
 def workload_status(o: dict[str, Any]) -> str:
-    """A workload's STATUS: why its workflow cannot be asked, else its phase."""
+    """A workload's STATUS: why its workflow cannot be asked, else its phase (visibility's `phase`
+    when the object came from there, else told from its status)."""
     trouble = o.get("workflow")
     if trouble:
         return trouble.get("status") or ""
-    report = WorkloadReport.model_validate_json(json.dumps(o))
+    if o.get("phase"):
+        return o["phase"]
+    from admitflow.admission import workload as wl
+
+    report = wl.WorkloadReport.model_validate_json(json.dumps(o))
     return wl.phase(wl.WorkloadState(workload=report))
 
 
-def columns(kind: str, objects: Sequence[dict[str, Any]]) -> tuple[list[str], Row]:
-    """The table's headers and row: COLUMNS, and for workloads a STATUS column when one of them
-    does not answer (the others show their phase there)."""
+def columns(kind: str, objects: Sequence[dict[str, Any]], wide: bool = False, namespaced: bool = True) -> tuple[list[str], Row]:
+    """The table's headers and row: COLUMNS, with WIDE's after them for `-o wide`; for workloads a
+    STATUS column (last) when one of them does not answer (the others show their phase there), or
+    always with `-o wide`. `namespaced=False` leaves out the NAMESPACE column: the list is of one
+    namespace, as kubectl shows it without `-A`."""
     headers, row = COLUMNS[kind]
-    if kind == "Workload" and any(o.get("workflow") for o in objects):
-        return [*headers, STATUS], lambda o: [*row(o), workload_status(o)]
+    if wide and kind in WIDE:
+        extra_headers, extra = WIDE[kind]
+        headers, row = [*headers, *extra_headers], (lambda o, base=row, more=extra: [*base(o), *more(o)])
+    if kind == "Workload" and (wide or any(o.get("workflow") for o in objects)):
+        headers, row = [*headers, STATUS], (lambda o, base=row: [*base(o), workload_status(o)])
+    if not namespaced and headers[0] == "NAMESPACE":
+        headers, row = headers[1:], (lambda o, base=row: base(o)[1:])
     return headers, row
 
 
@@ -191,30 +252,55 @@ def table_row(row: Sequence[str], widths: Sequence[int]) -> str:
     return "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
 
 
-def watch_rows(kind: str, objects: list[dict[str, Any]], shown: dict[str, list[str]], row: Row | None = None) -> list[list[str]]:
+def watch_rows(
+    kind: str, objects: list[dict[str, Any]], shown: dict[str, list[str]], row: Row | None = None, age_column: int | None = None
+) -> list[list[str]]:
     """`get -w`: the rows of objects that are new or changed since `shown` (updated in place), as
-    kubectl prints them, one line per change."""
+    kubectl prints them, one line per change; an AGE cell growing older is not a change."""
     row = row or COLUMNS[kind][1]
     changed = []
     for obj in objects:
         meta = obj.get("metadata", {})
         key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
         current = row(obj)
-        if shown.get(key) != current:
-            shown[key] = current
+        compared = [c for i, c in enumerate(current) if i != age_column]
+        if shown.get(key) != compared:
+            shown[key] = compared
             changed.append(current)
     return changed
 
 
-def render(kind: str, objects: list[dict[str, Any]], output: str, single: bool) -> str:
-    if output == "table":
+def no_resources(namespace: str | None = None) -> str:
+    """kubectl's line (on stderr) for a list that found nothing."""
+    return f"No resources found in {namespace} namespace." if namespace else "No resources found."
+
+
+def names(kind: str, objects: Sequence[dict[str, Any]]) -> list[str]:
+    """`-o name`: `kind.group/key`, one per object (`workload.kueue.x-k8s.io/team-a/train`)."""
+    out = []
+    for o in objects:
+        key = "config" if kind == "Configuration" else _meta(o, "name")  # the Configuration's one key
+        if kind in NAMESPACED:
+            key = f"{_meta(o, 'namespace')}/{key}"
+        out.append(qualified(kind, key))
+    return out
+
+
+def render(kind: str, objects: list[dict[str, Any]], output: str, single: bool, namespaced: bool = True) -> str:
+    """The objects as `output` says: table, wide, name, json or yaml. An empty table (or name list)
+    is the empty string: kubectl says "No resources found" on stderr instead (`no_resources`)."""
+    if output in ("table", "wide"):
         if not objects:
-            return "No resources found."
-        headers, row = columns(kind, objects)
+            return ""
+        headers, row = columns(kind, objects, wide=output == "wide", namespaced=namespaced)
         return table(headers, [row(o) for o in objects])
+    if output == "name":
+        return "\n".join(names(kind, objects))
     doc: Any = objects[0] if single else {"apiVersion": "v1", "kind": "List", "items": objects}
     if output == "json":
         return json.dumps(doc, indent=2)
+    import yaml
+
     return yaml.safe_dump(doc, sort_keys=False).rstrip()
 
 

@@ -66,8 +66,8 @@ async def ensure_search_attributes(client: Client) -> list[str]:
 
 def _probe_query() -> str:
     """A visibility query that names every attribute of the contract, each with a value of its type."""
-    keyword, number = '""', "0"
-    values = {k.name: number if k.indexed_value_type == IndexedValueType.INDEXED_VALUE_TYPE_INT else keyword for k in sa.ALL}
+    literals = {IndexedValueType.INDEXED_VALUE_TYPE_INT: "0", IndexedValueType.INDEXED_VALUE_TYPE_DATETIME: '"2000-01-01T00:00:00Z"'}
+    values = {k.name: literals.get(k.indexed_value_type, '""') for k in sa.ALL}
     return " AND ".join(f"{name} = {value}" for name, value in values.items())
 
 

@@ -1,5 +1,8 @@
-"""Search attributes of the contract: registered by `admitflow dev` and `admitflow setup`, kept
-current by the workload workflow so that visibility queries find workloads by queue and phase."""
+"""Search attributes of the contract: registered by `admitflow dev` and `admitflow setup`. The
+workload workflow keeps the MANAGED ones current; the client sets the others when it starts the
+workflow (they never change, and continue-as-new carries them over), and `AdmitflowUpdated` moves
+with every change of the managed ones, so that lists and `get -w` read workloads from visibility
+alone (admitflow/visibility.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +14,15 @@ PHASE = SearchAttributeKey.for_keyword("AdmitflowPhase")
 PENDING_CHECKS = SearchAttributeKey.for_keyword_list("AdmitflowPendingChecks")
 PRIORITY = SearchAttributeKey.for_int("AdmitflowPriority")
 RETRY_COUNT = SearchAttributeKey.for_int("AdmitflowRetryCount")
+# The workload's labels, as `key=value` and `key` entries (kubectl's -l, admitflow/visibility.py).
+LABELS = SearchAttributeKey.for_keyword_list("AdmitflowLabels")
+# metadata.creationTimestamp (a run continued as new starts later than the workload was created).
+CREATED = SearchAttributeKey.for_datetime("AdmitflowCreated")
+# When the workflow last changed one of the MANAGED attributes (`get -w` asks only for those since).
+UPDATED = SearchAttributeKey.for_datetime("AdmitflowUpdated")
 
-ALL = (CLUSTER_QUEUE, LOCAL_QUEUE, PHASE, PENDING_CHECKS, PRIORITY, RETRY_COUNT)
+MANAGED = (CLUSTER_QUEUE, LOCAL_QUEUE, PHASE, PENDING_CHECKS, PRIORITY, RETRY_COUNT)
+ALL = (*MANAGED, LABELS, CREATED, UPDATED)
 
 # `temporal server start-dev --search-attribute NAME=TYPE`
 CLI_TYPES = {
@@ -22,4 +32,7 @@ CLI_TYPES = {
     PENDING_CHECKS: "KeywordList",
     PRIORITY: "Int",
     RETRY_COUNT: "Int",
+    LABELS: "KeywordList",
+    CREATED: "Datetime",
+    UPDATED: "Datetime",
 }

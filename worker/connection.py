@@ -29,10 +29,11 @@ from temporalio.runtime import Runtime
 
 from admitflow.codec import EncryptionConfigError, data_converter
 
-DEFAULT_ADDRESS = "localhost:7233"
-DEFAULT_NAMESPACE = "default"
+from admitflow.worker import connection_flags
+from admitflow.worker.connection_flags import DEFAULT_ADDRESS, DEFAULT_NAMESPACE
 
-GROUP_TITLE = "connection (Temporal's client configuration; flags win over TEMPORAL_* variables)"
+# The flags themselves live apart, so that building a parser imports nothing heavy.
+add_arguments = connection_flags.add_arguments
 
 # (field of ClientConfigTLS, flag, environment variables that can set it)
 _TLS_SOURCES = {
@@ -207,35 +208,6 @@ def _truthy(value: str | None) -> bool:
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
-    """The connection flags, as one argument group: used by the `admitflow` command and by every
-    standalone program (check controllers, runners). Returns the group, so a program can add its own."""
-    g = parser.add_argument_group(GROUP_TITLE)
-    g.add_argument("--address", help=f"Temporal frontend host:port (TEMPORAL_ADDRESS; default {DEFAULT_ADDRESS})")
-    g.add_argument("--namespace", help=f"Temporal namespace (TEMPORAL_NAMESPACE; default {DEFAULT_NAMESPACE})")
-    g.add_argument("--profile", help="profile in Temporal's TOML client config file (TEMPORAL_PROFILE)")
-    g.add_argument(
-        "--api-key", help="API key, e.g. for Temporal Cloud; turns TLS on (TEMPORAL_API_KEY, which keeps it out of ps)"
-    )
-    g.add_argument(
-        "--tls", action="store_true", default=None,
-        help="connect with TLS; implied by an API key or any --tls-* setting (TEMPORAL_TLS)",
-    )
-    g.add_argument("--tls-cert-path", metavar="PATH", help="client certificate (PEM) for mTLS (TEMPORAL_TLS_CLIENT_CERT_PATH)")
-    g.add_argument("--tls-key-path", metavar="PATH", help="its private key (PEM) (TEMPORAL_TLS_CLIENT_KEY_PATH)")
-    g.add_argument(
-        "--tls-ca-path", metavar="PATH",
-        help="CA certificate(s) (PEM) the server's certificate must chain to; default: the system's roots "
-        "(TEMPORAL_TLS_SERVER_CA_CERT_PATH)",
-    )
-    g.add_argument(
-        "--tls-server-name", metavar="NAME",
-        help="name to expect in the server's certificate (and send as SNI) instead of the address's host "
-        "(TEMPORAL_TLS_SERVER_NAME)",
-    )
-    return g
 
 
 def from_arguments(args: argparse.Namespace) -> Connection:

@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
         QueueAvailable,
         WatchRequest,
     )
-    from admitflow.admission.catalog import QueueResolution
+    from admitflow.admission.catalog import ApplyPreview, QueueResolution
 
     from admitflow.workflows import arguments
     from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
@@ -188,6 +188,18 @@ class CatalogWorkflow:
             found = self.state.get(query.kind, query.key)
             items = [found] if found is not None else []
         return ObjectList(items=items)
+
+    @workflow.query(name=contract.CATALOG_DRY_RUN)
+    def dry_run_apply(self, *payload: Any) -> ApplyPreview:
+        """`admitflow apply --dry-run=server`: the apply update's own pure code, run on a copy of the
+        state, so that a query answers what the update would, and nothing reaches the history."""
+        request = arguments.query(contract.CATALOG_DRY_RUN, payload, ApplyRequest)
+        try:
+            # A fixed uid: a query must not draw from the workflow's random (what it returns is not stored).
+            outcomes = catalog.apply(self.state.model_copy(deep=True), request.objects, lambda: "", workflow.now())
+        except CatalogError as err:
+            return ApplyPreview(refused=str(err), index=err.index)
+        return ApplyPreview(outcomes=outcomes)
 
     @workflow.query(name=contract.RESOLVE_LOCAL_QUEUE)
     def resolve_local_queue(self, *payload: Any) -> QueueResolution:

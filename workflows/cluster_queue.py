@@ -45,7 +45,6 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.wire import WireModel
 
     from admitflow.workflows import arguments
-    from admitflow.workflows.metrics import emit
     from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
 
 # Signal names a notice is delivered under, chosen to read well in a workload's history.
@@ -164,6 +163,13 @@ class ClusterQueueWorkflow:
             events=list(self.state.events),
         )
 
+    @workflow.query(name=contract.CLUSTER_QUEUE_GAUGES)
+    def gauges(self, *payload: Any) -> metrics.Gauges:
+        """Answered, not emitted: a gauge set from workflow code stays exported by a worker that no
+        longer runs this queue. admitflow's one exporter asks at scrape time (admitflow/gauges.py)."""
+        arguments.no_argument(contract.CLUSTER_QUEUE_GAUGES, payload)
+        return metrics.Gauges(cluster_queue=self.state.name, observations=metrics.cluster_queue_gauges(self.state))
+
     # --- the loop -----------------------------------------------------------------------------
 
     @workflow.run
@@ -196,7 +202,6 @@ class ClusterQueueWorkflow:
                 result = scheduler.schedule([self.state], workflow.now(), _preemptor_holds_its_queue)[self.state.name]
                 self._notify(result.notices)
                 self._gate(result)
-                emit(metrics.cluster_queue_gauges(self.state))
                 self.outbox.step(holding=continue_as_new_suggested())
             workflow.set_current_details(cq.current_details(self.state))
             if continue_as_new_suggested() and self._quiet():

@@ -1,6 +1,11 @@
-"""Emit `admitflow.admission.metrics` observations through the workflow's metric meter, which
-records nothing while a history is replayed (so each event counts once) and exports through the
-worker's Prometheus endpoint (`admitflow worker --metrics-port`)."""
+"""Emit a workload's counters and histograms (`admitflow.admission.metrics`) through the workflow's
+metric meter, which records nothing while a history is replayed (so each event counts once, and the
+sum over workers is right) and exports through the worker's Prometheus endpoint
+(`admitflow worker --metrics-port`).
+
+Gauges are not emitted here: a worker keeps exporting the last value it set, after the workflow has
+moved to another worker. The ClusterQueue workflow answers its gauges to a query instead, and
+admitflow's one exporter serves them (admitflow/gauges.py)."""
 
 from __future__ import annotations
 
@@ -21,5 +26,3 @@ def emit(observations: Iterable[Observation]) -> None:
             meter.create_counter(o.name, description).add(int(o.value), o.labels)
         elif o.kind == "histogram":
             meter.create_histogram_float(o.name, description, "seconds").record(o.value, o.labels)
-        else:
-            meter.create_gauge_float(o.name, description).set(o.value, o.labels)

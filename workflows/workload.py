@@ -359,9 +359,10 @@ class WorkloadWorkflow(LegacyLoop):
         wanted = wl.search_attributes(st)
         have = workflow.info().typed_search_attributes if self.published is None else self.published
         changes = [k.value_set(v) for k, v in wanted.items() if have.get(k) != v]
-        changes += [k.value_unset() for k in sa.ALL if k not in wanted and have.get(k) is not None]
+        changes += [k.value_unset() for k in sa.MANAGED if k not in wanted and have.get(k) is not None]
         if changes:
-            workflow.upsert_search_attributes(changes)
+            # The same upsert says when: `get -w` asks visibility only for workloads changed since.
+            workflow.upsert_search_attributes([*changes, sa.UPDATED.value_set(workflow.now())])
         self.published = TypedSearchAttributes([SearchAttributePair(k, v) for k, v in wanted.items()])
 
 

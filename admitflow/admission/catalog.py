@@ -27,22 +27,11 @@ from admitflow.api.configuration import SINGLETON_KEY, Configuration, WaitForPod
 from admitflow.api.meta import ObjectMeta
 from admitflow.api.workload import RUNNER_ANNOTATION
 from admitflow.api.node_group import SimulatedNodeGroup
+from admitflow.kinds import PLURALS
 from admitflow.wire import WireModel
 
 CATALOG_KINDS = tuple(t.__name__ for t in CONFIG_TYPES)
 
-# kubectl's plural resource names, used in messages the way kubectl words them.
-PLURALS = {
-    "ResourceFlavor": "resourceflavors",
-    "ClusterQueue": "clusterqueues",
-    "LocalQueue": "localqueues",
-    "AdmissionCheck": "admissionchecks",
-    "ProvisioningRequestConfig": "provisioningrequestconfigs",
-    "AdmissionCheckParameters": "admissioncheckparameters",
-    "Configuration": "configurations",
-    "SimulatedNodeGroup": "simulatednodegroups",
-    "Workload": "workloads",
-}
 
 Action = Literal["created", "configured", "unchanged", "deleted", "terminating"]
 
@@ -64,6 +53,15 @@ class Outcome(WireModel):
     key: str
     action: Action
     message: str = Field(default="", description="Why, when the action alone does not say it (terminating).")
+
+
+class ApplyPreview(WireModel):
+    """What an `apply` of these objects would do, as the `dry_run_apply` query answers it: the
+    outcomes, or the refusal the apply update would give (`index`: the offending object)."""
+
+    outcomes: list[Outcome] = Field(default_factory=list)
+    refused: str = Field(default="", description="The refusal's one line; empty when the apply would go through.")
+    index: int | None = Field(default=None, description="Position in the request of the object refused.")
 
 
 class ObjectRef(WireModel):

@@ -3,9 +3,13 @@ under the prefix `admitflow_` and with Kueue's labels, plus what Kueue lacks (KE
 item): admission check retries and the requeue delays set.
 
 Pure: a workload workflow keeps a `Seen` snapshot and, after each change, asks
-`workload_observations` what happened since; a ClusterQueue asks `cluster_queue_gauges` after each
-pass. The workflows emit the observations through Temporal's workflow metric meter, which records
-nothing while a history is replayed, so every event is counted once.
+`workload_observations` what happened since; it emits those counters and histograms through
+Temporal's workflow metric meter, which records nothing while a history is replayed, so every event
+is counted once by the worker that ran it and the sum over workers is right. Gauges are not emitted
+by workflow code: a worker that stops running a ClusterQueue would go on exporting the last value it
+set. A ClusterQueue answers `cluster_queue_gauges` of its current state when asked (query
+`gauges`), and one process, admitflow's exporter (admitflow/gauges.py), asks each ClusterQueue of
+the catalog at scrape time and serves the answers.
 """
 
 from __future__ import annotations
@@ -58,6 +62,13 @@ class Observation(WireModel):
     name: str = Field(description="Full metric name, with the prefix.")
     value: float
     labels: dict[str, str] = Field(default_factory=dict)
+
+
+class Gauges(WireModel):
+    """A ClusterQueue's gauges as they stand (the answer to query `gauges`)."""
+
+    cluster_queue: str
+    observations: list[Observation] = Field(description="`cluster_queue_gauges` of its current state.")
 
 
 class Seen(WireModel):
@@ -150,7 +161,7 @@ def workload_observations(seen: Seen, state: WorkloadState, emit: bool = True) -
 
 
 def cluster_queue_gauges(state: ClusterQueueState) -> list[Observation]:
-    """Kueue's per-ClusterQueue gauges, as they stand after a pass."""
+    """Kueue's per-ClusterQueue gauges, as they stand now."""
     labels = {"cluster_queue": state.name}
     inadmissible = sum(1 for e in state.pending if e.inadmissible)
     reserving = list(state.reservations.values())

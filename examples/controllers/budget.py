@@ -135,7 +135,9 @@ def make_controller(
         params = await controller.check_parameters()
         if not params:
             return
-        for report in await controller.admitflow.workloads():
+        over = sorted({ns for p in params.values() for ns, used in source(p).used().items() if used > p.weekly.get(ns, 0.0)})
+        # Only the admitted workloads of namespaces over a budget are asked for their state.
+        for report in [r for ns in over for r in await controller.admitflow.workloads(phase="Admitted", namespace=ns)]:
             admitted, finished = report.status.condition("Admitted"), report.status.condition("Finished")
             if admitted is None or admitted.status != "True" or (finished is not None and finished.status == "True"):
                 continue

@@ -139,7 +139,7 @@ def test_admitflow_containers_run_as_a_user_that_is_not_root(compose):
 
 def test_everything_starts_in_order(compose):
     """postgres healthy -> schema job done -> server healthy -> UI and admitflow setup -> setup done ->
-    workers, controller, runner -> a healthy worker -> the examples job."""
+    workers, exporter, controller, runner -> a healthy worker -> the examples job."""
     depends = {n: {d: c["condition"] for d, c in s.get("depends_on", {}).items()} for n, s in services(compose).items()}
     assert depends == {
         "postgresql": {},
@@ -148,6 +148,7 @@ def test_everything_starts_in_order(compose):
         "temporal-ui": {"temporal": "service_healthy"},
         "admitflow-setup": {"temporal": "service_healthy"},
         "admitflow-worker": {"admitflow-setup": "service_completed_successfully"},
+        "admitflow-exporter": {"admitflow-setup": "service_completed_successfully"},
         "budget-controller": {"admitflow-setup": "service_completed_successfully"},
         "local-runner": {"admitflow-setup": "service_completed_successfully"},
         "admitflow-examples": {"admitflow-worker": "service_healthy"},
@@ -181,11 +182,26 @@ def test_two_engine_workers_serve_the_task_queue_with_metrics(compose):
     assert "ports" not in worker  # replicas cannot share a published port
 
 
-def test_only_services_that_serve_metrics_keep_the_images_health_check(compose):
+def test_only_services_that_serve_metrics_are_health_checked(compose):
+    """Workers by the image's check (their metrics answer and count pollers), the exporter by its own
+    (a scrape answers); the others serve nothing to check."""
     for name, service in admitflow_services(compose).items():
         serves_metrics = "ADMITFLOW_METRICS_PORT" in service["environment"]
-        disabled = service.get("healthcheck", {}).get("disable", False)
-        assert serves_metrics != disabled, name
+        check = service.get("healthcheck", {})
+        assert serves_metrics != check.get("disable", False), name
+        assert ("test" in check) == (name == "admitflow-exporter"), name
+
+
+def test_one_exporter_serves_the_gauges(compose):
+    """Gauges are read from the ClusterQueues at each scrape and served by exactly one process, so
+    any aggregation across instances is right (docs/metrics.md)."""
+    exporters = {n: s for n, s in admitflow_services(compose).items() if s.get("entrypoint", [])[:2] == ["admitflow", "exporter"]}
+    assert list(exporters) == ["admitflow-exporter"]
+    exporter = exporters["admitflow-exporter"]
+    assert exporter["deploy"]["replicas"] == 1
+    assert exporter["environment"]["ADMITFLOW_METRICS_PORT"] in exporter["expose"]
+    assert "ports" not in exporter
+    assert "ADMITFLOW_METRICS_PORT" in exporter["healthcheck"]["test"][-1]
 
 
 def test_admitflow_reaches_the_temporal_service_by_name(compose):

@@ -1,11 +1,12 @@
 """The deployment's programs against a real Temporal server, without containers.
 
 - The services of docker/compose.yaml, each started with its own command line and environment
-  as read from that file (the setup job, two workers, the budget controller, the local runner, the
-  examples job), on whichever server tests/temporal_server.py gives: the embedded dev server here,
-  a testcontainers server where a Docker engine answers, `TEMPORAL_ADDRESS` where it is set. The
-  image's health check passes for both workers, and the examples' workloads are admitted through
-  the budget controller and started by the runner.
+  as read from that file (the setup job, two workers, the exporter, the budget controller, the local
+  runner, the examples job), on whichever server tests/temporal_server.py gives: the embedded dev
+  server here, a testcontainers server where a Docker engine answers, `TEMPORAL_ADDRESS` where it is
+  set. The image's health check passes for both workers, the examples' workloads are admitted through
+  the budget controller and started by the runner, and the gauges of the examples' ClusterQueues are
+  served by the exporter (its health check passes) and by no worker.
 - Each of the fixture's three ways to a server: the choice itself, the container (skipped with the
   reason where no Docker engine answers), and `TEMPORAL_ADDRESS` (pointed here at a dev server this
   test starts, without admitflow's search attributes).
@@ -21,7 +22,9 @@ import re
 import signal
 import subprocess
 import sys
+import urllib.request
 import uuid
+from datetime import UTC, datetime
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -124,6 +127,11 @@ class Service:
             self.process.wait()
 
 
+def metrics_text(port: str) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=15) as response:
+        return response.read().decode()
+
+
 def health_check(dockerfile: str) -> list[str]:
     command = re.search(r"^HEALTHCHECK .*? CMD (\[.*\])$", dockerfile.replace("\\\n", " "), re.MULTILINE)[1]
     return [IMAGE_PATHS.get(a, a) for a in yaml.safe_load(command)]
@@ -142,8 +150,9 @@ async def test_the_compose_services_run_a_workload_end_to_end(temporal_server: T
             Service(compose, "admitflow-worker", temporal_server, tmp_path, ADMITFLOW_METRICS_PORT=str(free_port())).start()
             for _ in range(compose["services"]["admitflow-worker"]["deploy"]["replicas"])
         ]
+        exporter = Service(compose, "admitflow-exporter", temporal_server, tmp_path, ADMITFLOW_METRICS_PORT=str(free_port())).start()
         helpers = [Service(compose, n, temporal_server, tmp_path).start() for n in ("budget-controller", "local-runner")]
-        started += workers + helpers
+        started += [*workers, exporter, *helpers]
 
         check = health_check((ROOT / "docker" / "Dockerfile").read_text())
 
@@ -175,6 +184,19 @@ async def test_the_compose_services_run_a_workload_end_to_end(temporal_server: T
         sweep = await af.workload("team-b/sweep")
         budget = next(c for c in sweep.status.admission_checks if c.name == "budget")
         assert (budget.state, budget.message.endswith("cpu-hours this week")) == ("Ready", True)
+
+        # The gauges: from the exporter, for every ClusterQueue the examples applied; from no worker.
+        exporter_check = compose["services"]["admitflow-exporter"]["healthcheck"]["test"][1:]
+        r = await asyncio.to_thread(subprocess.run, exporter_check, env=exporter.env, capture_output=True, text=True, timeout=20)
+        assert r.returncode == 0, r.stderr + exporter.output()
+        gauges = await asyncio.to_thread(metrics_text, exporter.env["ADMITFLOW_METRICS_PORT"])
+        for cq in ("research", "gpu"):
+            assert f'admitflow_exporter_cluster_queue_up{{cluster_queue="{cq}"}} 1' in gauges.splitlines(), gauges
+            assert f'admitflow_cluster_queue_status{{cluster_queue="{cq}",status="active"}} 1' in gauges.splitlines(), gauges
+        for worker in workers:
+            text = await asyncio.to_thread(metrics_text, worker.env["ADMITFLOW_METRICS_PORT"])
+            assert "admitflow_admitted_workloads_total" in text
+            assert "admitflow_pending_workloads" not in text and "admitflow_cluster_queue_status" not in text
         for service in started:
             assert service.process.poll() is None, f"{service.name} exited: {service.output()}"
     finally:
@@ -241,7 +263,11 @@ async def _is(phase: Callable[[], Awaitable[str]], expected: str) -> bool:
 
 
 def every_search_attribute() -> TypedSearchAttributes:
-    values = {IndexedValueType.INDEXED_VALUE_TYPE_INT: 1, IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST: ["x"]}
+    values = {
+        IndexedValueType.INDEXED_VALUE_TYPE_INT: 1,
+        IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST: ["x"],
+        IndexedValueType.INDEXED_VALUE_TYPE_DATETIME: datetime(2026, 1, 1, tzinfo=UTC),
+    }
     return TypedSearchAttributes([SearchAttributePair(k, values.get(k.indexed_value_type, "x")) for k in sa.ALL])
 
 

@@ -217,7 +217,7 @@ TABLE: list[Case] = [
     Case("cli-get-unknown-kind", CLI, CATALOG, ("get", "widgets"),
          'error: the server doesn\'t have a resource type "widgets"'),
     Case("cli-get-bad-output", CLI, CATALOG, ("get", "workloads", "-o", "xml"),
-         "admitflow get: error: argument -o/--output: invalid choice: 'xml' (choose from 'table', 'json', 'yaml')"),
+         "admitflow get: error: argument -o/--output: invalid choice: 'xml' (choose from 'table', 'wide', 'name', 'json', 'yaml')"),
     Case("cli-get-unknown-phase", CLI, CATALOG, ("get", "workloads", "--phase", "Running"),
          'error: --phase "Running": must be one of Pending, QuotaReserved, Admitted, Backoff, Inactive, Finished'),
     Case("cli-get-unknown-cluster-queue", CLI, CATALOG, ("get", "clusterqueue", "nope"),

@@ -15,8 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from admitflow import ids
+from admitflow import search_attributes as sa
 from admitflow.devserver import port_free
 from tests.conftest import free_port
+from tests.integration.test_admission import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -96,7 +99,7 @@ async def test_a_bad_manifest_exits_2_with_one_line_and_applies_nothing(engine, 
         "spec.podSets[0].count in body should be greater than or equal to 0"
     ]
     r = await run(engine, "get", "clusterqueues")
-    assert (r.returncode, r.stdout.strip()) == (0, "No resources found.")
+    assert (r.returncode, r.stdout, r.stderr.strip()) == (0, "", "No resources found.")
 
 
 async def test_apply_get_describe_finish_delete(engine, tmp_path):
@@ -274,14 +277,7 @@ def _alive(pid: int) -> bool:
 
 
 # What `admitflow setup` prints for a namespace without admitflow's search attributes, in order.
-REGISTERED = [
-    "search attribute AdmitflowClusterQueue registered",
-    "search attribute AdmitflowLocalQueue registered",
-    "search attribute AdmitflowPhase registered",
-    "search attribute AdmitflowPendingChecks registered",
-    "search attribute AdmitflowPriority registered",
-    "search attribute AdmitflowRetryCount registered",
-]
+REGISTERED = [f"search attribute {key.name} registered" for key in sa.ALL]
 
 
 async def test_setup_registers_namespace_and_search_attributes_once(dev_server):
@@ -313,8 +309,7 @@ async def test_the_worker_refuses_a_namespace_without_search_attributes(dev_serv
         await asyncio.sleep(0.2)
     assert r.returncode == 2
     assert r.stderr.strip() == (
-        "error: search attributes AdmitflowClusterQueue, AdmitflowLocalQueue, AdmitflowPhase, "
-        "AdmitflowPendingChecks, AdmitflowPriority, AdmitflowRetryCount are not registered in namespace "
+        f"error: search attributes {', '.join(key.name for key in sa.ALL)} are not registered in namespace "
         f"{namespace}: run `admitflow setup` first"
     )
 
@@ -492,7 +487,8 @@ async def test_apply_wait_follows_and_get_watch_prints_changes(engine):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
-        # Its first list, before the workload exists (a loaded machine starts it late).
+        # Its first list, before the workload exists (a loaded machine starts it late); said on
+        # stderr, which this test reads with stdout.
         first = await asyncio.wait_for(asyncio.to_thread(watcher.stdout.readline), 30)
         assert first.strip() == "No resources found."
         r = await run(engine, "apply", "--wait", "-f", "-", stdin=workload_yaml("waited", "2", 1))
@@ -511,12 +507,276 @@ async def test_apply_wait_follows_and_get_watch_prints_changes(engine):
             for line in watcher.stdout:
                 row = (line.split()[1], line[admitted:finished].strip(), line[finished:end].strip())
                 seen.append(row)
-                if row == ("waited", "True", "True"):
+                if row[0] == "waited" and row[2] == "True":
                     return
 
         await asyncio.wait_for(asyncio.to_thread(read_until_finished), 30)
-        assert seen[-1] == ("waited", "True", "True")
+        assert seen[-1][::2] == ("waited", "True")
         assert ("waited", "True", "") in seen[:-1], f"the admitted row came before the finished one: {seen}"
     finally:
         watcher.terminate()
         watcher.wait(10)
+
+
+# --- kubectl's habits: Kueue namespaces, selectors, -o, kind forms, dry runs, delete -f -------------------
+
+TEAMS = textwrap.dedent(
+    """\
+    apiVersion: kueue.x-k8s.io/v1beta2
+    kind: LocalQueue
+    metadata: {name: lq, namespace: team-a}
+    spec: {clusterQueue: cq}
+    ---
+    apiVersion: kueue.x-k8s.io/v1beta2
+    kind: LocalQueue
+    metadata: {name: lq, namespace: team-b}
+    spec: {clusterQueue: cq}
+    ---
+    apiVersion: kueue.x-k8s.io/v1beta2
+    kind: LocalQueue
+    metadata: {name: other, namespace: team-b}
+    spec: {clusterQueue: cq}
+    """
+)
+
+
+def labelled(name: str, namespace: str, labels: dict[str, str], queue: str = "lq") -> str:
+    return json.dumps(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {
+                "queueName": queue,
+                "podSets": [
+                    {"name": "main", "count": 1, "template": {"spec": {"containers": [
+                        {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}
+                    ]}}}
+                ],
+            },
+        }
+    )
+
+
+def listed(r: subprocess.CompletedProcess) -> list[str]:
+    """The keys `-o name` printed: namespace/name."""
+    return [line.split("/", 1)[1] for line in r.stdout.splitlines()]
+
+
+async def test_kueue_namespaces_label_selectors_and_local_queues(engine):
+    r = await run(engine, "apply", "-f", "-", stdin=SETUP + "---\n" + TEAMS)
+    assert r.returncode == 0, r.stderr
+    workloads = [
+        labelled("train", "team-a", {"team": "a", "tier": "gold"}),
+        labelled("eval", "team-a", {"team": "a"}),
+        labelled("train", "team-b", {"team": "b", "tier": "silver"}, queue="other"),
+        labelled("other", "default", {}),
+    ]
+    r = await run(engine, "apply", "-f", "-", stdin="\n---\n".join(workloads))
+    assert r.returncode == 0, r.stderr
+    everyone = ["default/other", "team-a/eval", "team-a/train", "team-b/train"]
+    await until(engine, lambda r: listed(r) == everyone, "get", "workloads", "-o", "name")
+
+    # A list spans every Kueue namespace, with a NAMESPACE column; -A says so; -n narrows it and
+    # the column goes, as with kubectl.
+    r = await run(engine, "get", "workloads")
+    assert r.stdout.splitlines()[0].split()[:2] == ["NAMESPACE", "NAME"]
+    assert [line.split()[:2] for line in r.stdout.splitlines()[1:]] == [k.split("/") for k in everyone]
+    assert listed(await run(engine, "get", "workloads", "-A", "-o", "name")) == everyone
+    r = await run(engine, "get", "workloads", "-n", "team-a")
+    assert r.stdout.splitlines()[0].split()[:2] == ["NAME", "QUEUE"]
+    assert [line.split()[0] for line in r.stdout.splitlines()[1:]] == ["eval", "train"]
+    assert listed(await run(engine, "get", "workloads", "--kueue-namespace", "team-b", "-o", "name")) == ["team-b/train"]
+    r = await run(engine, "get", "localqueues", "-n", "team-b")
+    assert [line.split()[:2] for line in r.stdout.splitlines()] == [["NAME", "CLUSTERQUEUE"], ["lq", "cq"], ["other", "cq"]]
+    r = await run(engine, "get", "workloads", "-n", "team-z")
+    assert (r.returncode, r.stdout, r.stderr.strip()) == (0, "", "No resources found in team-z namespace.")
+
+    # -n NS NAME is NS/NAME; both, disagreeing, is an error.
+    by_flag = json.loads((await run(engine, "get", "workload", "train", "-n", "team-a", "-o", "json")).stdout)
+    by_key = json.loads((await run(engine, "get", "workload", "team-a/train", "-o", "json")).stdout)
+    assert by_flag["metadata"] == by_key["metadata"] and by_key["metadata"]["labels"] == {"team": "a", "tier": "gold"}
+    r = await run(engine, "get", "workload", "team-a/train", "-n", "team-b")
+    assert (r.returncode, r.stdout, r.stderr.splitlines()) == (
+        2, "", ['error: "team-a/train" is in namespace team-a, but -n/--kueue-namespace says team-b: give the namespace once']
+    )
+
+    # kubectl's label selectors, and kueuectl's --localqueue.
+    for selector, expected in [
+        ("team=a", ["team-a/eval", "team-a/train"]),
+        ("team==b", ["team-b/train"]),
+        ("team!=a", ["default/other", "team-b/train"]),
+        ("tier in (gold,silver)", ["team-a/train", "team-b/train"]),
+        ("tier notin (gold)", ["default/other", "team-a/eval", "team-b/train"]),
+        ("tier", ["team-a/train", "team-b/train"]),
+        ("!tier", ["default/other", "team-a/eval"]),
+        ("team=a,tier", ["team-a/train"]),
+    ]:
+        r = await run(engine, "get", "workloads", "-l", selector, "-o", "name")
+        assert (r.returncode, listed(r)) == (0, expected), f"-l {selector!r}: {r.stderr}"
+    assert listed(await run(engine, "get", "workloads", "-l", "team=a", "-n", "team-b", "-o", "name")) == []
+    r = await run(engine, "get", "workloads", "--localqueue", "lq", "-o", "name")
+    assert listed(r) == ["default/other", "team-a/eval", "team-a/train"]
+    assert listed(await run(engine, "get", "workloads", "--localqueue", "lq", "-n", "team-a", "-o", "name")) == ["team-a/eval", "team-a/train"]
+    assert listed(await run(engine, "get", "workloads", "--localqueue", "other", "-o", "name")) == ["team-b/train"]
+
+    # Every command that names a workload takes -n.
+    r = await run(engine, "finish", "train", "-n", "team-b")
+    assert (r.returncode, r.stdout.strip()) == (0, "workload.kueue.x-k8s.io/team-b/train finished"), r.stderr
+    await until(engine, lambda r: listed(r) == ["team-b/train"], "get", "workloads", "--phase", "Finished", "-o", "name")
+    r = await run(engine, "describe", "workload", "eval", "--kueue-namespace", "team-a")
+    assert "Namespace:    team-a" in r.stdout.splitlines(), r.stderr
+
+
+async def test_output_wide_and_name_and_kind_forms(engine):
+    r = await run(engine, "apply", "-f", "-", stdin=SETUP)
+    assert r.returncode == 0, r.stderr
+    await run(engine, "apply", "-f", "-", stdin=workload_yaml("one", "1", 3))
+    await until(engine, lambda r: _conditions(r).get("Admitted") == "True", "get", "workload", "one", "-o", "json")
+    await until(engine, lambda r: "Admitted" in r.stdout, "get", "workloads", "-o", "wide")
+
+    r = await run(engine, "get", "workloads", "-o", "wide")
+    header, row = r.stdout.splitlines()
+    assert header.split("   ") == ["NAMESPACE", "NAME", "QUEUE", "RESERVED IN", "ADMITTED", "FINISHED", "AGE", "PRIORITY", "PENDING CHECKS", "STATUS"]
+    assert row.split()[:5] + row.split()[-3:] == ["default", "one", "lq", "cq", "True", "3", "<none>", "Admitted"]
+    r = await run(engine, "get", "clusterqueues", "-o", "wide")
+    header, row = r.stdout.splitlines()
+    assert header.split("   ")[-3:] == ["FLAVORS", "ADMISSION CHECKS", "AGE"]
+    assert row.split()[-3:-1] == ["default", "<none>"]
+
+    # -o name: kind.group/key lines that admitflow takes back.
+    r = await run(engine, "get", "workloads", "-o", "name")
+    assert r.stdout.splitlines() == ["workload.kueue.x-k8s.io/default/one"]
+    r = await run(engine, "get", "rf", "-o", "name")
+    assert r.stdout.splitlines() == ["resourceflavor.kueue.x-k8s.io/default"]
+
+    # kind/name and kind.group forms name the same object.
+    for form in (["cq", "cq"], ["cq/cq"], ["clusterqueue.kueue.x-k8s.io", "cq"], ["clusterqueues.v1beta2.kueue.x-k8s.io/cq"]):
+        r = await run(engine, "get", *form, "-o", "json")
+        assert (r.returncode, json.loads(r.stdout or "{}").get("metadata", {}).get("name")) == (0, "cq"), (form, r.stderr)
+    r = await run(engine, "get", "workloads.kueue.x-k8s.io", "-o", "name")
+    assert r.stdout.splitlines() == ["workload.kueue.x-k8s.io/default/one"]
+    r = await run(engine, "describe", "workload.kueue.x-k8s.io/default/one")
+    assert r.returncode == 0 and "Name:         one" in r.stdout, r.stderr
+    r = await run(engine, "get", "cq/cq", "cq")
+    assert (r.returncode, r.stderr.strip()) == (
+        2, "error: there is no need to give a name as a separate argument when it is given as KIND/NAME (cq/cq)"
+    )
+    r = await run(engine, "finish", "one")
+    assert r.returncode == 0, r.stderr
+    await until(engine, lambda r: _conditions(r).get("Finished") == "True", "get", "workload", "one", "-o", "json")
+    r = await run(engine, "delete", "localqueue.kueue.x-k8s.io/default/lq")
+    assert (r.returncode, r.stdout.strip()) == (0, "localqueue.kueue.x-k8s.io/default/lq deleted"), r.stderr
+
+
+async def _catalog_quiet(engine) -> int:
+    """The catalog's history length once it has nothing in flight (no activity, no workflow task):
+    nothing more is written to it until a message comes."""
+    handle = engine.client.get_workflow_handle(ids.CATALOG_ID)
+
+    async def quiet():
+        desc = await handle.describe()
+        raw = desc.raw_description
+        return not raw.pending_activities and not raw.HasField("pending_workflow_task") and desc.history_length
+
+    return await eventually(quiet)
+
+
+async def _workflow_exists(engine, workflow_id: str) -> bool:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        await engine.client.get_workflow_handle(workflow_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return True
+
+
+async def test_apply_dry_run_client_and_server_change_nothing(engine):
+    created = [
+        "resourceflavor.kueue.x-k8s.io/default created (dry run)",
+        "clusterqueue.kueue.x-k8s.io/cq created (dry run)",
+        "localqueue.kueue.x-k8s.io/default/lq created (dry run)",
+    ]
+    for mode in ("client", "server"):
+        r = await run(engine, "apply", f"--dry-run={mode}", "-f", "-", stdin=SETUP)
+        assert (r.returncode, r.stdout.splitlines()) == (0, created), r.stderr
+    assert not await _workflow_exists(engine, ids.CATALOG_ID), "a dry run started the catalog"
+
+    r = await run(engine, "apply", "-f", "-", stdin=SETUP)
+    assert r.returncode == 0, r.stderr
+    before = await _catalog_quiet(engine)
+    stored = (await run(engine, "get", "clusterqueue", "cq", "-o", "json")).stdout
+    changed = SETUP.replace("nominalQuota: 4", "nominalQuota: 8") + textwrap.dedent(
+        """\
+        ---
+        apiVersion: kueue.x-k8s.io/v1beta2
+        kind: ResourceFlavor
+        metadata: {name: spot}
+        ---
+        """
+    ) + workload_yaml("planned", "1", 0)
+    for mode in ("server", "client"):
+        r = await run(engine, "apply", "--dry-run", mode, "-f", "-", stdin=changed)
+        assert (r.returncode, r.stdout.splitlines()) == (0, [
+            "resourceflavor.kueue.x-k8s.io/default unchanged (dry run)",
+            "clusterqueue.kueue.x-k8s.io/cq configured (dry run)",
+            "localqueue.kueue.x-k8s.io/default/lq unchanged (dry run)",
+            "resourceflavor.kueue.x-k8s.io/spot created (dry run)",
+            "workload.kueue.x-k8s.io/default/planned created (dry run)",
+        ]), (mode, r.stderr)
+
+        # What the apply update would refuse, the dry run refuses, with the file and document.
+        moved = SETUP.replace("spec: {clusterQueue: cq}", "spec: {clusterQueue: elsewhere}")
+        r = await run(engine, "apply", f"--dry-run={mode}", "-f", "-", stdin=moved)
+        assert (r.returncode, r.stdout, r.stderr.splitlines()) == (2, "", [
+            'error: <stdin>: document 3 (LocalQueue lq): LocalQueue "default/lq" is invalid: spec.clusterQueue: '
+            'Invalid value: "elsewhere": field is immutable'
+        ]), mode
+
+    # Nothing reached the catalog's history (a query writes nothing), nor started a workload.
+    assert await _catalog_quiet(engine) == before
+    assert (await run(engine, "get", "clusterqueue", "cq", "-o", "json")).stdout == stored
+    assert not await _workflow_exists(engine, ids.workload_id("default/planned"))
+
+    # A workload's dry run refuses what its submission would: a new spec for a running workload.
+    await run(engine, "apply", "-f", "-", stdin=workload_yaml("planned", "1", 0))
+    r = await run(engine, "apply", "--dry-run=server", "-f", "-", stdin=workload_yaml("planned", "2", 0))
+    assert (r.returncode, r.stderr.splitlines()) == (2, [
+        "error: <stdin>: document 1 (Workload planned): spec: Forbidden: the spec of a submitted workload is immutable; "
+        "delete it and apply again"
+    ])
+    r = await run(engine, "apply", "--dry-run=server", "--wait", "-f", "-", stdin=SETUP)
+    assert (r.returncode, r.stderr.strip()) == (2, "error: --wait follows what was applied, and --dry-run applies nothing: give one of them")
+
+
+async def test_delete_f_deletes_every_object_of_a_file_last_first(engine, tmp_path):
+    path = tmp_path / "all.yaml"
+    path.write_text(SETUP + "---\n" + workload_yaml("one", "1", 0))
+    r = await run(engine, "apply", "-f", str(path))
+    assert r.returncode == 0, r.stderr
+    await until(engine, lambda r: r.returncode == 0, "get", "workload", "one")
+
+    r = await run(engine, "delete", "-f", str(path))
+    assert (r.returncode, r.stdout.splitlines(), r.stderr) == (0, [
+        "workload.kueue.x-k8s.io/default/one deleted",
+        "localqueue.kueue.x-k8s.io/default/lq deleted",
+        "clusterqueue.kueue.x-k8s.io/cq deleted",
+        "resourceflavor.kueue.x-k8s.io/default deleted",
+    ], "")
+
+    # One object missing: its error line, the others deleted all the same, and status 1.
+    await run(engine, "apply", "-f", str(path))
+    await until(engine, lambda r: r.returncode == 0, "get", "workload", "one")
+    r = await run(engine, "delete", "cq/cq")
+    assert r.stdout.strip() == "clusterqueue.kueue.x-k8s.io/cq deleted", r.stderr
+    r = await run(engine, "delete", "-f", str(path))
+    assert (r.returncode, r.stdout.splitlines(), r.stderr.splitlines()) == (1, [
+        "workload.kueue.x-k8s.io/default/one deleted",
+        "localqueue.kueue.x-k8s.io/default/lq deleted",
+        "resourceflavor.kueue.x-k8s.io/default deleted",
+    ], [f'error: {path}: document 2 (ClusterQueue cq): clusterqueues "cq" not found'])
+    r = await run(engine, "get", "localqueues")
+    assert (r.returncode, r.stdout, r.stderr.strip()) == (0, "", "No resources found.")

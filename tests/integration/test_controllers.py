@@ -22,8 +22,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.exceptions import ApplicationError
 
 from admitflow import ids
-from admitflow.controller import Controller, pending, ready, retry
-from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
+from admitflow.controller import Controller, pending, ready
+from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest
 from tests.integration.test_admission import eventually, loaded
 from tests.integration.test_admission_checks import checks_of, cond, report, submit, until
 from tests.unit.test_budget import _module as budget_module

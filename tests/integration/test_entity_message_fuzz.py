@@ -190,6 +190,7 @@ CLUSTER_QUEUE = [
     signal(contract.CLUSTER_QUEUE_GATE_ANSWER, GateAnswer),
     update(contract.FORCE_RELEASE, ForceRelease),
     query(contract.CLUSTER_QUEUE_STATUS, StatusQuery, optional=True),
+    query(contract.CLUSTER_QUEUE_GAUGES, None),
 ]
 CATALOG = [
     update(contract.CATALOG_APPLY, ApplyRequest),
@@ -200,6 +201,7 @@ CATALOG = [
         impossible=(Junk("a LocalQueue key without a namespace", ({"localQueue": "lq", "workflowId": "workload/default/x"},)),),
     ),
     query(contract.CATALOG_GET, ObjectQuery),
+    query(contract.CATALOG_DRY_RUN, ApplyRequest),
     query(contract.RESOLVE_LOCAL_QUEUE, LocalQueueRef),
     query(contract.CATALOG_VIEW, ClusterQueueRef),
     query(contract.CATALOG_NODE_GROUPS, None),

@@ -33,9 +33,10 @@ from tests.replay.record import local_runner
 
 ADMITFLOW = str(Path(sys.executable).parent / "admitflow")
 TASK_QUEUE = "faults"
-# ADMITFLOW_FAULT_WORKLOADS changes it (issue 9 ran 200; the chaos test and `make soak` add the rest).
-WORKLOADS = int(os.environ.get("ADMITFLOW_FAULT_WORKLOADS", "80"))
-KILLS = 5
+# ADMITFLOW_FAULT_WORKLOADS changes it (issue 9 ran 200; the chaos test and `make soak` add the rest:
+# kept small here so that CI stays within its 15 minutes; each kill costs about 10 s of recovery).
+WORKLOADS = int(os.environ.get("ADMITFLOW_FAULT_WORKLOADS", "60"))
+KILLS = 3
 
 
 def manifests(n: int) -> list:
@@ -171,7 +172,7 @@ async def _ready():
     return ready("fine")
 
 
-async def test_the_engine_worker_killed_five_times_loses_nothing(tmp_path):
+async def test_the_engine_worker_killed_three_times_loses_nothing(tmp_path):
     rng = random.Random(20261123)
 
     async def kill_and_restart(server, worker, af, keys):

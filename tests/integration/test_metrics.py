@@ -1,13 +1,28 @@
-"""Metrics on a worker's Prometheus endpoint, scraped after a run and checked against what
-happened: a workload admitted after one Retry of its check, then finished."""
+"""Metrics scraped after a run and checked against what happened.
+
+- A worker's Prometheus endpoint: the counters and histograms of a workload admitted after one Retry
+  of its check, then finished; and no admitflow gauge.
+- The exporter (admitflow/gauges.py): with two engine workers, a ClusterQueue's gauges are its
+  current figures, served once, whichever worker ran the queue last (the first worker, stopped,
+  still serves its own endpoint, as a worker that lost the queue does); a deleted ClusterQueue's
+  series end.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import re
+import urllib.error
 import urllib.request
+from collections import Counter
 
+import pytest
 from temporalio.client import Client
 
+from admitflow import gauges
+from admitflow.admission import metrics
+from admitflow.admission import workload as wl
+from admitflow.admission.workload import WorkloadState
 from admitflow.client import AdmitflowClient
 from admitflow.codec import DATA_CONVERTER
 from admitflow.controller import Controller, ready, retry
@@ -18,11 +33,16 @@ from admitflow.worker.main import build_worker, metrics_runtime
 
 TASK_QUEUE = "metrics"  # its own: the engine fixture's worker serves the default one in this namespace
 SAMPLE = re.compile(r'^(?P<name>[a-z_]+)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$')
+GAUGES = {metrics.PREFIX + n for n, (kind, _) in metrics.METRICS.items() if kind == "gauge"} | {gauges.UP}
 
 
 def scrape(port: int) -> list[tuple[str, dict[str, str], float]]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=15) as resp:
+            text = resp.read().decode()
+    except urllib.error.HTTPError as err:
+        err.msg = f"{err.msg}: {err.read().decode().strip()}"  # the exporter's one line
+        raise
     samples = []
     for line in text.splitlines():
         m = SAMPLE.match(line)
@@ -35,6 +55,19 @@ def scrape(port: int) -> list[tuple[str, dict[str, str], float]]:
 def value(samples, name: str, **labels: str) -> float:
     """The sum of a metric's samples whose labels include these."""
     return sum(v for n, ls, v in samples if n == name and all(ls.get(k) == x for k, x in labels.items()))
+
+
+def gauge_series(*endpoints) -> list[tuple[str, str, str, float]]:
+    """Every admitflow gauge sample of these scrapes, as (name, cluster_queue, status, value); the
+    workflow meter's own labels (namespace, task_queue, ...) left out, as an aggregation would."""
+    return [
+        (n, ls.get("cluster_queue", ""), ls.get("status", ""), v)
+        for samples in endpoints for n, ls, v in samples if n in GAUGES
+    ]
+
+
+def figures(series, cluster_queue: str) -> dict[tuple[str, str], float]:
+    return {(n.removeprefix(metrics.PREFIX), s): v for n, cq, s, v in series if cq == cluster_queue}
 
 
 async def test_the_counters_match_what_happened(engine):
@@ -63,10 +96,15 @@ async def test_the_counters_match_what_happened(engine):
         await eventually(admitted, timeout=30)
         await af.finish("default/job")
 
+        async def released():
+            report = await af.cluster_queue_report("cq")
+            return report.status.reserving_workloads == 0
+
+        await eventually(released, timeout=20)
+
         async def settled():
             s = scrape(port)
-            return s if value(s, "admitflow_finished_workloads_total") and value(
-                s, "admitflow_reserving_active_workloads", cluster_queue="cq") == 0 else None
+            return s if value(s, "admitflow_finished_workloads_total") else None
 
         samples = await eventually(settled, timeout=20)
 
@@ -81,6 +119,88 @@ async def test_the_counters_match_what_happened(engine):
     assert value(samples, "admitflow_finished_workloads_total", **cq) == 1
     assert value(samples, "admitflow_admission_checks_wait_time_seconds_count", **cq) == 1
     assert value(samples, "admitflow_quota_reserved_wait_time_seconds_count", **cq) == 2
-    assert value(samples, "admitflow_admitted_active_workloads", **cq) == 0
-    assert value(samples, "admitflow_pending_workloads", status="active", **cq) == 0
-    assert value(samples, "admitflow_cluster_queue_status", status="active", **cq) == 1
+    assert gauge_series(samples) == [], "a worker serves no gauge: the exporter does"
+
+
+GAUGE_TASK_QUEUE = "gauges"
+
+
+async def test_two_workers_the_gauges_are_the_queues_current_figures_served_once(engine):
+    """Worker A runs the queue first, then stops; worker B runs it from then on. A's endpoint stays
+    up, as a live worker's does after its cache lets the queue go to another worker."""
+    ports = {"a": free_port(), "b": free_port(), "exporter": free_port()}
+    clients = {
+        w: await Client.connect(
+            engine.address, namespace=engine.namespace, data_converter=DATA_CONVERTER, runtime=metrics_runtime(ports[w])
+        )
+        for w in ("a", "b")
+    }
+    af = AdmitflowClient(clients["a"], GAUGE_TASK_QUEUE)
+
+    async def read(w: str):
+        # From a thread: the exporter collects on this test's event loop.
+        return await asyncio.to_thread(scrape, ports[w])
+
+    async def scrape_all():
+        return [await read(w) for w in ("a", "b", "exporter")]
+
+    async def admitted(name: str) -> bool:
+        report = await af.workload(f"default/{name}", missing_ok=True)
+        return report is not None and wl.phase(WorkloadState(workload=report)) == "Admitted"
+
+    async with gauges.serving(engine.client, ports["exporter"]):
+        async with build_worker(clients["a"], GAUGE_TASK_QUEUE):
+            await af.apply(loaded(
+                flavor_manifest(), cluster_queue_manifest(quotas={"default": {"cpu": "2"}}), local_queue_manifest(),
+                cluster_queue_manifest("idle"), workload_manifest("first"),
+            ))
+            await eventually(lambda: admitted("first"), timeout=30)
+            a_ran = figures(gauge_series(*await scrape_all()), "cq")
+
+        # No worker runs the engine now: nothing current can be read, so nothing is served.
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            await read("exporter")
+        assert refused.value.code == 503
+
+        async with build_worker(clients["b"], GAUGE_TASK_QUEUE):
+            await af.apply(loaded(workload_manifest("second")))
+            await eventually(lambda: admitted("second"), timeout=45)
+            await af.apply(loaded(workload_manifest("third")))
+
+            expected = {
+                ("pending_workloads", "active"): 0,
+                ("pending_workloads", "inadmissible"): 1,  # third: no room left
+                ("reserving_active_workloads", ""): 2,
+                ("admitted_active_workloads", ""): 2,
+                ("cluster_queue_status", "pending"): 0,
+                ("cluster_queue_status", "active"): 1,
+                ("cluster_queue_status", "terminating"): 0,
+                ("exporter_cluster_queue_up", ""): 1,
+            }
+
+            async def current():
+                s = await read("exporter")
+                return s if figures(gauge_series(s), "cq") == expected else None
+
+            await eventually(current, timeout=30)
+            a, b, exporter = await scrape_all()
+            series = gauge_series(a, b, exporter)
+            once = Counter((n, cq, s) for n, cq, s, _ in series)
+            assert [k for k, n in once.items() if n > 1] == [], f"served more than once (A ran it with {a_ran})"
+            assert figures(series, "cq") == expected
+            assert figures(series, "idle")[("reserving_active_workloads", "")] == 0
+            # Counters are counted where each event happened: their sum over workers is right.
+            cq = {"cluster_queue": "cq"}
+            assert value(a, "admitflow_admitted_workloads_total", **cq) == 1, "first, on A"
+            assert value(a, "admitflow_admitted_workloads_total", **cq) + value(b, "admitflow_admitted_workloads_total", **cq) == 2
+
+            await af.delete("ClusterQueue", "cq")
+
+            async def gone():
+                s = await read("exporter")
+                return s if not figures(gauge_series(s), "cq") and figures(gauge_series(s), "idle") else None
+
+            await eventually(gone, timeout=20)
+            series = gauge_series(*await scrape_all())
+            assert figures(series, "cq") == {}, "a deleted ClusterQueue's series end, on every endpoint"
+            assert figures(series, "idle")[("cluster_queue_status", "active")] == 1

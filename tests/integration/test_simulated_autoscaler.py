@@ -163,7 +163,7 @@ async def test_requests_are_answered_from_node_groups_and_every_change_is_pushed
 
 async def test_provreq_list_and_set_condition_through_the_cli(engine):
     r = await run(engine, "provreq", "list")
-    assert (r.returncode, r.stdout.strip()) == (0, "No resources found."), r.stderr
+    assert (r.returncode, r.stdout, r.stderr.strip()) == (0, "", "No resources found.")  # kubectl's: on stderr
     r = await run(engine, "apply", "-f", "-", stdin=json.dumps(node_group()))
     assert (r.returncode, r.stdout.strip()) == (0, "simulatednodegroup.admitflow.io/pool created"), r.stderr
     r = await run(engine, "get", "nodegroups")
@@ -183,7 +183,7 @@ async def test_provreq_list_and_set_condition_through_the_cli(engine):
     assert lines[0].split() == ["NAMESPACE", "NAME", "CLASS", "ACCEPTED", "PROVISIONED", "FAILED", "BOOKINGEXPIRED", "CAPACITYREVOKED", "AGE"]
     assert lines[1].split()[:5] == ["default", "job-prov-1", CHECK, "True", "True"]
     r = await run(engine, "provreq", "list", "-n", "team-a")
-    assert r.stdout.strip() == "No resources found in team-a namespace."
+    assert (r.stdout, r.stderr.strip()) == ("", "No resources found in team-a namespace.")
 
     before = (await backend.list())[0]
     for args, error in [

@@ -23,7 +23,7 @@ import pytest
 import pytest_asyncio
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.worker import (
     HandleSignalInput,
     Interceptor,
@@ -99,9 +99,14 @@ async def admitted(af: AdmitflowClient, name: str) -> bool:
 
 
 async def wedged_for_reads(client: Client, workflow_id: str) -> bool:
-    """Its workflow task is on the attempt from which admitflow's reads call it failing."""
+    """Its workflow task is on the attempt from which admitflow's reads call it failing, and the
+    server has marked it so in visibility (TemporalReportedProblems), where lists read it."""
     desc = await client.get_workflow_handle(workflow_id).describe()
-    return desc.raw_description.pending_workflow_task.attempt >= FAILING_ATTEMPTS
+    if desc.raw_description.pending_workflow_task.attempt < FAILING_ATTEMPTS:
+        return False
+    async for wf in client.list_workflows(f"WorkflowId = '{workflow_id}' AND TemporalReportedProblems IS NOT NULL"):
+        return wf.status == WorkflowExecutionStatus.RUNNING
+    return False
 
 
 @pytest_asyncio.fixture

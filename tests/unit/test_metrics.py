@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
+from admitflow import gauges
 from admitflow.admission import checks
+from admitflow.admission import cluster_queue as cq
 from admitflow.admission import metrics as m
 from admitflow.admission import workload as wl
 from admitflow.admission.checks import Verdict
-from tests.unit.test_cluster_queue import entry, run_pass, state_with, view
+from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView
+from tests.unit.test_cluster_queue import NOW, entry, run_pass, state_with, view
 from tests.unit.test_workload_status import T0, reserved_notice, submitted
 
 
@@ -60,17 +65,104 @@ def test_a_carried_state_counts_as_counted():
     assert m.workload_observations(m.snapshot(st), st)[1] == []
 
 
-def test_cluster_queue_gauges():
-    st = state_with(view(), entry("a", age=3), entry("b", age=2), entry("big", cpu=9000, age=1))
+def _after_a_pass(st: ClusterQueueState) -> ClusterQueueState:
     run_pass(st)
-    gauges = {(o.name.removeprefix(m.PREFIX), o.labels.get("status", "")): o.value for o in m.cluster_queue_gauges(st)}
-    assert gauges == {
-        ("pending_workloads", "active"): 0,
-        ("pending_workloads", "inadmissible"): 1,
-        ("reserving_active_workloads", ""): 2,
-        ("admitted_active_workloads", ""): 2,  # no checks: admitted with the reservation
-        ("cluster_queue_status", "pending"): 0,
-        ("cluster_queue_status", "active"): 1,
-        ("cluster_queue_status", "terminating"): 0,
-    }
+    return st
 
+
+def _deleted() -> ClusterQueueState:
+    st = state_with(view())
+    cq.set_view(st, ClusterQueueView(name="cq", revision=2), NOW)
+    return st
+
+
+STATUS_ZERO = {("cluster_queue_status", s): 0 for s in ("pending", "active", "terminating")}
+
+
+@pytest.mark.parametrize(
+    ("state", "want"),
+    [
+        pytest.param(
+            _after_a_pass(state_with(view(), entry("a", age=3), entry("b", age=2), entry("big", cpu=9000, age=1))),
+            {("pending_workloads", "active"): 0, ("pending_workloads", "inadmissible"): 1,
+             ("reserving_active_workloads", ""): 2,
+             ("admitted_active_workloads", ""): 2,  # no checks: admitted with the reservation
+             **STATUS_ZERO, ("cluster_queue_status", "active"): 1},
+            id="two-reserved-and-admitted-one-too-big-to-ever-fit-is-inadmissible",
+        ),
+        pytest.param(
+            state_with(view(), entry("a", age=2), entry("b", age=1)),
+            {("pending_workloads", "active"): 2, ("pending_workloads", "inadmissible"): 0,
+             ("reserving_active_workloads", ""): 0, ("admitted_active_workloads", ""): 0,
+             **STATUS_ZERO, ("cluster_queue_status", "active"): 1},
+            id="workloads-not-yet-scheduled-are-active-pending",
+        ),
+        pytest.param(
+            ClusterQueueState(name="cq"),
+            {("pending_workloads", "active"): 0, ("pending_workloads", "inadmissible"): 0,
+             ("reserving_active_workloads", ""): 0, ("admitted_active_workloads", ""): 0,
+             **STATUS_ZERO, ("cluster_queue_status", "pending"): 1},
+            id="a-queue-without-its-catalog-view-yet-is-pending-and-empty",
+        ),
+        pytest.param(
+            state_with(view(flavors=())),
+            {("pending_workloads", "active"): 0, ("pending_workloads", "inadmissible"): 0,
+             ("reserving_active_workloads", ""): 0, ("admitted_active_workloads", ""): 0,
+             **STATUS_ZERO, ("cluster_queue_status", "pending"): 1},
+            id="a-queue-missing-its-flavor-is-pending",
+        ),
+        pytest.param(
+            _deleted(),
+            {("pending_workloads", "active"): 0, ("pending_workloads", "inadmissible"): 0,
+             ("reserving_active_workloads", ""): 0, ("admitted_active_workloads", ""): 0,
+             **STATUS_ZERO, ("cluster_queue_status", "terminating"): 1},
+            id="a-queue-whose-spec-was-deleted-is-terminating",
+        ),
+    ],
+)
+def test_cluster_queue_gauges(state, want):
+    got = m.cluster_queue_gauges(state)
+    assert {(o.name.removeprefix(m.PREFIX), o.labels.get("status", "")): o.value for o in got} == want
+    assert all(o.kind == "gauge" and o.labels["cluster_queue"] == "cq" for o in got)
+
+
+# --- the exporter's text (admitflow/gauges.py) ------------------------------------------------------
+
+
+def test_the_exposition_gives_each_family_its_help_and_type_once_then_its_samples():
+    st = _after_a_pass(state_with(view(), entry("a", age=3), entry("big", cpu=9000, age=1)))
+    text = gauges.exposition([*m.cluster_queue_gauges(st), gauges.up("cq", True)])
+    lines = text.splitlines()
+    assert lines[:4] == [
+        "# HELP admitflow_pending_workloads Pending workloads, per ClusterQueue and status (active, inadmissible)",
+        "# TYPE admitflow_pending_workloads gauge",
+        'admitflow_pending_workloads{cluster_queue="cq",status="active"} 0',
+        'admitflow_pending_workloads{cluster_queue="cq",status="inadmissible"} 1',
+    ]
+    assert sum(line.startswith("# TYPE ") for line in lines) == 5, "four of Kueue's gauges and the exporter's own"
+    assert lines[-3:] == [
+        "# HELP admitflow_exporter_cluster_queue_up " + gauges.UP_HELP,
+        "# TYPE admitflow_exporter_cluster_queue_up gauge",
+        'admitflow_exporter_cluster_queue_up{cluster_queue="cq"} 1',
+    ]
+    assert text.endswith("\n")
+    assert gauges.exposition([]) == "", "no ClusterQueue, nothing to serve"
+
+
+@pytest.mark.parametrize(
+    ("labels", "value", "want"),
+    [
+        pytest.param({"cluster_queue": "cq"}, 3.0, 'admitflow_pending_workloads{cluster_queue="cq"} 3', id="a-whole-number-has-no-decimals"),
+        pytest.param({"cluster_queue": "cq"}, 0.5, 'admitflow_pending_workloads{cluster_queue="cq"} 0.5', id="a-fraction-keeps-them"),
+        pytest.param({"cluster_queue": "cq"}, 2.0**53 + 2, 'admitflow_pending_workloads{cluster_queue="cq"} 9007199254740994',
+                     id="a-large-count-keeps-every-digit"),
+        pytest.param({"status": "a", "cluster_queue": "b"}, 1, 'admitflow_pending_workloads{cluster_queue="b",status="a"} 1',
+                     id="labels-are-sorted-by-name"),
+        pytest.param({"cluster_queue": 'q"\\\n'}, 1, 'admitflow_pending_workloads{cluster_queue="q\\"\\\\\\n"} 1',
+                     id="quotes-backslashes-and-newlines-in-a-label-are-escaped"),
+        pytest.param({}, float("nan"), "admitflow_pending_workloads NaN", id="not-a-number-as-prometheus-writes-it"),
+    ],
+)
+def test_a_sample_line(labels, value, want):
+    o = m.Observation(kind="gauge", name=m.PREFIX + "pending_workloads", value=value, labels=labels)
+    assert gauges.exposition([o]).splitlines()[2] == want
