@@ -1053,7 +1053,7 @@ async def cmd_dev(args: argparse.Namespace) -> None:
 
     from admitflow import controller as sdk
     from admitflow import gauges
-    from admitflow.devserver import DevServer, DevServerError
+    from admitflow.devserver import REPORTED_PROBLEMS, DevServer, DevServerError
 
     manifests = _load(args.filename) if args.filename else []
     try:
@@ -1061,7 +1061,7 @@ async def cmd_dev(args: argparse.Namespace) -> None:
     except Exception as err:
         raise CLIError(f"--controller: {err}") from None
     configure("WARNING")
-    server = DevServer(port=args.port, ui_port=args.ui_port, db=args.db)
+    server = DevServer(port=args.port, ui_port=args.ui_port, db=args.db, dynamic_config=REPORTED_PROBLEMS)
     print(f"Starting the Temporal dev server on {server.address} (database {args.db}) ...", flush=True)
     try:
         await server.start()

@@ -32,8 +32,8 @@ API_VERSION = "kueue.x-k8s.io/v1beta2"
 RESERVING_PHASES = ("QuotaReserved", "Admitted")
 
 # The server's own attribute for a workflow whose task failed this many times in a row
-# (dynamic config system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute; admitflow's dev
-# server and Compose deployment set it to 2: the third attempt). Its values read "category=WorkflowTaskFailed",
+# (dynamic config system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute; `admitflow dev`
+# sets it to 2: the third attempt). Its values read "category=WorkflowTaskFailed",
 # "cause=WorkflowTaskFailedCauseWorkflowWorkerUnhandledFailure".
 REPORTED_PROBLEMS = "TemporalReportedProblems"
 

@@ -27,7 +27,7 @@ from temporalio.testing import WorkflowEnvironment
 from admitflow import search_attributes as sa
 from admitflow.client import AdmitflowClient
 from admitflow.codec import DATA_CONVERTER
-from admitflow.devserver import DevServer
+from admitflow.devserver import REPORTED_PROBLEMS, DevServer
 from tests.histories import audit
 from admitflow.worker.main import build_worker
 
@@ -42,6 +42,17 @@ def pytest_configure(config: pytest.Config) -> None:
     shell would make the CLI's subprocesses encrypt while the in-process engine does not."""
     for name in ("ADMITFLOW_ENCRYPTION_KEY", "ADMITFLOW_ENCRYPTION_KEY_ID", "ADMITFLOW_DECRYPTION_KEYS"):
         os.environ.pop(name, None)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Compile the repository's modules once. PYTHONDONTWRITEBYTECODE (set on these machines) keeps
+    Python from caching what it compiles, so on a fresh clone every `admitflow` subprocess the
+    tests start, and every workflow run's sandbox, would compile the same sources again."""
+    import compileall
+
+    root = Path(__file__).resolve().parents[1]
+    for package in ("admitflow", "workflows", "activities", "worker", "examples", "tests"):
+        compileall.compile_dir(root / package, quiet=2)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -100,6 +111,7 @@ async def dev_server(pytestconfig: pytest.Config) -> AsyncIterator[DevServer]:
         headless=True,
         namespaces=tuple(f"test-{i}" for i in range(pool)),
         log_file=Path(f"/tmp/admitflow-test-devserver-{uuid.uuid4().hex[:8]}.log"),
+        dynamic_config=REPORTED_PROBLEMS,  # as `admitflow dev` runs it: lists show wedged workloads
     )
     await server.start()
     server.pool = iter(server.namespaces)  # type: ignore[attr-defined]
