@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,8 +121,12 @@ class DevServer:
                 )
         if self.db is not None:
             self.db.parent.mkdir(parents=True, exist_ok=True)
-        log_path = self.log_file or (self.db.parent / "temporal.log" if self.db is not None else None)
-        out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
+        # Without a log file or a database beside which to keep one, its output goes to a temporary
+        # file all the same, so that a server that exits at start says why.
+        log_path = self.log_file or (
+            self.db.parent / "temporal.log" if self.db is not None else Path(tempfile.gettempdir()) / f"admitflow-devserver-{self.port}.log"
+        )
+        out = open(log_path, "ab")  # noqa: SIM115
         # Its own session keeps a terminal's Ctrl-C for us to handle (we stop it cleanly); the parent
         # death signal stops it if we are killed without a chance to.
         self._process = subprocess.Popen(

@@ -282,9 +282,12 @@ class Chaos:
                 for check in ("auto", "manual"):
                     await af.set_admission_check_active(check)
                 tasks = [asyncio.ensure_future(c) for c in (self.observe(af), self.by_hand(af), self.faults())]
+                faults = tasks[-1]
                 loop = asyncio.get_running_loop()
                 deadline = loop.time() + self.plan.deadline
-                while len(await self.ended(af)) < len(self.keys) and loop.time() < deadline:
+                # Every planned fault happens, even when the workloads end before the last one's turn
+                # (it then hits a quiet engine, which must survive it as well).
+                while (len(await self.ended(af)) < len(self.keys) or not faults.done()) and loop.time() < deadline:
                     for t in tasks:
                         if t.done() and t.exception() is not None:
                             raise t.exception()
