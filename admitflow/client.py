@@ -288,8 +288,7 @@ class AdmitflowClient:
 
     async def _preview_catalog(self, items: Sequence[LoadedManifest], dry_run: str) -> list[Outcome]:
         from admitflow.admission import catalog
-        from admitflow.admission.catalog import CatalogError, CatalogState
-        from admitflow.admission.catalog import ApplyPreview
+        from admitflow.admission.catalog import ApplyPreview, CatalogError, CatalogState
 
         objects = [m.obj for m in items]
         preview = None
@@ -318,10 +317,7 @@ class AdmitflowClient:
             except CatalogError as err:
                 preview = ApplyPreview(refused=str(err), index=err.index)
         if preview.refused:
-            if preview.index is not None and 0 <= preview.index < len(items):
-                m = items[preview.index]
-                raise AdmitflowError(f"{m.source}: document {m.index} ({m.obj.kind} {m.obj.metadata.name}): {preview.refused}")
-            raise AdmitflowError(preview.refused)
+            raise _at(preview.refused, preview.index, items)
         return preview.outcomes
 
     async def _existing_workload(self, m: LoadedManifest) -> WorkloadReport | None:
@@ -1050,11 +1046,16 @@ def _cause(err: WorkflowUpdateFailedError) -> str:
 
 
 def _located(err: WorkflowUpdateFailedError, items: Sequence[LoadedManifest]) -> AdmitflowError:
-    """Put the file and document in front of the catalog's refusal."""
+    """The catalog update's refusal, with the file and document in front."""
     cause = err.cause
     if isinstance(cause, ApplicationError) and cause.details:
-        index = (cause.details[0] or {}).get("index")
-        if isinstance(index, int) and 0 <= index < len(items):
-            m = items[index]
-            return AdmitflowError(f"{m.source}: document {m.index} ({m.obj.kind} {m.obj.metadata.name}): {cause.message}")
+        return _at(cause.message, (cause.details[0] or {}).get("index"), items)
     return AdmitflowError(_cause(err))
+
+
+def _at(refusal: str, index: Any, items: Sequence[LoadedManifest]) -> AdmitflowError:
+    """Put the file and document of object `index` in front of the catalog's refusal."""
+    if isinstance(index, int) and 0 <= index < len(items):
+        m = items[index]
+        return AdmitflowError(f"{m.source}: document {m.index} ({m.obj.kind} {m.obj.metadata.name}): {refusal}")
+    return AdmitflowError(refusal)
