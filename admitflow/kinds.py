@@ -14,6 +14,7 @@ import re
 KIND_NAMES = {
     "ResourceFlavor": ("resourceflavor", "resourceflavors", "rf", "flavor", "flavors"),
     "ClusterQueue": ("clusterqueue", "clusterqueues", "cq"),
+    "Cohort": ("cohort", "cohorts"),  # Kueue's CRD declares no short name
     "LocalQueue": ("localqueue", "localqueues", "lq", "queue", "queues"),
     "AdmissionCheck": ("admissioncheck", "admissionchecks", "ac"),
     "ProvisioningRequestConfig": ("provisioningrequestconfig", "provisioningrequestconfigs", "prc"),
@@ -30,6 +31,7 @@ NAMESPACED = frozenset({"LocalQueue", "Workload", "ProvisioningRequest"})
 PLURALS = {
     "ResourceFlavor": "resourceflavors",
     "ClusterQueue": "clusterqueues",
+    "Cohort": "cohorts",
     "LocalQueue": "localqueues",
     "AdmissionCheck": "admissionchecks",
     "ProvisioningRequestConfig": "provisioningrequestconfigs",

@@ -88,6 +88,16 @@ COLUMNS: dict[str, tuple[list[str], Row]] = {
             _status_of(o, "Active"),
         ],
     ),
+    # Kueue's Cohort CRD has no printer columns (kubectl shows NAME, AGE); PARENT is what a reader
+    # of a cohort tree asks first.
+    "Cohort": (
+        ["NAME", "PARENT", "AGE"],
+        lambda o: [
+            _meta(o, "name"),
+            (o.get("spec") or {}).get("parentName") or "",
+            age(_meta(o, "creationTimestamp")),
+        ],
+    ),
     "LocalQueue": (
         ["NAMESPACE", "NAME", "CLUSTERQUEUE", "PENDING WORKLOADS", "ADMITTED WORKLOADS"],
         lambda o: [
@@ -161,7 +171,7 @@ def _pending_checks(o: dict[str, Any]) -> str:
     return ",".join(names) or "<none>"
 
 
-def _cq_flavors(o: dict[str, Any]) -> str:
+def _resource_group_flavors(o: dict[str, Any]) -> str:
     groups = (o.get("spec") or {}).get("resourceGroups") or ()
     return ",".join(dict.fromkeys(f.get("name", "") for g in groups for f in g.get("flavors") or ())) or "<none>"
 
@@ -169,6 +179,10 @@ def _cq_flavors(o: dict[str, Any]) -> str:
 def _cq_checks(o: dict[str, Any]) -> str:
     strategy = (o.get("spec") or {}).get("admissionChecksStrategy") or {}
     return _names(strategy.get("admissionChecks"))
+
+
+def _fair_sharing_weight(o: dict[str, Any]) -> str:
+    return str(((o.get("spec") or {}).get("fairSharing") or {}).get("weight") or 1)
 
 
 def _active_message(o: dict[str, Any]) -> str:
@@ -180,7 +194,8 @@ def _active_message(o: dict[str, Any]) -> str:
 # few more a Kueue admin reads often). Kinds not named here print the same as the default table.
 WIDE: dict[str, tuple[list[str], Row]] = {
     "Workload": (["PRIORITY", "PENDING CHECKS"], lambda o: [_workload_priority(o), _pending_checks(o)]),
-    "ClusterQueue": (["FLAVORS", "ADMISSION CHECKS", "AGE"], lambda o: [_cq_flavors(o), _cq_checks(o), age(_meta(o, "creationTimestamp"))]),
+    "ClusterQueue": (["FLAVORS", "ADMISSION CHECKS", "AGE"], lambda o: [_resource_group_flavors(o), _cq_checks(o), age(_meta(o, "creationTimestamp"))]),
+    "Cohort": (["FLAVORS", "WEIGHT"], lambda o: [_resource_group_flavors(o), _fair_sharing_weight(o)]),
     "LocalQueue": (
         ["RESERVING WORKLOADS", "AGE"], lambda o: [_count(o, "reservingWorkloads"), age(_meta(o, "creationTimestamp"))]
     ),

@@ -1,12 +1,13 @@
 """The catalog: cluster-scoped configuration, applied like `kubectl apply` and resolved for queues.
 
-`CatalogState` holds every ResourceFlavor, ClusterQueue, LocalQueue, AdmissionCheck,
+`CatalogState` holds every ResourceFlavor, Cohort, ClusterQueue, LocalQueue, AdmissionCheck,
 ProvisioningRequestConfig, SimulatedNodeGroup and the Configuration. `apply` and `delete` answer per
 object like kubectl (`created`, `configured`, `unchanged`, `deleted`), and `terminating` for a
 deleted AdmissionCheck that a ClusterQueue still uses (Kueue's `kueue.x-k8s.io/resource-in-use`
 finalizer keeps it until none does); `views` resolves, for each
 ClusterQueue, what it references, which is all a ClusterQueue workflow ever learns about the rest of
-the configuration; the simulated autoscaler gets every SimulatedNodeGroup (`changed_node_groups`).
+the configuration: among it the whole cohort tree its `cohortName` belongs to (`cohort_tree`); the
+simulated autoscaler gets every SimulatedNodeGroup (`changed_node_groups`).
 """
 
 from __future__ import annotations
@@ -19,9 +20,28 @@ from typing import Literal
 
 from pydantic import Field
 
-from admitflow.admission.cluster_queue import AdmissionCheckInfo, ClusterQueueView, LocalQueueInfo, check_rules
+from admitflow.admission.cluster_queue import (
+    AdmissionCheckInfo,
+    ClusterQueueView,
+    LocalQueueInfo,
+    check_rules,
+    quota_groups,
+)
 from admitflow.admission.conditions import is_true, second, set_condition
-from admitflow.api import CONFIG_TYPES, AdmissionCheck, CatalogObject, ClusterQueue, LocalQueue
+from admitflow.admission.flavor_assignment import ResourceGroupQuota
+from admitflow.admission.quota_tree import CohortInfo, CohortTree
+from admitflow.api import (
+    CONFIG_TYPES,
+    AdmissionCheck,
+    CatalogObject,
+    ClusterQueue,
+    ClusterQueueSpec,
+    Cohort,
+    CohortSpec,
+    LocalQueue,
+    parse_quantity,
+)
+from admitflow.api import field_error as fe
 from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
 from admitflow.api.configuration import SINGLETON_KEY, Configuration, WaitForPodsReady
 from admitflow.api.meta import ObjectMeta
@@ -127,7 +147,8 @@ def _immutable(kind: str) -> list[tuple[str, Callable]]:
 
 
 def validate_apply(state: CatalogState, objects: Sequence[CatalogObject]) -> None:
-    """Refuse the whole request if any object may not be applied over what is stored."""
+    """Refuse the whole request if any object may not be applied over what is stored, or if the
+    Cohorts it applies would make a cycle of parents."""
     for i, obj in enumerate(objects):
         old = state.get(obj.kind, obj.key)
         if old is None:
@@ -137,6 +158,24 @@ def validate_apply(state: CatalogState, objects: Sequence[CatalogObject]) -> Non
                 raise CatalogError(
                     i, f'{obj.kind} "{obj.key}" is invalid: {path}: Invalid value: "{read(obj)}": field is immutable'
                 )
+    _refuse_cohort_cycles(state, objects)
+
+
+def _refuse_cohort_cycles(state: CatalogState, objects: Sequence[CatalogObject]) -> None:
+    """Kueue accepts a Cohort that closes a cycle and then holds every ClusterQueue of the tree
+    inactive (`CohortCycleDetected`: `Cohort "<name>" has a cycle in hierarchy`) until it is undone;
+    admitflow checks whole applies, so it refuses the apply instead, with Kueue's words."""
+    applied = [(i, obj) for i, obj in enumerate(objects) if isinstance(obj, Cohort)]
+    if not applied:
+        return
+    parents = _cohort_parents(state)
+    parents.update({obj.key: obj.spec.parent_name for _, obj in applied})
+    for i, obj in applied:
+        chain = _parent_chain(parents, obj.key)
+        if len(chain) > 1 and chain[-1] == obj.key:
+            detail = f'Cohort "{obj.key}" has a cycle in hierarchy ({" -> ".join(chain)})'
+            error = fe.invalid("spec.parentName", obj.spec.parent_name, detail)
+            raise CatalogError(i, f'Cohort "{obj.key}" is invalid: {error}')
 
 
 def apply(
@@ -354,7 +393,9 @@ def set_admission_check_active(
     return True
 
 
-def view_of(state: CatalogState, name: str) -> ClusterQueueView:
+def view_of(state: CatalogState, name: str, forest: CohortForest | None = None) -> ClusterQueueView:
+    """What the ClusterQueue `name` is sent. `forest` shares the cohort trees among the views of
+    one publication (each is built once, not once per ClusterQueue)."""
     cq: ClusterQueue | None = state.get("ClusterQueue", name)
     if cq is None:
         return ClusterQueueView(name=name, revision=state.revision)
@@ -378,14 +419,104 @@ def view_of(state: CatalogState, name: str) -> ClusterQueueView:
     return ClusterQueueView(
         name=name, revision=state.revision, spec=spec, flavors=flavors, admission_checks=checks,
         local_queues=dict(sorted(local_queues.items())), wait_for_pods_ready=wait_for_pods_ready(state),
+        cohort_tree=(forest or CohortForest(state)).tree(spec.cohort_name) if spec.cohort_name else None,
+        fair_sharing=_configuration(state).fair_sharing_strategies(),
     )
+
+
+def _configuration(state: CatalogState) -> Configuration:
+    """The applied Configuration, or Kueue's defaults without one."""
+    return state.get("Configuration", SINGLETON_KEY) or Configuration()
 
 
 def wait_for_pods_ready(state: CatalogState) -> WaitForPodsReady | None:
     """The settings in force: the applied Configuration's, or Kueue's defaults without one (on since
     Kueue's config v1beta2); None when the DisableWaitForPodsReady gate turns it off."""
-    config: Configuration = state.get("Configuration", SINGLETON_KEY) or Configuration()
+    config = _configuration(state)
     return config.wait_for_pods_ready if config.wait_for_pods_ready_enabled else None
+
+
+# --- cohort trees -------------------------------------------------------------------------------
+
+
+def _cohort_parents(state: CatalogState) -> dict[str, str | None]:
+    """Each Cohort object's parentName (None at a root)."""
+    return {c.key: c.spec.parent_name for c in state.all("Cohort")}
+
+
+def _parent_chain(parents: dict[str, str | None], start: str) -> list[str]:
+    """`start`, its parent, the parent's parent... up to a root; should the parents loop, up to the
+    first name seen twice, which ends the list a second time."""
+    chain, seen = [start], {start}
+    while (parent := parents.get(chain[-1])) is not None:
+        chain.append(parent)
+        if parent in seen:
+            break
+        seen.add(parent)
+    return chain
+
+
+def _root(parents: dict[str, str | None], name: str) -> str:
+    chain = _parent_chain(parents, name)
+    if chain[-1] in chain[:-1]:
+        # No root in a cycle (the catalog refuses them): name the loop by its smallest member.
+        return min(chain[chain.index(chain[-1]) :])
+    return chain[-1]
+
+
+def cohort_quota_groups(spec: CohortSpec) -> tuple[ResourceGroupQuota, ...]:
+    """A Cohort's resource groups as quota, by the ClusterQueue's conversion: a Cohort's
+    resourceGroups are a ClusterQueue's, field for field."""
+    return tuple(quota_groups(ClusterQueueSpec.model_construct(resource_groups=spec.resource_groups)))
+
+
+def cohort_info(name: str, cohort: Cohort | None) -> CohortInfo:
+    """What the scheduler needs of one Cohort; one never created (only named by a ClusterQueue's
+    cohortName or a Cohort's parentName) is implicit: no quota, weight 1, no parent."""
+    if cohort is None:
+        return CohortInfo(name=name)
+    fair = cohort.spec.fair_sharing
+    return CohortInfo(
+        name=name,
+        parent=cohort.spec.parent_name,
+        groups=cohort_quota_groups(cohort.spec),
+        weight=float(parse_quantity(fair.weight)) if fair is not None else 1.0,
+        explicit=True,
+    )
+
+
+class CohortForest:
+    """Every Cohort of the catalog, created or only named (by a ClusterQueue's cohortName or a
+    Cohort's parentName), grouped in trees by their root; each tree is built when first asked."""
+
+    def __init__(self, state: CatalogState) -> None:
+        self._state = state
+        self._parents = _cohort_parents(state)
+        named = (
+            set(self._parents)
+            | {p for p in self._parents.values() if p is not None}
+            | {cq.spec.cohort_name for cq in state.all("ClusterQueue") if cq.spec.cohort_name}
+        )
+        self._roots = {n: _root(self._parents, n) for n in named}
+        self._trees: dict[str, CohortTree] = {}
+
+    def tree(self, name: str) -> CohortTree:
+        """The whole tree the Cohort `name` belongs to: its root (up the parentNames) and every
+        Cohort whose root that is. A deleted Cohort still named by a ClusterQueue or a Cohort stays
+        in its tree as an implicit one, as in Kueue."""
+        if name not in self._roots:  # named by nothing: a tree of its own
+            self._roots[name] = _root(self._parents, name)
+        root = self._roots[name]
+        if root not in self._trees:
+            members = sorted(n for n, r in self._roots.items() if r == root)
+            cohorts = {n: cohort_info(n, self._state.get("Cohort", n)) for n in members}
+            self._trees[root] = CohortTree(root=root, cohorts=cohorts)
+        return self._trees[root]
+
+
+def cohort_tree(state: CatalogState, name: str) -> CohortTree:
+    """The tree the Cohort `name` belongs to (see `CohortForest.tree`)."""
+    return CohortForest(state).tree(name)
 
 
 def _digest(view: ClusterQueueView) -> str:
@@ -398,9 +529,10 @@ def changed_views(state: CatalogState) -> list[ClusterQueueView]:
     """Views that differ from what each ClusterQueue was last sent, marking them sent. Deleted
     ClusterQueues get one last view without a spec, so they stop admitting."""
     names = set(state.objects.get("ClusterQueue", {})) | set(state.published)
+    forest = CohortForest(state)
     out = []
     for name in sorted(names):
-        view = view_of(state, name)
+        view = view_of(state, name, forest)
         digest = _digest(view)
         if state.published.get(name) != digest:
             state.published[name] = digest

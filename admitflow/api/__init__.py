@@ -22,6 +22,7 @@ from .cluster_queue import (
     ClusterQueuePreemption,
     ClusterQueueSpec,
     ClusterQueueStatus,
+    CohortReference,
     FairSharing,
     FlavorFungibility,
     FlavorQuotas,
@@ -32,7 +33,8 @@ from .cluster_queue import (
     ResourceUsage,
     StopPolicy,
 )
-from .configuration import Configuration, RequeuingStrategy, WaitForPodsReady
+from .cohort import Cohort, CohortSpec, CohortStatus
+from .configuration import Configuration, FairSharingConfig, RequeuingStrategy, WaitForPodsReady
 from .duration import GoDuration, format_duration, parse_duration
 from .field_error import FieldError
 from .loader import LoadedManifest, ManifestError, load_manifests, parse_manifest
@@ -114,11 +116,16 @@ __all__ = [
     "ClusterQueuePreemption",
     "ClusterQueueSpec",
     "ClusterQueueStatus",
+    "Cohort",
+    "CohortReference",
+    "CohortSpec",
+    "CohortStatus",
     "Condition",
     "ConditionStatus",
     "Configuration",
     "Container",
     "FairSharing",
+    "FairSharingConfig",
     "FieldError",
     "FlavorFungibility",
     "FlavorQuotas",

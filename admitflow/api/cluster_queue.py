@@ -1,12 +1,16 @@
 """ClusterQueue (kueue.x-k8s.io/v1beta2): quota per flavor and resource, queueing and checks.
 
+The resource groups, their quotas and the fair-sharing weight are shared with the Cohort kind
+(`admitflow.api.cohort`), and so are the rules that check them (`resource_group_errors` and the
+functions next to it), as Kueue's webhooks share validateResourceGroups.
+
 Sources: apis/kueue/v1beta2/clusterqueue_types.go, fairsharing_types.go,
 pkg/webhooks/clusterqueue_webhook.go and common.go.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NamedTuple
 
 from pydantic import Field, StringConstraints
 
@@ -32,6 +36,9 @@ ClusterQueueReference = Annotated[
 ]
 """Name of a ClusterQueue: a DNS subdomain of at most 253 characters."""
 
+CohortReference = Annotated[str, StringConstraints(max_length=253, pattern=DNS1123_SUBDOMAIN_PATTERN)]
+"""Name of a Cohort: a DNS subdomain of at most 253 characters."""
+
 AdmissionCheckReference = Annotated[str, StringConstraints(min_length=1, max_length=316)]
 """Name of an AdmissionCheck: 1 to 316 characters."""
 
@@ -46,27 +53,30 @@ NEGATIVE_MESSAGE = "must be greater than or equal to 0"
 
 
 class ResourceQuota(KueueModel):
-    """Quota of one resource in one flavor."""
+    """Quota of one resource in one flavor, of a ClusterQueue or a Cohort."""
 
     name: str = Field(description="Resource name; must equal the resource at the same position in coveredResources.")
     nominal_quota: Quantity = Field(
         description=(
-            "Amount available to workloads of this ClusterQueue at a time (non-negative). Kept as written; "
-            "use quantity.resource_value for arithmetic. Required."
+            "Amount available to workloads of this ClusterQueue at a time (non-negative); for a Cohort, a "
+            "pool shared by its subtree on top of its ClusterQueues' quotas. Kept as written; use "
+            "quantity.resource_value for arithmetic. Required."
         )
     )
     borrowing_limit: Quantity | None = Field(
         default=None,
         description=(
-            "Most this ClusterQueue may borrow from its cohort for this flavor and resource; unset means "
-            "no limit. Non-negative; only with a cohortName."
+            "Most this ClusterQueue (or the subtree of this Cohort) may borrow from its parent cohort for this "
+            "flavor and resource; unset means no limit. Non-negative; only with a cohortName (ClusterQueue) "
+            "or a parentName (Cohort)."
         ),
     )
     lending_limit: Quantity | None = Field(
         default=None,
         description=(
-            "Most of the unused nominalQuota other ClusterQueues of the cohort may borrow; unset means "
-            "all of it. Non-negative, at most nominalQuota; only with a cohortName."
+            "Most of its unused quota the rest of the cohort tree may borrow; unset means all of it. "
+            "Non-negative; only with a cohortName (ClusterQueue, where it is at most nominalQuota) or a "
+            "parentName (Cohort)."
         ),
     )
 
@@ -189,8 +199,8 @@ class FairSharing(KueueModel):
     weight: Quantity = Field(
         default="1",
         description=(
-            "Comparative advantage when competing for unused cohort resources; 0 means never ahead; when "
-            "not 0 it must exceed 1e-9. Defaults to 1. Not used by admitflow."
+            "Comparative advantage when competing for unused cohort resources, when the Configuration turns "
+            "fair sharing on; 0 means never ahead; when not 0 it must exceed 1e-9. Defaults to 1."
         ),
     )
 
@@ -226,6 +236,115 @@ class ConcurrentAdmissionPolicy(KueueModel):
     migration: ConcurrentAdmissionMigration = Field(description="Migration settings. Required.")
 
 
+# --- rules of resource groups, shared by ClusterQueues and Cohorts --------------------------------
+
+
+class QuotaRules(NamedTuple):
+    """How Kueue's validateResourceGroups differs between a ClusterQueue and a Cohort."""
+
+    parent_field: str
+    """The word in "must be nil when <parent_field> is empty": `cohort` or `parent`."""
+    lending_within_nominal: bool
+    """Whether a lendingLimit may not exceed the nominalQuota (enforceNominalGreaterThanLending)."""
+
+
+QUOTA_RULES_OF_CLUSTER_QUEUE = QuotaRules(parent_field="cohort", lending_within_nominal=True)
+QUOTA_RULES_OF_COHORT = QuotaRules(parent_field="parent", lending_within_nominal=False)
+
+
+def resource_group_schema_errors(resource_groups: list[ResourceGroup], path: str) -> list[FieldError]:
+    """The `+listType=map` uniqueness of flavors and of their resources, as the apiserver's
+    structural schema checks it."""
+    errors = []
+    for i, rg in enumerate(resource_groups):
+        rg_path = f"{path}[{i}]"
+        errors += fe.list_map_duplicates([f.name for f in rg.flavors], f"{rg_path}.flavors")
+        for j, fq in enumerate(rg.flavors):
+            errors += fe.list_map_duplicates([r.name for r in fq.resources], f"{rg_path}.flavors[{j}].resources")
+    return errors
+
+
+def resource_group_cel_errors(resource_groups: list[ResourceGroup], path: str) -> list[FieldError]:
+    """The CEL rule of the ResourceGroup type."""
+    return [
+        fe.cel(f"{path}[{i}]", "object", "flavors must have the same number of resources as the coveredResources")
+        for i, rg in enumerate(resource_groups)
+        if any(len(f.resources) != len(rg.covered_resources) for f in rg.flavors)
+    ]
+
+
+def resource_group_errors(
+    resource_groups: list[ResourceGroup], path: str, rules: QuotaRules, *, has_parent: bool
+) -> list[FieldError]:
+    """Kueue's validateResourceGroups: resource names, a resource or flavor in one group only, and
+    every quota; `has_parent` is whether the ClusterQueue has a cohortName (the Cohort a parentName)."""
+    errors: list[FieldError] = []
+    seen_resources: set[str] = set()
+    seen_flavors: set[str] = set()
+    for i, rg in enumerate(resource_groups):
+        rg_path = f"{path}[{i}]"
+        for j, name in enumerate(rg.covered_resources):
+            res_path = f"{rg_path}.coveredResources[{j}]"
+            errors += [fe.invalid(res_path, name, m) for m in qualified_name_errors(name)]
+            if name in seen_resources:
+                errors.append(fe.duplicate(res_path, name))
+            seen_resources.add(name)
+        for j, fq in enumerate(rg.flavors):
+            fq_path = f"{rg_path}.flavors[{j}]"
+            errors += _flavor_quota_errors(fq, rg.covered_resources, rules, has_parent, fq_path)
+            if fq.name in seen_flavors:
+                errors.append(fe.duplicate(f"{fq_path}.name", fq.name))
+            seen_flavors.add(fq.name)
+    return errors
+
+
+def _flavor_quota_errors(
+    fq: FlavorQuotas, covered: list[str], rules: QuotaRules, has_parent: bool, path: str
+) -> list[FieldError]:
+    errors = []
+    no_parent = f"must be nil when {rules.parent_field} is empty"
+    for k, rq in enumerate(fq.resources[: len(covered)]):
+        rq_path = f"{path}.resources[{k}]"
+        if rq.name != covered[k]:
+            errors.append(fe.invalid(f"{rq_path}.name", rq.name, "must match the name in coveredResources"))
+        nominal = parse_quantity(rq.nominal_quota)
+        if nominal < 0:
+            shown = canonical_quantity(rq.nominal_quota)
+            errors.append(fe.invalid(f"{rq_path}.nominalQuota", shown, NEGATIVE_MESSAGE))
+        if rq.borrowing_limit is not None:
+            shown = canonical_quantity(rq.borrowing_limit)
+            if not has_parent:
+                errors.append(fe.invalid(f"{rq_path}.borrowingLimit", shown, no_parent))
+            if parse_quantity(rq.borrowing_limit) < 0:
+                errors.append(fe.invalid(f"{rq_path}.borrowingLimit", shown, NEGATIVE_MESSAGE))
+        if rq.lending_limit is not None:
+            shown = canonical_quantity(rq.lending_limit)
+            lending = parse_quantity(rq.lending_limit)
+            if lending < 0:
+                errors.append(fe.invalid(f"{rq_path}.lendingLimit", shown, NEGATIVE_MESSAGE))
+            if not has_parent:
+                errors.append(fe.invalid(f"{rq_path}.lendingLimit", shown, no_parent))
+            if rules.lending_within_nominal and lending > nominal:
+                errors.append(
+                    fe.invalid(f"{rq_path}.lendingLimit", shown, "must be less than or equal to the nominalQuota")
+                )
+    return errors
+
+
+def fair_sharing_errors(fair_sharing: FairSharing | None, path: str) -> list[FieldError]:
+    """Kueue's validateFairSharing: a weight of 0, or above 1e-9."""
+    if fair_sharing is None:
+        return []
+    errors = []
+    weight = parse_quantity(fair_sharing.weight)
+    shown = canonical_quantity(fair_sharing.weight)
+    if weight < 0:
+        errors.append(fe.invalid(path, shown, NEGATIVE_MESSAGE))
+    if 0 < weight <= parse_quantity("1n"):
+        errors.append(fe.invalid(path, shown, "When not 0, weight must be > 10e-9"))
+    return errors
+
+
 class ClusterQueueSpec(KueueModel):
     """The desired state of a ClusterQueue."""
 
@@ -234,11 +353,11 @@ class ClusterQueueSpec(KueueModel):
         max_length=16,
         description="Groups of resources and the flavors providing them; at most 16 (256 flavors in total).",
     )
-    cohort_name: Annotated[str, StringConstraints(max_length=253, pattern=DNS1123_SUBDOMAIN_PATTERN)] | None = Field(
+    cohort_name: CohortReference | None = Field(
         default=None,
         description=(
-            "Cohort whose ClusterQueues lend and borrow unused quota; unset means no borrowing. A DNS "
-            "subdomain (253). Cohorts are not yet used by admitflow."
+            "Cohort whose tree of ClusterQueues lends and borrows unused quota; unset means no borrowing. "
+            "A Cohort that was never created exists implicitly, with no quota of its own. A DNS subdomain (253)."
         ),
     )
     queueing_strategy: QueueingStrategy = Field(
@@ -270,7 +389,9 @@ class ClusterQueueSpec(KueueModel):
             "also evict admitted workloads."
         ),
     )
-    fair_sharing: FairSharing | None = Field(default=None, description="Fair-sharing weight. Not used by admitflow.")
+    fair_sharing: FairSharing | None = Field(
+        default=None, description="Fair-sharing weight, used when the Configuration turns fair sharing on."
+    )
     admission_scope: AdmissionScope | None = Field(
         default=None, description="Admission fair sharing. Not used by admitflow."
     )
@@ -286,13 +407,7 @@ class ClusterQueueSpec(KueueModel):
         return self._schema_errors(path) + self._cel_errors(path) + self._webhook_errors(path)
 
     def _schema_errors(self, path: str) -> list[FieldError]:
-        # listType=map / listType=set uniqueness, checked by the apiserver's structural schema.
-        errors = []
-        for i, rg in enumerate(self.resource_groups):
-            rg_path = f"{path}.resourceGroups[{i}]"
-            errors += fe.list_map_duplicates([f.name for f in rg.flavors], f"{rg_path}.flavors")
-            for j, fq in enumerate(rg.flavors):
-                errors += fe.list_map_duplicates([r.name for r in fq.resources], f"{rg_path}.flavors[{j}].resources")
+        errors = resource_group_schema_errors(self.resource_groups, f"{path}.resourceGroups")
         if self.admission_checks_strategy:
             checks_path = f"{path}.admissionChecksStrategy.admissionChecks"
             rules = self.admission_checks_strategy.admission_checks
@@ -302,16 +417,7 @@ class ClusterQueueSpec(KueueModel):
         return errors
 
     def _cel_errors(self, path: str) -> list[FieldError]:
-        errors = []
-        for i, rg in enumerate(self.resource_groups):
-            if any(len(f.resources) != len(rg.covered_resources) for f in rg.flavors):
-                errors.append(
-                    fe.cel(
-                        f"{path}.resourceGroups[{i}]",
-                        "object",
-                        "flavors must have the same number of resources as the coveredResources",
-                    )
-                )
+        errors = resource_group_cel_errors(self.resource_groups, f"{path}.resourceGroups")
         if not self.cohort_name and any(
             r.borrowing_limit is not None for rg in self.resource_groups for f in rg.flavors for r in f.resources
         ):
@@ -333,16 +439,12 @@ class ClusterQueueSpec(KueueModel):
         return errors
 
     def _webhook_errors(self, path: str) -> list[FieldError]:
-        errors = self._resource_group_errors(f"{path}.resourceGroups")
+        errors = resource_group_errors(
+            self.resource_groups, f"{path}.resourceGroups", QUOTA_RULES_OF_CLUSTER_QUEUE, has_parent=bool(self.cohort_name)
+        )
         if self.namespace_selector is not None:
             errors += self.namespace_selector.validation_errors(f"{path}.namespaceSelector")
-        if self.fair_sharing is not None:
-            weight = parse_quantity(self.fair_sharing.weight)
-            shown = canonical_quantity(self.fair_sharing.weight)
-            if weight < 0:
-                errors.append(fe.invalid(f"{path}.fairSharing", shown, NEGATIVE_MESSAGE))
-            if 0 < weight <= parse_quantity("1n"):
-                errors.append(fe.invalid(f"{path}.fairSharing", shown, "When not 0, weight must be > 10e-9"))
+        errors += fair_sharing_errors(self.fair_sharing, f"{path}.fairSharing")
         total_flavors = sum(len(rg.flavors) for rg in self.resource_groups)
         if total_flavors > MAX_TOTAL_FLAVORS:
             errors.append(
@@ -374,57 +476,6 @@ class ClusterQueueSpec(KueueModel):
                     )
                 )
         errors += self._on_flavor_errors(path)
-        return errors
-
-    def _resource_group_errors(self, path: str) -> list[FieldError]:
-        errors: list[FieldError] = []
-        seen_resources: set[str] = set()
-        seen_flavors: set[str] = set()
-        has_cohort = bool(self.cohort_name)
-        for i, rg in enumerate(self.resource_groups):
-            rg_path = f"{path}[{i}]"
-            for j, name in enumerate(rg.covered_resources):
-                res_path = f"{rg_path}.coveredResources[{j}]"
-                errors += [fe.invalid(res_path, name, m) for m in qualified_name_errors(name)]
-                if name in seen_resources:
-                    errors.append(fe.duplicate(res_path, name))
-                seen_resources.add(name)
-            for j, fq in enumerate(rg.flavors):
-                fq_path = f"{rg_path}.flavors[{j}]"
-                errors += self._flavor_quota_errors(fq, rg.covered_resources, has_cohort, fq_path)
-                if fq.name in seen_flavors:
-                    errors.append(fe.duplicate(f"{fq_path}.name", fq.name))
-                seen_flavors.add(fq.name)
-        return errors
-
-    @staticmethod
-    def _flavor_quota_errors(fq: FlavorQuotas, covered: list[str], has_cohort: bool, path: str) -> list[FieldError]:
-        errors = []
-        for k, rq in enumerate(fq.resources[: len(covered)]):
-            rq_path = f"{path}.resources[{k}]"
-            if rq.name != covered[k]:
-                errors.append(fe.invalid(f"{rq_path}.name", rq.name, "must match the name in coveredResources"))
-            nominal = parse_quantity(rq.nominal_quota)
-            if nominal < 0:
-                shown = canonical_quantity(rq.nominal_quota)
-                errors.append(fe.invalid(f"{rq_path}.nominalQuota", shown, NEGATIVE_MESSAGE))
-            if rq.borrowing_limit is not None:
-                shown = canonical_quantity(rq.borrowing_limit)
-                if not has_cohort:
-                    errors.append(fe.invalid(f"{rq_path}.borrowingLimit", shown, "must be nil when cohort is empty"))
-                if parse_quantity(rq.borrowing_limit) < 0:
-                    errors.append(fe.invalid(f"{rq_path}.borrowingLimit", shown, NEGATIVE_MESSAGE))
-            if rq.lending_limit is not None:
-                shown = canonical_quantity(rq.lending_limit)
-                lending = parse_quantity(rq.lending_limit)
-                if lending < 0:
-                    errors.append(fe.invalid(f"{rq_path}.lendingLimit", shown, NEGATIVE_MESSAGE))
-                if not has_cohort:
-                    errors.append(fe.invalid(f"{rq_path}.lendingLimit", shown, "must be nil when cohort is empty"))
-                if lending > nominal:
-                    errors.append(
-                        fe.invalid(f"{rq_path}.lendingLimit", shown, "must be less than or equal to the nominalQuota")
-                    )
         return errors
 
     def _on_flavor_errors(self, path: str) -> list[FieldError]:
@@ -516,25 +567,6 @@ class ClusterQueue(KueueModel):
     @property
     def key(self) -> str:
         return self.metadata.name
-
-    def not_used_yet(self) -> list[str]:
-        """One warning for each of Kueue's cohort fields it sets: accepted, so that a Kueue
-        configuration applies unchanged, but nothing uses them until cohorts are built."""
-        limits = sorted(
-            {
-                name
-                for rg in self.spec.resource_groups
-                for f in rg.flavors
-                for r in f.resources
-                for name, value in (("borrowingLimit", r.borrowing_limit), ("lendingLimit", r.lending_limit))
-                if value is not None
-            }
-        )
-        fields = (["spec.cohortName"] if self.spec.cohort_name else []) + [f"spec.resourceGroups[*].flavors[*].resources[*].{n}" for n in limits]
-        return [
-            f"ClusterQueue {self.key}: field {f} is not used by admitflow yet (no cohorts: the queue neither lends nor borrows)"
-            for f in fields
-        ]
 
     def validation_errors(self, path: str = "") -> list[FieldError]:
         too_long = ids.id_length_error("ClusterQueue", ids.cluster_queue_id(self.key), "clusterqueue/<name>")

@@ -1,16 +1,19 @@
 """Kueue's Configuration (config.kueue.x-k8s.io/v1beta2), reduced to what admitflow uses.
 
-admitflow reads `waitForPodsReady` (with Kueue's defaults and validation) and the
-`DisableWaitForPodsReady` feature gate. Every other top-level field Kueue defines is accepted and
-dropped with a warning; fields Kueue does not define are refused, as Kueue's strict config decoder
-refuses them. The object is a singleton: its key is always `config`.
+admitflow reads `waitForPodsReady` (with Kueue's defaults and validation), the
+`DisableWaitForPodsReady` feature gate and `fairSharing` (on when present, with its preemption
+strategies). Every other top-level field Kueue defines is accepted and dropped with a warning;
+fields Kueue does not define are refused, as Kueue's strict config decoder refuses them. The object
+is a singleton: its key is always `config`.
 
 Sources: apis/config/v1beta2/configuration_types.go, apis/config/v1beta2/defaults.go,
-pkg/config/validation.go (validateWaitForPodsReady).
+apis/config/v1beta1/configuration_conversion.go, pkg/config/validation.go
+(validateWaitForPodsReady, validateFairSharing).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -61,8 +64,19 @@ KUEUE_FIELDS_V1BETA2 = (
 KUEUE_FIELDS_V1BETA1 = tuple(f for f in KUEUE_FIELDS_V1BETA2 if f not in ("tls", "visibilityServer")) + (
     "queueVisibility",
 )
-USED_FIELDS = ("apiVersion", "kind", "metadata", "waitForPodsReady", "featureGates")
+USED_FIELDS = ("apiVersion", "kind", "metadata", "waitForPodsReady", "featureGates", "fairSharing")
 UNUSED_WAIT_FOR_PODS_READY_FIELDS = ("maxTimeoutOnWorkload", "unscheduledTimeout")
+
+LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
+LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
+# The strategies config v1beta1 gives `fairSharing: {enable: true}` (v1beta2 has no default).
+DEFAULT_PREEMPTION_STRATEGIES = (LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, LESS_THAN_INITIAL_SHARE)
+# Kueue's validStrategySets: the only lists of strategies it accepts, in this order.
+VALID_STRATEGY_SETS = (
+    (LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,),
+    (LESS_THAN_INITIAL_SHARE,),
+    (LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, LESS_THAN_INITIAL_SHARE),
+)
 
 
 def _non_negative_int32(value: int | None) -> int | None:
@@ -173,6 +187,36 @@ class WaitForPodsReady(KueueModel):
         return None if nanos == 0 else nanos / 1e9
 
 
+class FairSharingConfig(KueueModel):
+    """Preemption-based fair sharing across the ClusterQueues and Cohorts of a cohort tree: on when
+    the Configuration sets it (in config v1beta1, when `enable` is true)."""
+
+    preemption_strategies: list[str] = Field(
+        default_factory=list,
+        validate_default=True,
+        description=(
+            "What a preemption must satisfy, each tried when the one before does not make the workload "
+            "fit: LessThanOrEqualToFinalShare (the preemptor's share with the workload is at most the "
+            "target's share without the preempted one), LessThanInitialShare (the preemptor's share with "
+            "the workload is below the target's share). One of [LessThanOrEqualToFinalShare], "
+            "[LessThanInitialShare], [LessThanOrEqualToFinalShare, LessThanInitialShare]. Required "
+            "(config v1beta1 defaults it to the last)."
+        ),
+    )
+
+    @field_validator("preemption_strategies")
+    @classmethod
+    def _strategy_set(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise k8s_error("Required value: must be specified")
+        if tuple(value) not in VALID_STRATEGY_SETS:
+            # Kueue reports the list with Go's %#v.
+            shown = "[]v1beta2.PreemptionStrategy{" + ", ".join(json.dumps(v) for v in value) + "}"
+            supported = ", ".join(json.dumps(",".join(s)) for s in VALID_STRATEGY_SETS)
+            raise k8s_error(f"Unsupported value: {shown}: supported values: {supported}")
+        return value
+
+
 class Configuration(KueueModel):
     """The parts of Kueue's Configuration admitflow uses. A singleton (key `config`)."""
 
@@ -189,6 +233,13 @@ class Configuration(KueueModel):
         default=None,
         description="Feature gates; admitflow reads DisableWaitForPodsReady (true turns WaitForPodsReady off).",
     )
+    fair_sharing: FairSharingConfig | None = Field(
+        default=None,
+        description=(
+            "Fair sharing across cohorts, with its preemption strategies; unset means off (config v1beta1's "
+            "`enable: false`)."
+        ),
+    )
 
     @property
     def key(self) -> str:
@@ -197,6 +248,10 @@ class Configuration(KueueModel):
     @property
     def wait_for_pods_ready_enabled(self) -> bool:
         return not (self.feature_gates or {}).get(DISABLE_WAIT_FOR_PODS_READY_GATE, False)
+
+    def fair_sharing_strategies(self) -> list[str] | None:
+        """The preemption strategies when fair sharing is on, else None."""
+        return list(self.fair_sharing.preemption_strategies) if self.fair_sharing is not None else None
 
 
 def drop_unused_fields(data: dict[str, Any], known: tuple[str, ...]) -> tuple[dict[str, Any], list[str]]:

@@ -33,15 +33,21 @@ Workload
   - `status.admission.podSetAssignments[].topologyAssignment.domains` (v1beta1) becomes one
     v1beta2 `slices` entry with individual values per level and individual pod counts.
 
-ResourceFlavor, ProvisioningRequestConfig
-  - No field differences; only `apiVersion` changes.
+ResourceFlavor, ProvisioningRequestConfig, Cohort
+  - No field differences; only `apiVersion` changes. (A v1beta1 Cohort names its parent in
+    `spec.parentName`, as v1beta2 does, since Kueue v0.13; `spec.parent` was v1alpha1's and is an
+    unknown field, as in Kueue.)
 
 config.kueue.x-k8s.io/v1beta1 Configuration
   - `waitForPodsReady.enable` is gone in v1beta2, where WaitForPodsReady is on by default: when it is
     not `true`, the result sets the feature gate `DisableWaitForPodsReady: true` instead; when it is,
     v1beta1's own defaults are kept: `timeout: 5m`, `blockAdmission: true`, and no recovery timeout
     (`recoveryTimeout: 0s`).
-  - `fairSharing.enable` and `queueVisibility` exist only in v1beta1; admitflow ignores both fields.
+  - `fairSharing.enable` is gone in v1beta2, where a `fairSharing` that is set turns fair sharing on:
+    when `enable` is not `true` the result has no `fairSharing` (with a warning if other fields were
+    set); when it is, `enable` is dropped and `preemptionStrategies` defaults to
+    `[LessThanOrEqualToFinalShare, LessThanInitialShare]`.
+  - `queueVisibility` exists only in v1beta1; admitflow ignores it.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ import copy
 from typing import Any
 
 from . import field_error as fe
+from .configuration import DEFAULT_PREEMPTION_STRATEGIES
 from .field_error import FieldError
 from .names import DNS1123_SUBDOMAIN_PATTERN, dns1123_subdomain_errors
 
@@ -254,6 +261,31 @@ def _topology_domains_to_slices(assignment: dict[str, Any]) -> None:
 
 
 def _configuration(data: dict[str, Any]) -> list[str]:
+    return _fair_sharing(data) + _wait_for_pods_ready(data)
+
+
+def _fair_sharing(data: dict[str, Any]) -> list[str]:
+    # Kueue's Convert_v1beta1_Configuration_To_v1beta2_Configuration and its FairSharing converter.
+    if "fairSharing" not in data:
+        return []
+    fair = data.pop("fairSharing")
+    if not isinstance(fair, dict):
+        raise _type_error("fairSharing", fair, "object")
+    enable = fair.get("enable", False)
+    if not isinstance(enable, bool):
+        raise _type_error("fairSharing.enable", enable, "boolean")
+    if not enable:
+        if set(fair) - {"enable"}:
+            return ["Configuration: fairSharing.enable is not true, so fair sharing is off"]
+        return []
+    fair = {k: v for k, v in fair.items() if k != "enable"}
+    if not fair.get("preemptionStrategies"):
+        fair["preemptionStrategies"] = list(DEFAULT_PREEMPTION_STRATEGIES)
+    data["fairSharing"] = fair
+    return []
+
+
+def _wait_for_pods_ready(data: dict[str, Any]) -> list[str]:
     wait = data.pop("waitForPodsReady", None)
     if wait is not None and not isinstance(wait, dict):
         raise _type_error("waitForPodsReady", wait, "object")

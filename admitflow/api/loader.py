@@ -18,7 +18,6 @@ from typing import Any, TextIO
 import yaml
 from pydantic import ValidationError
 
-from .cluster_queue import ClusterQueue
 from .configuration import KUEUE_FIELDS_V1BETA1, KUEUE_FIELDS_V1BETA2, Configuration, drop_unused_fields
 from .conversion import CONFIG_V1BETA1, ConversionError, convert
 from .field_error import FieldError, from_pydantic, json_type, required
@@ -132,12 +131,14 @@ def parse_manifest(
     try:
         obj = model.model_validate(data)
     except ValidationError as err:
-        raise fail(from_pydantic(err.errors()[0], model)) from None
+        # An unknown field fails decoding, before any value is checked (strict decoding in the
+        # apiserver and in Kueue's config loader): it is the error reported.
+        errors = err.errors()
+        first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+        raise fail(from_pydantic(first, model)) from None
     errors = obj.validation_errors()
     if errors:
         raise fail(errors[0])
-    if isinstance(obj, ClusterQueue):
-        warnings += obj.not_used_yet()
     return obj, warnings
 
 

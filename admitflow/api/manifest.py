@@ -10,6 +10,7 @@ from .admission_check import AdmissionCheck
 from .check_parameters import API_VERSION as PARAMETERS_API_VERSION
 from .check_parameters import AdmissionCheckParameters
 from .cluster_queue import ClusterQueue
+from .cohort import Cohort
 from .configuration import Configuration
 from .local_queue import LocalQueue
 from .node_group import API_VERSION as NODE_GROUP_API_VERSION
@@ -20,6 +21,7 @@ from .workload import Workload
 
 CONFIG_TYPES: tuple[type, ...] = (
     ResourceFlavor,
+    Cohort,
     ClusterQueue,
     LocalQueue,
     AdmissionCheck,

@@ -14,6 +14,7 @@ import yaml
 from admitflow.api import (
     AdmissionCheck,
     ClusterQueue,
+    Cohort,
     Configuration,
     LocalQueue,
     ManifestError,
@@ -67,6 +68,20 @@ def cq(spec: dict, api_version: str = V2, name: str = "cq") -> dict:
 
 def one_group(**spec) -> dict:
     return cq({"resourceGroups": [group(["cpu"], flavor())], **spec})
+
+
+def cohort(spec: dict | None = None, api_version: str = V2, name: str = "team") -> dict:
+    obj = {"apiVersion": api_version, "kind": "Cohort", "metadata": {"name": name}}
+    return obj if spec is None else {**obj, "spec": spec}
+
+
+def limits(**limit) -> list[dict]:
+    """One resource group whose cpu quota of 5 carries these limits (borrowingLimit, lendingLimit)."""
+    return [group(["cpu"], flavor(resources=(("cpu", 5),), **limit))]
+
+
+def config(api_version: str = "config.kueue.x-k8s.io/v1beta2", **fields) -> dict:
+    return {"apiVersion": api_version, "kind": "Configuration", **fields}
 
 
 def ac(spec: dict, api_version: str = V2) -> dict:
@@ -336,6 +351,118 @@ BAD = [
             'spec: Invalid value: "object": Either AdmissionChecks or AdmissionCheckStrategy can be set, but not both',
         ),
         id="v1beta1-admission-checks-and-strategy-together-are-refused",
+    ),
+    # Cohort: schema, CEL rule of its resource groups, Kueue's validateCohort
+    pytest.param(
+        dump(cohort({"parentName": "Root"})),
+        line(
+            "Cohort",
+            "team",
+            f"spec.parentName: Invalid value: \"Root\": spec.parentName in body should match '{SUBDOMAIN_PATTERN}'",
+        ),
+        id="cohort-parent-must-be-a-dns-subdomain",
+    ),
+    pytest.param(
+        dump(cohort({"resourceGroups": [group([f"r{i}"], flavor(f"f{i}", ((f"r{i}", 1),))) for i in range(17)]})),
+        line("Cohort", "team", "spec.resourceGroups: Too many: 17: must have at most 16 items"),
+        id="cohort-with-17-resource-groups-is-refused",
+    ),
+    pytest.param(
+        dump(cohort({"resourceGroups": [group(["cpu", "memory"], flavor())]})),
+        line(
+            "Cohort",
+            "team",
+            'spec.resourceGroups[0]: Invalid value: "object": '
+            "flavors must have the same number of resources as the coveredResources",
+        ),
+        id="cohort-flavor-listing-fewer-resources-than-covered-is-refused",
+    ),
+    pytest.param(
+        dump(cohort({"resourceGroups": [group(["cpu"], flavor("a"), flavor("a"))]})),
+        line("Cohort", "team", 'spec.resourceGroups[0].flavors[1]: Duplicate value: map[string]interface {}{"name":"a"}'),
+        id="cohort-flavor-named-twice-in-one-group-is-refused",
+    ),
+    pytest.param(
+        dump(cohort({"resourceGroups": limits(borrowingLimit=2)})),
+        line(
+            "Cohort",
+            "team",
+            'spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit: Invalid value: "2": must be nil when parent is empty',
+        ),
+        id="root-cohort-may-not-set-a-borrowing-limit",
+    ),
+    pytest.param(
+        dump(cohort({"resourceGroups": limits(lendingLimit=2)})),
+        line(
+            "Cohort",
+            "team",
+            'spec.resourceGroups[0].flavors[0].resources[0].lendingLimit: Invalid value: "2": must be nil when parent is empty',
+        ),
+        id="root-cohort-may-not-set-a-lending-limit",
+    ),
+    pytest.param(
+        dump(cohort({"parentName": "org", "resourceGroups": limits(borrowingLimit="-1")})),
+        line(
+            "Cohort",
+            "team",
+            'spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit: Invalid value: "-1": '
+            "must be greater than or equal to 0",
+        ),
+        id="cohort-negative-borrowing-limit-is-refused",
+    ),
+    pytest.param(
+        dump(cohort({"resourceGroups": [group(["cpu"], flavor(resources=(("cpu", "-1"),)))]})),
+        line(
+            "Cohort",
+            "team",
+            'spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: Invalid value: "-1": '
+            "must be greater than or equal to 0",
+        ),
+        id="cohort-negative-nominal-quota-is-refused",
+    ),
+    pytest.param(
+        dump(cohort({"resourceGroups": [group(["cpu"], flavor("a")), group(["cpu"], flavor("b"))]})),
+        line("Cohort", "team", 'spec.resourceGroups[1].coveredResources[0]: Duplicate value: "cpu"'),
+        id="cohort-resource-covered-by-two-groups-is-refused",
+    ),
+    pytest.param(
+        dump(cohort({"fairSharing": {"weight": "-1"}})),
+        line("Cohort", "team", 'spec.fairSharing: Invalid value: "-1": must be greater than or equal to 0'),
+        id="cohort-negative-fair-sharing-weight-is-refused",
+    ),
+    pytest.param(
+        dump(cohort({"fairSharing": {"weight": "1n"}})),
+        line("Cohort", "team", 'spec.fairSharing: Invalid value: "1n": When not 0, weight must be > 10e-9'),
+        id="cohort-fair-sharing-weight-of-one-billionth-is-refused",
+    ),
+    pytest.param(
+        dump(cohort({"fairSharing": {"weight": "-1"}, "resourceGroups": limits(borrowingLimit=2)})),
+        line("Cohort", "team", 'spec.fairSharing: Invalid value: "-1": must be greater than or equal to 0'),
+        id="cohort-weight-is-checked-before-the-resource-groups-as-kueue-does",
+    ),
+    pytest.param(
+        dump(cohort({"cohortName": "org"})),
+        line("Cohort", "team", 'spec.cohortName: unknown field "spec.cohortName"'),
+        id="cohort-has-no-cohort-name-it-has-a-parent-name",
+    ),
+    pytest.param(
+        dump(cohort({"parent": "org"}, api_version=V1)),
+        line("Cohort", "team", 'spec.parent: unknown field "spec.parent"'),
+        id="v1beta1-cohort-parent-field-of-v1alpha1-is-unknown",
+    ),
+    pytest.param(
+        dump(cohort({"resourceGroups": limits(lendingLimit=2)}, api_version=V1)),
+        line(
+            "Cohort",
+            "team",
+            'spec.resourceGroups[0].flavors[0].resources[0].lendingLimit: Invalid value: "2": must be nil when parent is empty',
+        ),
+        id="v1beta1-root-cohort-may-not-set-a-lending-limit",
+    ),
+    pytest.param(
+        dump(cohort(name="Team")),
+        line("Cohort", "Team", f'metadata.name: Invalid value: "Team": {DNS_SUBDOMAIN}'),
+        id="cohort-name-must-be-a-lowercase-dns-subdomain",
     ),
     # Metadata
     pytest.param(
@@ -770,10 +897,50 @@ BAD = [
         line("Configuration", "config", 'waitForPodReady: unknown field "waitForPodReady"'),
         id="configuration-field-kueue-does-not-have-is-refused",
     ),
+    pytest.param(
+        dump(config(fairSharing={})),
+        line("Configuration", "config", "fairSharing.preemptionStrategies: Required value: must be specified"),
+        id="v1beta2-fair-sharing-needs-its-preemption-strategies",
+    ),
+    pytest.param(
+        dump(config(fairSharing={"preemptionStrategies": ["LessThanInitialShare", "LessThanOrEqualToFinalShare"]})),
+        line(
+            "Configuration",
+            "config",
+            "fairSharing.preemptionStrategies: Unsupported value: "
+            '[]v1beta2.PreemptionStrategy{"LessThanInitialShare", "LessThanOrEqualToFinalShare"}: supported values: '
+            '"LessThanOrEqualToFinalShare", "LessThanInitialShare", "LessThanOrEqualToFinalShare,LessThanInitialShare"',
+        ),
+        id="fair-sharing-strategies-must-be-one-of-kueues-three-lists",
+    ),
+    pytest.param(
+        dump(config(fairSharing={"enable": True})),
+        line("Configuration", "config", 'fairSharing.enable: unknown field "fairSharing.enable"'),
+        id="v1beta2-fair-sharing-has-no-enable",
+    ),
+    pytest.param(
+        dump(config("config.kueue.x-k8s.io/v1beta1", fairSharing={"enable": "yes"})),
+        line(
+            "Configuration",
+            "config",
+            'fairSharing.enable: Invalid value: "yes": fairSharing.enable in body must be of type boolean: "string"',
+        ),
+        id="v1beta1-fair-sharing-enable-must-be-a-boolean",
+    ),
+    pytest.param(
+        dump(config("config.kueue.x-k8s.io/v1beta1", fairSharing={"enable": True, "preemptionStrategies": ["Always"]})),
+        line(
+            "Configuration",
+            "config",
+            'fairSharing.preemptionStrategies: Unsupported value: []v1beta2.PreemptionStrategy{"Always"}: supported values: '
+            '"LessThanOrEqualToFinalShare", "LessThanInitialShare", "LessThanOrEqualToFinalShare,LessThanInitialShare"',
+        ),
+        id="v1beta1-fair-sharing-strategies-are-checked-once-enabled",
+    ),
     # The document itself
     pytest.param(
-        dump({"apiVersion": V2, "kind": "Cohort", "metadata": {"name": "team"}}),
-        line("Cohort", "team", 'no matches for kind "Cohort" in version "kueue.x-k8s.io/v1beta2"'),
+        dump({"apiVersion": V2, "kind": "WorkloadPriorityClass", "metadata": {"name": "high"}, "value": 1}),
+        line("WorkloadPriorityClass", "high", 'no matches for kind "WorkloadPriorityClass" in version "kueue.x-k8s.io/v1beta2"'),
         id="kind-admitflow-does-not-take-has-no-matches",
     ),
     pytest.param(
@@ -842,6 +1009,11 @@ def _wire(loaded):
 def test_kueue_examples_load_unmodified(version):
     loaded = load_manifests([str(DATA / version)])
     assert [(Path(m.source).name, m.index, m.obj.kind, m.obj.key) for m in loaded] == [
+        ("cohort-quotas.yaml", 1, "Cohort", "hello-cohort"),
+        ("cohort-quotas.yaml", 2, "ClusterQueue", "my-cluster-queue"),
+        ("cohort-tree.yaml", 1, "Cohort", "root-cohort"),
+        ("cohort-tree.yaml", 2, "Cohort", "important-org"),
+        ("cohort-tree.yaml", 3, "Cohort", "regular-org"),
         ("resource-flavor-empty.yaml", 1, "ResourceFlavor", "default-flavor"),
         ("resource-flavor-taints.yaml", 1, "ResourceFlavor", "spot"),
         ("resource-flavor-tolerations.yaml", 1, "ResourceFlavor", "spot"),
@@ -875,6 +1047,21 @@ def test_single_cluster_queue_example_keeps_quotas_as_written_and_gets_defaults(
     assert isinstance(local, LocalQueue) and local.spec.cluster_queue == "cluster-queue"
 
 
+@pytest.mark.parametrize("version", ["v1beta1", "v1beta2"])
+def test_cohort_examples_keep_their_pool_parents_and_weights(version):
+    quotas = load_manifests([str(DATA / version / "cohort-quotas.yaml")])
+    pool, member = quotas[0].obj, quotas[1].obj
+    assert isinstance(pool, Cohort) and isinstance(member, ClusterQueue)
+    assert [(r.name, r.nominal_quota) for r in pool.spec.resource_groups[0].flavors[0].resources] == [("cpu", "12")]
+    assert member.spec.cohort_name == "hello-cohort"
+    hierarchy = [m.obj for m in load_manifests([str(DATA / version / "cohort-tree.yaml")])]
+    assert [(c.key, c.spec.parent_name, c.spec.fair_sharing and c.spec.fair_sharing.weight) for c in hierarchy] == [
+        ("root-cohort", None, None),
+        ("important-org", "root-cohort", "0.75"),
+        ("regular-org", "root-cohort", "0.25"),
+    ]
+
+
 def test_taints_example_keeps_its_taint():
     (loaded,) = load_manifests([str(DATA / "v1beta1" / "resource-flavor-taints.yaml")])
     assert isinstance(loaded.obj, ResourceFlavor)
@@ -898,9 +1085,7 @@ def test_minimal_cq_example_is_refused_as_kueues_webhook_refuses_it(version):
 
 def test_v1beta1_admission_checks_become_a_strategy_with_empty_on_flavors():
     obj, warnings = parse_manifest(cq({"cohort": "team", "admissionChecks": ["a", "b"]}, api_version=V1))
-    assert warnings == [
-        "ClusterQueue cq: field spec.cohortName is not used by admitflow yet (no cohorts: the queue neither lends nor borrows)"
-    ]
+    assert warnings == []
     assert obj.api_version == V2
     assert obj.spec.cohort_name == "team"
     assert obj.to_wire()["spec"]["admissionChecksStrategy"] == {
@@ -1186,6 +1371,10 @@ ROUND_TRIP_OBJECTS = [
         id="cluster-queue",
     ),
     pytest.param(
+        cohort({"parentName": "org", "resourceGroups": limits(borrowingLimit=1, lendingLimit=9), "fairSharing": {"weight": "0.5"}}),
+        id="cohort",
+    ),
+    pytest.param(
         {"apiVersion": V2, "kind": "LocalQueue", "metadata": {"name": "q", "namespace": "team"}, "spec": {"clusterQueue": "cq"}},
         id="local-queue",
     ),
@@ -1213,6 +1402,7 @@ ROUND_TRIP_OBJECTS = [
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",
             "kind": "Configuration",
             "featureGates": {"DisableWaitForPodsReady": True},
+            "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
         },
         id="configuration",
     ),
@@ -1324,25 +1514,99 @@ def test_names_with_newlines_still_give_one_line():
     assert str(err.value).startswith("in.yaml: document 1 (ClusterQueue bad\\nname): metadata.name: Invalid value:")
 
 
-def test_cohort_fields_are_accepted_with_a_warning_until_cohorts_are_built():
-    obj, warnings = parse_manifest(
-        cq(
-            {
-                "cohortName": "team",
-                "resourceGroups": [
-                    group(["cpu"], flavor(resources=(("cpu", 5),), borrowingLimit=2, lendingLimit=3)),
-                ],
-            }
-        )
-    )
+def test_cohort_fields_of_a_cluster_queue_are_taken_without_warnings():
+    obj, warnings = parse_manifest(cq({"cohortName": "team", "resourceGroups": limits(borrowingLimit=2, lendingLimit=3)}))
     assert obj.spec.cohort_name == "team"
-    assert warnings == [
-        f"ClusterQueue cq: field {f} is not used by admitflow yet (no cohorts: the queue neither lends nor borrows)"
-        for f in (
-            "spec.cohortName",
-            "spec.resourceGroups[*].flavors[*].resources[*].borrowingLimit",
-            "spec.resourceGroups[*].flavors[*].resources[*].lendingLimit",
-        )
-    ]
-    _, none = parse_manifest(cq({}))
-    assert none == []
+    quota = obj.spec.resource_groups[0].flavors[0].resources[0]
+    assert (quota.borrowing_limit, quota.lending_limit) == ("2", "3")
+    assert warnings == []
+
+
+# Cohorts
+
+
+def test_cohort_defaults_to_a_root_without_quota():
+    obj, warnings = parse_manifest(cohort())
+    assert isinstance(obj, Cohort)
+    assert warnings == []
+    assert obj.key == "team"
+    assert (obj.spec.parent_name, obj.spec.resource_groups, obj.spec.fair_sharing) == (None, [], None)
+    assert obj.to_wire() == {"apiVersion": V2, "kind": "Cohort", "metadata": {"name": "team"}, "spec": {"resourceGroups": []}, "status": {}}
+
+
+def test_cohort_with_a_parent_may_lend_more_than_its_nominal_quota():
+    # Kueue's validateCohort sets enforceNominalGreaterThanLending to false: the subtree may lend
+    # what its ClusterQueues hold on top of the Cohort's own pool.
+    obj, _ = parse_manifest(cohort({"parentName": "org", "resourceGroups": limits(borrowingLimit=1, lendingLimit=10)}))
+    quota = obj.spec.resource_groups[0].flavors[0].resources[0]
+    assert (obj.spec.parent_name, quota.nominal_quota, quota.borrowing_limit, quota.lending_limit) == ("org", "5", "1", "10")
+
+
+def test_cluster_queue_still_may_not_lend_more_than_its_nominal_quota():
+    with pytest.raises(ManifestError, match="lendingLimit: Invalid value: \"10\": must be less than or equal to the nominalQuota"):
+        parse_manifest(cq({"cohortName": "team", "resourceGroups": limits(lendingLimit=10)}))
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        pytest.param({}, id="an-empty-cohort"),
+        pytest.param({"parentName": "org", "fairSharing": {"weight": "0.75"}}, id="a-weighted-child"),
+        pytest.param({"parentName": "org", "resourceGroups": limits(borrowingLimit=1, lendingLimit=2)}, id="a-child-with-limits"),
+    ],
+)
+def test_v1beta1_cohort_is_the_v1beta2_cohort_with_another_api_version(spec):
+    old, old_warnings = parse_manifest(cohort(spec, api_version=V1))
+    new, new_warnings = parse_manifest(cohort(spec))
+    assert old == new
+    assert old_warnings == new_warnings == []
+
+
+def test_cohort_status_on_input_is_ignored():
+    obj, _ = parse_manifest({**cohort(), "status": {"fairSharing": {"weightedShare": 7}}})
+    assert obj.status.fair_sharing is None
+
+
+# Fair sharing in the Configuration
+
+
+@pytest.mark.parametrize(
+    ("document", "strategies", "warnings"),
+    [
+        pytest.param(config(), None, [], id="v1beta2-without-fair-sharing-is-off"),
+        pytest.param(
+            config(fairSharing={"preemptionStrategies": ["LessThanInitialShare"]}),
+            ["LessThanInitialShare"],
+            [],
+            id="v1beta2-fair-sharing-that-is-set-is-on-with-its-strategies",
+        ),
+        pytest.param(
+            config("config.kueue.x-k8s.io/v1beta1", fairSharing={"enable": True}),
+            ["LessThanOrEqualToFinalShare", "LessThanInitialShare"],
+            [],
+            id="v1beta1-enabled-fair-sharing-gets-kueues-default-strategies",
+        ),
+        pytest.param(
+            config("config.kueue.x-k8s.io/v1beta1", fairSharing={"enable": True, "preemptionStrategies": ["LessThanOrEqualToFinalShare"]}),
+            ["LessThanOrEqualToFinalShare"],
+            [],
+            id="v1beta1-enabled-fair-sharing-keeps-its-strategies",
+        ),
+        pytest.param(
+            config("config.kueue.x-k8s.io/v1beta1", fairSharing={"enable": False}),
+            None,
+            [],
+            id="v1beta1-disabled-fair-sharing-is-off",
+        ),
+        pytest.param(
+            config("config.kueue.x-k8s.io/v1beta1", fairSharing={"preemptionStrategies": ["LessThanInitialShare"]}),
+            None,
+            ["Configuration: fairSharing.enable is not true, so fair sharing is off"],
+            id="v1beta1-strategies-without-enable-are-dropped-with-a-warning",
+        ),
+    ],
+)
+def test_fair_sharing_strategies_of_the_configuration(document, strategies, warnings):
+    obj, got = parse_manifest(document)
+    assert obj.fair_sharing_strategies() == strategies
+    assert [w for w in got if "fairSharing" in w or "fair sharing" in w] == warnings
