@@ -1,8 +1,19 @@
-"""One scheduling pass: reserve quota for as many pending workloads as fit, in queue order.
+"""One scheduling pass over a cohort tree: reserve quota for as many pending workloads as fit.
 
-Written over a set of ClusterQueues that could share quota (a cohort); a standalone ClusterQueue is a
-cohort of one. Kueue's scheduler takes one head per queue per cycle and loops; a pass here runs
-those cycles to the end in one go, which gives the same result with one workflow task.
+Kueue's scheduler (`pkg/scheduler/scheduler.go`) works in cycles: it takes the head of every
+ClusterQueue, assigns it flavors against a snapshot of the quota (`nominate`), orders the heads
+(`makeClassicalIterator`: those that fit without borrowing first, then higher priority, then the
+older queue-order timestamp; with fair sharing, the fair-sharing tournament), and admits them in
+that order against the shared quota, skipping a head whose quota an earlier one of the cycle took
+(`fits`). A pass here runs those cycles until they change nothing, which is what Kueue reaches
+after as many cycles, in one workflow task. A standalone ClusterQueue is a tree of one, and its
+cycles are simply its queue, walked in order.
+
+Each ClusterQueue walks its own queue with a `_Cursor` (stopped and inactive queues, StrictFIFO
+and BestEffortFIFO, the inadmissible set, the equivalence shortcut, the notify window, the
+blockAdmission gate); the cycles step the cursors. Quota is a `QuotaTree` built for the pass from
+the queues' specs and every reservation they hold (evicting ones too: they hold quota until they
+leave); reservations made by the pass are added to it as they are made.
 """
 
 from __future__ import annotations
@@ -26,15 +37,27 @@ from admitflow.admission.cluster_queue import (
     flavor_infos,
     namespace_allowed,
     quota_groups,
-    usage,
 )
-from admitflow.admission import pods_ready, preemption
+from admitflow.admission.cluster_queue import usage as held
+from admitflow.admission import fair_sharing, pods_ready, preemption
 from admitflow.admission.conditions import second
-from admitflow.admission.flavor_assignment import assign_flavors, covers_pods
+from admitflow.admission.flavor_assignment import (
+    Assignment,
+    FlavorRules,
+    Mode,
+    PodSetAssignment,
+    TreeQuota,
+    Usage,
+    assign,
+    covers_pods,
+    preemptible_oracle,
+)
 from admitflow.admission.pending_queue import QueueEntry
+from admitflow.admission.quota_tree import QuotaTree
 
 REASON_SUSPENDED = "Suspended"
 REASON_MISCONFIGURED = "Misconfigured"
+REASON_WAITING_FOR_QUOTA = "WaitingForQuota"
 REASON_WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
 
 # Only this many workloads at the head of a queue are told why they wait. Each notice costs the
@@ -44,6 +67,9 @@ REASON_WAITING_FOR_PREEMPTED = "WaitingForPreemptedWorkloads"
 NOTIFY_WINDOW = 1000
 
 BYPASSED = "Bypassed scheduling evaluation because an equivalent workload recently failed"
+# Kueue's messages for a head passed over in a cycle: it is evaluated again in the next one.
+NO_LONGER_FITS = "Workload no longer fits after processing another workload"
+OVERLAPPING_TARGETS = "Workload has overlapping preemption targets with another workload"
 # Reasons the scheduler itself writes; a workload keeps such a detailed message when it is bypassed.
 SCHEDULER_REASONS = frozenset(
     {"WaitingForQuota", "NoMatchingFlavor", "ExceedsMaxQuota", "WaitingForPreemptedWorkloads", "PendingEvaluation"}
@@ -61,134 +87,480 @@ class PassResult(WireModel):
 def schedule(
     cohort: Sequence[ClusterQueueState], now: datetime, hold_for_preemptor: Callable[[], bool] = lambda: True
 ) -> dict[str, PassResult]:
-    """`hold_for_preemptor` is asked when a preemptor waits for its victims; it answers False only to
+    """One pass over `cohort`, every ClusterQueue one scheduling entity holds (one cohort tree, or a
+    standalone queue); each queue's result holds the notices for its own workloads (a victim of
+    another queue's preemptor included).
+
+    `hold_for_preemptor` is asked when a preemptor waits for its victims; it answers False only to
     replay histories recorded before a preemptor kept its queue's head (they gave the quota it
     waited for to the workloads behind it). A workflow passes `workflow.patched`, asked only then, so
     a run whose history never reached that point takes the fix at once."""
-    results = {}
+    run = _Pass(cohort, now, hold_for_preemptor)
+    run.cycles()
     for cq in cohort:
-        result = results[cq.name] = _schedule_queue(cq, now, hold_for_preemptor)
+        result = run.results[cq.name]
+        if cq.view is not None and cq.view.spec is not None:
+            # A waiting workload has the checks that apply whatever flavor it gets, so that a
+            # controller may approve it before quota is reserved.
+            before_reservation = checks_for(cq.view.spec, None)
+            for n in result.notices:
+                if n.kind == "pending":
+                    n.admission_checks = before_reservation
         if cq.gate == "granted":
             # A blockAdmission grant never outlives the pass that received it: nothing used it.
             cq.gate, result.return_grant = "none", True
-    return results
+    return run.results
 
 
-def _schedule_queue(state: ClusterQueueState, now: datetime, hold_for_preemptor: Callable[[], bool]) -> PassResult:
-    result = PassResult()
-    view = state.view
-    if view is None:
-        return result  # the catalog has not described this queue yet; nothing can be decided
-    spec = view.spec
-    if spec is None:
-        for e in state.pending:
-            _tell(result, e, REASON_MISCONFIGURED, f"ClusterQueue {state.name} is terminating or missing")
-        return result
+class _Nominee:
+    """A queue's head in a cycle, with the flavors it was assigned and whom it would preempt.
+    `standing` is a head that holds its queue across cycles (a preemptor waiting for its victims, a
+    StrictFIFO head keeping room it cannot yet use): Kueue takes it again in every cycle, and it
+    takes its quota again in its turn; it is assigned again only when that fails."""
 
-    result.notices.extend(send_back_strangers(state))
-    result.notices.extend(sync_reservation_checks(state))
-    _drain_stopped(result, state)
-    active, _, _ = active_condition(view)
-    strict = spec.queueing_strategy == "StrictFIFO"
-    groups = quota_groups(spec)
-    flavors = flavor_infos(view)
-    used = usage(state.reservations.values())
-    policy = spec.preemption.within_cluster_queue if spec.preemption else None
-    never_preempts = policy in (None, "Never")
-    nominal = {(fq.name, res): v for g in groups for fq in g.flavors for res, v in fq.nominal.items()}
-    with_pods = covers_pods(groups)
-    free = _free_by_resource(groups, used)
-    # Shapes that failed in this pass: usage only grows during a pass, so an equivalent workload
-    # would fail too (Kueue's scheduling equivalence hashing).
-    failed_shapes: dict[tuple, str] = {}
+    __slots__ = ("cursor", "entry", "assignment", "targets", "standing", "skip_message")
 
-    for position, e in enumerate(state.pending):
-        if e.inadmissible:
-            continue
-        tell = _tell if position < NOTIFY_WINDOW else _tell_nothing
-        blocked = _blocked(state.name, view, e, active)
-        if blocked is not None:
-            # Waiting on the queue's configuration, not on quota: such a workload never holds up
-            # the ones behind it, in either queueing strategy.
-            tell(result, e, *blocked)
-            e.inadmissible = True
-            continue
+    def __init__(self, cursor: _Cursor, entry: QueueEntry, assignment: Assignment, targets: list) -> None:
+        self.cursor, self.entry, self.assignment, self.targets = cursor, entry, assignment, targets
+        self.standing = False
+        self.skip_message = ""
 
-        # With preemption, priority and age decide who can make room, so they are part of the shape.
-        shape = e.shape() if never_preempts else (e.shape(), e.priority, e.timestamp)
-        # A bypass is not an evaluation: such a workload is evaluated in full when its turn comes.
-        known = e.evaluated is not None and e.evaluated[0] in SCHEDULER_REASONS and e.evaluated[1] != BYPASSED
-        if never_preempts and known and _cannot_fit(e, free, with_pods):
-            # Known to wait, and nothing could make room for it in this pass: no need to evaluate.
-            tell(result, e, *e.evaluated)  # in case it has just come within the notify window
-            if strict:
-                break
-            e.inadmissible = True
-            continue
-        if shape in failed_shapes and not strict:
-            if e.notice is None or e.notice[0] not in SCHEDULER_REASONS:
-                tell(result, e, failed_shapes[shape], BYPASSED)
-            if e.evaluated is None:
-                e.evaluated = (failed_shapes[shape], BYPASSED)
-            e.inadmissible = True
-            continue
+    def key(self) -> tuple:
+        """Kueue's classical order: no borrowing first, then priority (PrioritySortingWithinCohort,
+        on by default), then the queue-order timestamp; uid and queue make it total."""
+        e = self.entry
+        return (self.assignment.borrowing, -e.priority, e.timestamp, e.uid, self.cursor.name)
 
-        assignment = assign_flavors(e.pod_sets, groups, flavors, used)
-        cands: list[Reservation] = []
-        if assignment.mode == "Preempt" and not never_preempts:
-            cands = preemption.candidates(policy, e, state.reservations.values())
-            if cands:
-                assignment = assign_flavors(e.pod_sets, groups, flavors, used, preemption.preemptible_usage(cands))
-        if assignment.mode == "Fit":
-            if view.block_admission and state.gate != "granted":
-                # Kueue's scheduler blocks its loop until every workload it admitted is ready; here
-                # the gate says whether any is not (pods_ready.py).
-                if state.gate == "waiting":
-                    tell(result, e, pods_ready.WAITING_REASON, pods_ready.WAITING_MESSAGE)
-                elif state.gate == "none":
-                    state.gate, result.ask_gate = "asked", True
-                break
-            reservation = _reserve(result, state, e, assignment, now)
-            if view.block_admission:
-                state.gate, result.gate_used = "none", reservation
-                reservation.gated = result.notices[-1].gated = True
-            for fr, v in assignment.usage().items():
-                used[fr] = used.get(fr, 0) + v
-                free[fr[1]] = free.get(fr[1], 0) - v
-            continue
 
-        if assignment.mode == "Preempt" and assignment.preemption_possible:
-            victims = preemption.select_victims(assignment.usage(), used, nominal, cands)
-            if victims:
-                _preempt(result, state.name, e, victims)
-                _tell(
-                    result, e, REASON_WAITING_FOR_PREEMPTED,
-                    f"{assignment.message}. Pending the preemption of {len(victims)} workload(s)",
-                )
-                if strict or hold_for_preemptor():
-                    # Kueue puts a workload pending preemption straight back at the head of its
-                    # ClusterQueue (sticky in BestEffortFIFO) and takes one head per queue per cycle,
-                    # so nothing behind it is reserved, not even where it would not compete, until
-                    # its victims have left and it is. Reserving behind it would hand out the quota
-                    # the victims free, only for it to preempt those workloads again.
-                    break
+# What processing a head in a cycle did.
+_DONE, _STANDING, _SKIPPED = "done", "standing", "skipped"
+
+
+class _Pass:
+    def __init__(self, cohort: Sequence[ClusterQueueState], now: datetime, hold_for_preemptor: Callable[[], bool]) -> None:
+        self.now = now
+        self.hold_for_preemptor = hold_for_preemptor
+        self.results = {cq.name: PassResult() for cq in cohort}
+        self.states = {cq.name: cq for cq in cohort}
+        groups, members, tree_view = {}, {}, None
+        for cq in cohort:
+            view = cq.view
+            if view is None or view.spec is None:
                 continue
+            groups[cq.name] = quota_groups(view.spec)
+            members[cq.name] = (groups[cq.name], view.spec.cohort_name)
+            if view.cohort_tree is not None and (tree_view is None or view.revision > tree_view.revision):
+                tree_view = view
+        self.tree = QuotaTree(members, tree_view.cohort_tree if tree_view is not None else None)
+        for name in members:
+            self.tree.add(name, held(self.states[name].reservations.values()))
+        self.specs = {name: self.states[name].view.spec for name in members}
+        self.reservations = {name: self.states[name].reservations.values() for name in members}
+        views = [cq.view for cq in cohort if cq.view is not None]
+        self.fair_sharing = max(views, key=lambda v: v.revision).fair_sharing if views else None
+        if self.fair_sharing is not None:
+            fair_sharing.apply_weights(self.tree, self.specs)
+        self.heights: dict[str, int] = {}
+        self.cursors = [c for cq in cohort if (c := _Cursor.start(self, cq, groups.get(cq.name))) is not None]
 
-        e.evaluated = (assignment.reason, assignment.message)
-        tell(result, e, assignment.reason, assignment.message)
-        if strict:
+    # --- the cycles ------------------------------------------------------------------------------
+
+    def cycles(self) -> None:
+        """Kueue's cycles until one changes nothing. Every cycle resolves at least the head it takes
+        first (nothing has changed since it was assigned), unless that head is one standing from an
+        earlier cycle: a cycle of standing heads only is the fixed point."""
+        if len(self.cursors) == 1:
+            # A tree of one: each cycle is the queue's head alone, so the queue is simply walked.
+            c = self.cursors[0]
+            while c.standing is None and not c.done and (e := c.head()) is not None:
+                self.process(c.nominate(e), {}, None)
+            return
+        skipped: list[_Nominee] = []
+        while True:
+            heads = []
+            for c in self.cursors:
+                if c.standing is not None:
+                    heads.append(c.standing)
+                elif not c.done:
+                    e = c.head()
+                    if e is not None:
+                        heads.append(c.nominate(e))
+            if not heads:
+                return
+            changed, skipped = self.cycle(heads)
+            if not changed:
+                break
+        for n in skipped:
+            # Passed over in every cycle since: Kueue tells it why at the end of each.
+            n.cursor.tell(n.entry, REASON_WAITING_FOR_QUOTA, n.skip_message)
+
+    def cycle(self, heads: list[_Nominee]) -> tuple[bool, list[_Nominee]]:
+        if len(heads) == 1:
+            # Alone in its cycle (a standalone queue's every cycle): nothing was taken before it,
+            # and what it would claim for the rest of the cycle matters to nobody.
+            return self.process(heads[0], {}, None) == _DONE, []
+        preempted: dict[tuple[str, str], preemption.Target] = {}
+        claims: list[tuple[str, Usage]] = []
+        changed, skipped = False, []
+        for n in self.order(heads):
+            outcome = self.process(n, preempted, claims)
+            if outcome == _SKIPPED:
+                skipped.append(n)
+            elif outcome == _DONE:
+                changed = True
+        # What a head claimed without reserving it lasts one cycle: it claims it again in the next.
+        for cq, usage in claims:
+            self.tree.remove(cq, usage)
+        return changed, skipped
+
+    def order(self, heads: list[_Nominee]):
+        if self.fair_sharing is None:
+            yield from sorted(heads, key=_Nominee.key)
+            return
+        # Kueue's fair-sharing iterator: the tournament again before each pop, as the tree changes;
+        # ties go by priority, then age.
+        heads = sorted(heads, key=lambda n: n.key()[1:])
+        while heads:
+            first = fair_sharing.fair_order(self.tree, [(n.cursor.name, n.assignment.usage()) for n in heads])[0]
+            yield heads.pop(first)
+
+    def process(self, n: _Nominee, preempted: dict, claims: list | None) -> str:
+        """Kueue's processEntry for one head of the cycle."""
+        c, e, a = n.cursor, n.entry, n.assignment
+        if a.mode == "NoFit":
+            c.fail(e, a)
+            return _DONE
+        if a.mode == "Preempt" and not n.targets:
+            if not c.can_always_reclaim and claims is not None:
+                # Kueue's reserveCapacityForUnreclaimablePreempt: what it could use of its nominal
+                # quota (or up to its borrowing limit) is kept from lower workloads of other queues
+                # for the rest of the cycle.
+                self.claim(c.name, self.to_reserve(c.name, a), claims)
+            if n.standing:
+                return _STANDING
+            c.fail(e, a)
+            if c.strict and not c.can_always_reclaim:
+                n.standing, c.standing = True, n
+            return _DONE
+        if any((t.cluster_queue, t.reservation.key) in preempted for t in n.targets):
+            return self.skip(n, OVERLAPPING_TARGETS)
+        usage = a.usage()
+        # A preemptor counts on its targets' quota (and on that of every target preempted before it
+        # in the cycle, as Kueue does). A workload that fits counts only on quota free now, so that
+        # no reservation is made in room a victim has yet to leave. Alone in its cycle, a head was
+        # assigned against the quota as it stands.
+        alone = claims is None
+        if not alone and not self.fits(c.name, usage, [*preempted.values(), *n.targets] if a.mode == "Preempt" else []):
+            return self.skip(n, NO_LONGER_FITS)
+        if a.mode == "Preempt":
+            for t in n.targets:
+                preempted[(t.cluster_queue, t.reservation.key)] = t
+            if n.standing:
+                self.claim(c.name, usage, claims)
+                return _STANDING
+            newly = self.preempt(c, e, n.targets)
+            c.tell(e, REASON_WAITING_FOR_PREEMPTED, f"{a.message}. Pending the preemption of {len(n.targets)} workload(s)", window=False)
+            if c.strict or self.hold_for_preemptor():
+                # Kueue puts a workload pending preemption straight back at the head of its
+                # ClusterQueue (sticky in BestEffortFIFO) and takes one head per queue per cycle,
+                # so nothing behind it is reserved, not even where it would not compete, until its
+                # victims have left and it is. Reserving behind it would hand out the quota the
+                # victims free, only for it to preempt those workloads again.
+                self.claim(c.name, usage, claims)
+                n.standing, c.standing = True, n
+            else:
+                c.index += 1
+            return _DONE if newly or not n.standing else _STANDING
+        if c.view.block_admission and c.state.gate != "granted":
+            # Kueue's scheduler blocks its loop until every workload it admitted is ready; here the
+            # gate says whether any is not (pods_ready.py).
+            if c.state.gate == "waiting":
+                c.tell(e, pods_ready.WAITING_REASON, pods_ready.WAITING_MESSAGE)
+            elif c.state.gate == "none":
+                c.state.gate, c.result.ask_gate = "asked", True
+            c.done = True
+            return _DONE
+        self.tree.add(c.name, usage)
+        c.reserve(e, a, usage)
+        return _DONE
+
+    def skip(self, n: _Nominee, message: str) -> str:
+        """Kueue requeues the head at once: the next cycle assigns it again."""
+        n.skip_message = message
+        if n.standing:
+            n.standing, n.cursor.standing = False, None
+        return _SKIPPED
+
+    # --- quota -----------------------------------------------------------------------------------
+
+    def fits(self, cq: str, usage: Usage, removed: Sequence) -> bool:
+        """Kueue's fits: the usage fits what the queue may use, as if `removed` had left."""
+        for t in removed:
+            self.tree.remove(t.cluster_queue, t.reservation.assignment.usage())
+        try:
+            return all(self.tree.available(cq, fr) >= v for fr, v in usage.items() if v)
+        finally:
+            for t in removed:
+                self.tree.add(t.cluster_queue, t.reservation.assignment.usage())
+
+    def claim(self, cq: str, usage: Usage, claims: list | None) -> None:
+        if claims is None:
+            return
+        self.tree.add(cq, usage)
+        claims.append((cq, usage))
+
+    def to_reserve(self, cq: str, a: Assignment) -> Usage:
+        """Kueue's quotaResourcesToReserve for a workload waiting without preemption targets."""
+        node = self.tree.queues[cq]
+        out: Usage = {}
+        for fr, v in a.usage().items():
+            room = self.tree.nominal(cq, fr) - node.usage.get(fr, 0)
+            if a.borrows:
+                limit = node.borrowing_limit(fr)
+                out[fr] = v if limit is None else max(0, min(v, room + limit))
+            else:
+                out[fr] = max(0, min(v, room))
+        return out
+
+    # --- preemption ------------------------------------------------------------------------------
+
+    def targets(self, c: _Cursor, e: QueueEntry, a: Assignment, frs=None) -> list[preemption.Target]:
+        return preemption.get_targets(
+            e, c.name, a, self.tree, self.specs, self.reservations, self.fair_sharing, self.now, frs_need_preemption=frs
+        )
+
+    def oracle(self, c: _Cursor, e: QueueEntry):
+        """Kueue's preemption oracle for one head: whether preemption could make room for `val` of
+        one flavor and resource, and how high the queue would borrow once its targets left."""
+        if not self.tree.in_cohort(c.name):
+            # Without a cohort every target is in the queue, so preemption can make room exactly
+            # when its candidates hold what is missing; found only when asked (most heads fit).
+            within: list = []
+
+            def simulate_within(fr: tuple[str, str], val: int) -> tuple[Mode, int]:
+                if not within:
+                    within.append(preemptible_oracle(c.quota, c.preemptible(e)))
+                return within[0](fr, val)
+
+            return simulate_within
+
+        def simulate(fr: tuple[str, str], val: int) -> tuple[Mode, int]:
+            probe = Assignment(
+                pod_sets=[PodSetAssignment(name="probe", flavors={fr[1]: fr[0]}, resource_usage={fr[1]: val}, count=1)],
+                mode="Preempt", preemption_possible=True,
+            )
+            found = self.targets(c, e, probe, frs=[fr])
+            if not found:
+                return Mode.NO_PREEMPTION_CANDIDATES, c.quota.borrow_height(fr, val)[0]
+            for t in found:
+                self.tree.remove(t.cluster_queue, t.reservation.assignment.usage())
+            try:
+                borrow = c.quota.borrow_height(fr, val)[0]
+            finally:
+                for t in found:
+                    self.tree.add(t.cluster_queue, t.reservation.assignment.usage())
+            return (Mode.PREEMPT if any(t.cluster_queue == c.name for t in found) else Mode.RECLAIM), borrow
+
+        return simulate
+
+    def preempt(self, c: _Cursor, preemptor: QueueEntry, targets: list) -> bool:
+        """Tell each target to leave, in its own queue's result; it keeps its quota until it releases
+        it (Kueue waits for the preempted workloads likewise), and is not told twice. Returns
+        whether anyone was newly told."""
+        newly = False
+        for t in targets:
+            v = t.reservation
+            if v.evicting:
+                continue
+            v.evicting = newly = True
+            message = preemption.preemption_message(
+                preemptor, preemption.cohort_path(self.tree, c.name), preemption.cohort_path(self.tree, t.cluster_queue), t.reason
+            )
+            self.results[t.cluster_queue].notices.append(
+                Notice(
+                    key=v.key, uid=v.uid, ticket=v.ticket, kind="evicted", reason="Preempted", message=message,
+                    preemption_reason=t.reason,
+                )
+            )
+        return newly
+
+
+class _Cursor:
+    """One ClusterQueue's walk through its pending workloads during a pass."""
+
+    def __init__(self, run: _Pass, state: ClusterQueueState, groups) -> None:
+        view, spec = state.view, state.view.spec
+        self.run, self.state, self.view, self.spec, self.groups = run, state, view, spec, groups
+        self.name = state.name
+        self.result = run.results[state.name]
+        self.active = active_condition(view)[0]
+        self.strict = spec.queueing_strategy == "StrictFIFO"
+        self.flavors = flavor_infos(view)
+        p = spec.preemption
+        self.policy = p.within_cluster_queue if p else None
+        in_cohort = run.tree.in_cohort(state.name)
+        reclaim = p.reclaim_within_cohort if p and in_cohort else "Never"
+        self.never_preempts = self.policy in (None, "Never") and reclaim == "Never"
+        self.can_always_reclaim = reclaim == "Any"
+        borrow_within = p is not None and p.borrow_within_cohort.policy != "Never"
+        preempt_while_borrowing = in_cohort and (borrow_within or (run.fair_sharing is not None and reclaim != "Never"))
+        self.rules = FlavorRules(spec.flavor_fungibility, preempt_while_borrowing)
+        self.with_pods = covers_pods(groups)
+        self.quota = TreeQuota(run.tree, state.name, run.heights)
+        # What it could use now, per resource over its flavors: an upper bound for the pass, as
+        # quota is only taken during it.
+        self.free: dict[str, int] = {}
+        for g in groups:
+            for fq in g.flavors:
+                for res in fq.nominal:
+                    self.free[res] = self.free.get(res, 0) + self.quota.available((fq.name, res))
+        # Shapes that failed in this pass: usage only grows during a pass, so an equivalent workload
+        # would fail too (Kueue's scheduling equivalence hashing).
+        self.failed_shapes: dict[tuple, str] = {}
+        self.entries = state.pending.entries()
+        self.index = 0
+        self.done = False
+        self.standing: _Nominee | None = None
+        self.shape: tuple = ()
+        self._preemptible: dict = {}
+        self._namespaces: dict[str, bool] = {}
+
+    @classmethod
+    def start(cls, run: _Pass, state: ClusterQueueState, groups) -> _Cursor | None:
+        """The queue's own work before the cycles; None when it has nothing to schedule."""
+        result = run.results[state.name]
+        view = state.view
+        if view is None:
+            return None  # the catalog has not described this queue yet; nothing can be decided
+        if view.spec is None:
+            for e in state.pending:
+                _tell(result, e, REASON_MISCONFIGURED, f"ClusterQueue {state.name} is terminating or missing")
+            return None
+        result.notices.extend(send_back_strangers(state))
+        result.notices.extend(sync_reservation_checks(state))
+        _drain_stopped(result, state)
+        return cls(run, state, groups)
+
+    def tell(self, e: QueueEntry, reason: str, message: str, window: bool = True) -> None:
+        if not window or self.index < NOTIFY_WINDOW:
+            _tell(self.result, e, reason, message)
+
+    def head(self) -> QueueEntry | None:
+        """The next workload to assign flavors to; those whose fate is known without it are dealt
+        with on the way. None when the queue has nothing more to give in this pass."""
+        entries = self.entries
+        while self.index < len(entries):
+            e = entries[self.index]
+            if e.inadmissible:
+                self.index += 1
+                continue
+            blocked = self.blocked(e)
+            if blocked is not None:
+                # Waiting on the queue's configuration, not on quota: such a workload never holds up
+                # the ones behind it, in either queueing strategy.
+                self.tell(e, *blocked)
+                e.inadmissible = True
+                self.index += 1
+                continue
+            # With preemption, priority and age decide who can make room, so they are part of the shape.
+            shape = e.shape() if self.never_preempts else (e.shape(), e.priority, e.timestamp)
+            # A bypass is not an evaluation: such a workload is evaluated in full when its turn comes.
+            known = e.evaluated is not None and e.evaluated[0] in SCHEDULER_REASONS and e.evaluated[1] != BYPASSED
+            if self.never_preempts and known and _cannot_fit(e, self.free, self.with_pods):
+                # Known to wait, and nothing could make room for it in this pass: no need to evaluate.
+                self.tell(e, *e.evaluated)  # in case it has just come within the notify window
+                if self.strict:
+                    self.done = True
+                    return None
+                e.inadmissible = True
+                self.index += 1
+                continue
+            if shape in self.failed_shapes and not self.strict:
+                if e.notice is None or e.notice[0] not in SCHEDULER_REASONS:
+                    self.tell(e, self.failed_shapes[shape], BYPASSED)
+                if e.evaluated is None:
+                    e.evaluated = (self.failed_shapes[shape], BYPASSED)
+                e.inadmissible = True
+                self.index += 1
+                continue
+            self.shape = shape
+            return e
+        self.done = True
+        return None
+
+    def blocked(self, e: QueueEntry) -> tuple[str, str] | None:
+        """Why the queue's configuration keeps this workload waiting, whatever the quota."""
+        if self.view.local_queues[e.local_queue_key].stop_policy not in (None, "None"):
+            return REASON_SUSPENDED, f"LocalQueue {e.local_queue} is stopped"
+        if self.spec.stop_policy not in (None, "None"):
+            return REASON_SUSPENDED, f"ClusterQueue {self.name} is stopped"
+        if not self.active:
+            return REASON_SUSPENDED, f"ClusterQueue {self.name} is inactive"
+        namespace = e.namespace
+        allowed = self._namespaces.get(namespace)
+        if allowed is None:  # thousands of workloads, a few namespaces
+            allowed = self._namespaces[namespace] = namespace_allowed(self.spec, namespace)
+        if not allowed:
+            return REASON_MISCONFIGURED, "Workload namespace doesn't match ClusterQueue selector"
+        return None
+
+    def nominate(self, e: QueueEntry) -> _Nominee:
+        """Kueue's nominate: flavors against the quota as it stands, then the targets of a preemptor."""
+        oracle = None if self.never_preempts else self.run.oracle(self, e)
+        a = assign(e.pod_sets, self.groups, self.flavors, self.quota, self.rules, oracle)
+        targets = self.run.targets(self, e, a) if a.mode == "Preempt" and a.preemption_possible else []
+        return _Nominee(self, e, a, targets)
+
+    def preemptible(self, e: QueueEntry) -> Usage:
+        """The quota held by the workloads of this queue `e` may preempt. Many pending workloads
+        share a priority, and reservations change only as the pass makes them: kept per priority
+        (and queue-order timestamp, where that decides) until the next reservation."""
+        key = (e.priority, e.timestamp) if self.policy == "LowerOrNewerEqualPriority" else e.priority
+        usage = self._preemptible.get(key)
+        if usage is None:
+            cands = preemption.candidates(self.policy, e, self.state.reservations.values())
+            usage = self._preemptible[key] = preemption.preemptible_usage(cands)
+        return usage
+
+    def fail(self, e: QueueEntry, a: Assignment) -> None:
+        e.evaluated = (a.reason, a.message)
+        self.tell(e, a.reason, a.message)
+        if self.strict:
             # StrictFIFO: the head that does not fit blocks everything behind it.
-            break
-        failed_shapes[shape] = assignment.reason
+            self.done = True
+            return
+        self.failed_shapes[self.shape] = a.reason
         e.inadmissible = True
+        self.index += 1
 
-    # A waiting workload has the checks that apply whatever flavor it gets, so that a controller
-    # may approve it before quota is reserved.
-    before_reservation = checks_for(spec, None)
-    for n in result.notices:
-        if n.kind == "pending":
-            n.admission_checks = before_reservation
-    return result
+    def reserve(self, e: QueueEntry, a: Assignment, usage: Usage) -> None:
+        """Quota reserved: the entry becomes a reservation and the workload is told, with the
+        admission checks it gets for the flavors it was assigned."""
+        view = self.view
+        used = {f for ps in a.pod_sets for f in ps.flavors.values()}
+        checks = checks_for(self.spec, used)
+        reservation = Reservation(
+            key=e.key, uid=e.uid, ticket=e.ticket, local_queue=e.local_queue, priority=e.priority,
+            timestamp=e.timestamp, assignment=a, reserved_at=second(self.run.now), admitted=not checks, checks=checks,
+        )
+        self.state.pending.remove(e.key)
+        self.state.reservations[e.key] = reservation
+        self._preemptible.clear()
+        self.result.reserved.append(reservation)
+        notice = Notice(
+            key=e.key, uid=e.uid, ticket=e.ticket, kind="reserved", assignment=a, admission_checks=checks,
+            checks_info=checks_info(view, checks),
+            flavors={f: view.flavors[f] for f in sorted(used) if f in view.flavors},
+            wait_for_pods_ready=view.wait_for_pods_ready,
+            runner=view.local_queues[e.local_queue_key].runner,
+        )
+        self.result.notices.append(notice)
+        if view.block_admission:
+            self.state.gate, self.result.gate_used = "none", reservation
+            reservation.gated = notice.gated = True
+        for (_, res), v in usage.items():
+            self.free[res] = self.free.get(res, 0) - v
+        self.index += 1
 
 
 def _tell(result: PassResult, e: QueueEntry, reason: str, message: str) -> None:
@@ -202,52 +574,6 @@ def _tell(result: PassResult, e: QueueEntry, reason: str, message: str) -> None:
             return
     e.notice = (reason, message)
     result.notices.append(Notice(key=e.key, uid=e.uid, ticket=e.ticket, kind="pending", reason=reason, message=message))
-
-
-def _blocked(name: str, view, e: QueueEntry, active: bool) -> tuple[str, str] | None:
-    """Why the queue's configuration keeps this workload waiting, whatever the quota."""
-    spec = view.spec
-    if view.local_queues[e.local_queue_key].stop_policy not in (None, "None"):
-        return REASON_SUSPENDED, f"LocalQueue {e.local_queue} is stopped"
-    if spec.stop_policy not in (None, "None"):
-        return REASON_SUSPENDED, f"ClusterQueue {name} is stopped"
-    if not active:
-        return REASON_SUSPENDED, f"ClusterQueue {name} is inactive"
-    if not namespace_allowed(spec, e.namespace):
-        return REASON_MISCONFIGURED, "Workload namespace doesn't match ClusterQueue selector"
-    return None
-
-
-def _reserve(result: PassResult, state: ClusterQueueState, e: QueueEntry, assignment, now: datetime) -> Reservation:
-    """Quota reserved: the entry becomes a reservation and the workload is told, with the
-    admission checks it gets for the flavors it was assigned."""
-    used = {f for ps in assignment.pod_sets for f in ps.flavors.values()}
-    checks = checks_for(state.view.spec, used)
-    reservation = Reservation(
-        key=e.key,
-        uid=e.uid,
-        ticket=e.ticket,
-        local_queue=e.local_queue,
-        priority=e.priority,
-        timestamp=e.timestamp,
-        assignment=assignment,
-        reserved_at=second(now),
-        admitted=not checks,
-        checks=checks,
-    )
-    state.pending.remove(e.key)
-    state.reservations[e.key] = reservation
-    result.reserved.append(reservation)
-    result.notices.append(
-        Notice(
-            key=e.key, uid=e.uid, ticket=e.ticket, kind="reserved", assignment=assignment, admission_checks=checks,
-            checks_info=checks_info(state.view, checks),
-            flavors={f: state.view.flavors[f] for f in sorted(used) if f in state.view.flavors},
-            wait_for_pods_ready=state.view.wait_for_pods_ready,
-            runner=state.view.local_queues[e.local_queue_key].runner,
-        )
-    )
-    return reservation
 
 
 def _drain_stopped(result: PassResult, state: ClusterQueueState) -> None:
@@ -265,35 +591,6 @@ def _drain_stopped(result: PassResult, state: ClusterQueueState) -> None:
             continue
         r.evicting = True
         result.notices.append(Notice(key=r.key, uid=r.uid, ticket=r.ticket, kind="evicted", reason=reason, message=message))
-
-
-def _preempt(result: PassResult, cluster_queue: str, preemptor: QueueEntry, victims: list[Reservation]) -> None:
-    """Tell each victim to leave; it keeps its quota until it releases it (Kueue waits for the
-    preempted workloads likewise), and is not told twice."""
-    message = preemption.preemption_message(preemptor, cluster_queue)
-    for v in victims:
-        if v.evicting:
-            continue
-        v.evicting = True
-        result.notices.append(
-            Notice(
-                key=v.key, uid=v.uid, ticket=v.ticket, kind="evicted", reason="Preempted", message=message,
-                preemption_reason=preemption.REASON_IN_CLUSTER_QUEUE,
-            )
-        )
-
-
-def _free_by_resource(groups, used: dict[tuple[str, str], int]) -> dict[str, int]:
-    free: dict[str, int] = {}
-    for g in groups:
-        for fq in g.flavors:
-            for res, nominal in fq.nominal.items():
-                free[res] = free.get(res, 0) + max(0, nominal - used.get((fq.name, res), 0))
-    return free
-
-
-def _tell_nothing(result: PassResult, e: QueueEntry, reason: str, message: str) -> None:
-    pass
 
 
 def _cannot_fit(e: QueueEntry, free: dict[str, int], with_pods: bool) -> bool:

@@ -1,4 +1,5 @@
-"""Flavor assignment for a standalone ClusterQueue: Kueue's first-fit rules and its messages."""
+"""Flavor assignment: Kueue's rules and messages for a standalone ClusterQueue, then in a cohort
+(borrowing, lending limits, flavorFungibility)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,15 @@ import pytest
 from admitflow.admission.flavor_assignment import (
     FlavorInfo,
     FlavorQuota,
+    FlavorRules,
+    Mode,
     ResourceGroupQuota,
+    TreeQuota,
+    assign,
     assign_flavors,
 )
+from admitflow.admission.quota_tree import CohortInfo, CohortTree, QuotaTree
+from admitflow.api.cluster_queue import FlavorFungibility
 from admitflow.admission.requests import PodSetRequest
 from admitflow.admission.selectors import Requirement, Taint, Toleration
 
@@ -132,3 +139,159 @@ def test_pods_resource_counts_pods_when_the_queue_covers_it():
     fits = assign_flavors([podset(1000, count=2)], groups, FLAVORS, {})
     assert fits.mode == "Fit"
     assert fits.usage() == {("default", "cpu"): 2000, ("default", "pods"): 2}
+
+
+# --- in a cohort: what the queue may use is what its tree lets it (Kueue's TestAssignFlavors) -------
+
+
+def quotas(spec: dict[str, dict[str, int | tuple[int, int | None, int | None]]]) -> list[ResourceGroupQuota]:
+    """flavor -> resource -> nominal or (nominal, borrowingLimit, lendingLimit), one group covering
+    the first flavor's resources."""
+
+    def part(q, i):
+        return q if isinstance(q, int) and i == 0 else (None if isinstance(q, int) else q[i])
+
+    flavors = tuple(
+        FlavorQuota(
+            name=f,
+            nominal={r: part(q, 0) for r, q in res.items()},
+            borrowing_limit={r: part(q, 1) for r, q in res.items() if part(q, 1) is not None},
+            lending_limit={r: part(q, 2) for r, q in res.items() if part(q, 2) is not None},
+        )
+        for f, res in spec.items()
+    )
+    return [ResourceGroupQuota(covered=tuple(next(iter(spec.values()))), flavors=flavors)]
+
+
+def in_cohort(mine, theirs, used, their_used) -> tuple[list[ResourceGroupQuota], TreeQuota]:
+    """The queue under test and another queue lending to it, in one cohort, with their usage."""
+    groups = quotas(mine)
+    tree = QuotaTree({"cq": (groups, "cohort"), "other": (quotas(theirs), "cohort")}, CohortTree(root="cohort", cohorts={"cohort": CohortInfo(name="cohort")}))
+    tree.add("cq", used)
+    tree.add("other", their_used)
+    return groups, TreeQuota(tree, "cq")
+
+
+ONE_TWO = {"one": FlavorInfo(), "two": FlavorInfo()}
+
+
+def fungibility(borrow: str = "MayStopSearch", preempt: str = "TryNextFlavor", preference: str | None = None):
+    return FlavorFungibility(whenCanBorrow=borrow, whenCanPreempt=preempt, preference=preference)
+
+
+def reclaims(fr, val):
+    return Mode.RECLAIM, 1
+
+
+def preempts(fr, val):
+    return Mode.PREEMPT, 0
+
+
+COHORT_CASES = [
+    # Kueue: "borrow try next flavor, found the first flavor"
+    pytest.param(
+        {"one": {"cpu": (10_000, 1_000, None)}, "two": {"cpu": 1_000}}, {"one": {"cpu": 1_000}, "two": {"cpu": 0}},
+        ({("one", "cpu"): 2_000}, {}), podset(9_000), fungibility(borrow="TryNextFlavor"), None, False,
+        ("Fit", "", ""), "one", True,
+        id="trying-the-next-flavor-instead-of-borrowing-comes-back-to-the-first-when-none-fits-without",
+    ),
+    # Kueue: "borrow try next flavor, found the second flavor"
+    pytest.param(
+        {"one": {"cpu": (10_000, 1_000, None)}, "two": {"cpu": 10_000}}, {"one": {"cpu": 1_000}, "two": {"cpu": 0}},
+        ({("one", "cpu"): 2_000}, {}), podset(9_000), fungibility(borrow="TryNextFlavor"), None, False,
+        ("Fit", "", ""), "two", False,
+        id="a-flavor-that-fits-without-borrowing-is-preferred-to-one-that-borrows",
+    ),
+    # Kueue: "borrow before try next flavor"
+    pytest.param(
+        {"one": {"cpu": (10_000, 1_000, None)}, "two": {"cpu": 10_000}}, {"one": {"cpu": 1_000}, "two": {"cpu": 0}},
+        ({("one", "cpu"): 2_000}, {}), podset(9_000), None, None, False,
+        ("Fit", "", ""), "one", True,
+        id="by-default-a-flavor-that-fits-by-borrowing-ends-the-search",
+    ),
+    # Kueue: "not enough space to borrow"
+    pytest.param(
+        {"one": {"cpu": 1_000}}, {"one": {"cpu": 9_000}}, ({}, {("one", "cpu"): 9_000}), podset(2_000), None, None, False,
+        ("NoFit", "WaitingForQuota", "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor one, 1 more needed"),
+        None, False,
+        id="past-its-nominal-quota-with-too-little-left-in-the-cohort-it-waits",
+    ),
+    # Kueue: "past max, but can preempt in ClusterQueue"
+    pytest.param(
+        {"one": {"cpu": (2_000, 8_000, None)}}, {"one": {"cpu": 98_000}}, ({("one", "cpu"): 9_000}, {}), podset(2_000), None, preempts, False,
+        ("Preempt", "WaitingForQuota", "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor one, 1 more needed"),
+        "one", False,
+        id="within-its-nominal-quota-but-at-its-borrowing-limit-it-may-preempt-in-its-queue",
+    ),
+    # Kueue: "when borrowing while preemption is needed for flavor one; WhenCanBorrow=Borrow"
+    pytest.param(
+        {"one": {"cpu": (0, 12_000, None)}, "two": {"cpu": 12_000}}, {"one": {"cpu": 12_000}, "two": {"cpu": 0}},
+        ({}, {("one", "cpu"): 10_000}), podset(12_000), fungibility(preempt="MayStopSearch"), reclaims, True,
+        ("Preempt", "WaitingForQuota", "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor one, 10 more needed"),
+        "one", True,
+        id="borrowing-within-cohort-lets-it-reclaim-in-the-first-flavor",
+    ),
+    # Kueue: "when borrowing while preemption is needed for flavor one; WhenCanBorrow=TryNextFlavor"
+    pytest.param(
+        {"one": {"cpu": (0, 12_000, None)}, "two": {"cpu": 12_000}}, {"one": {"cpu": 12_000}, "two": {"cpu": 0}},
+        ({}, {("one", "cpu"): 10_000}), podset(12_000), fungibility(borrow="TryNextFlavor", preempt="MayStopSearch"), reclaims, True,
+        ("Fit", "", ""), "two", False,
+        id="a-flavor-it-would-reclaim-in-while-borrowing-is-passed-over-for-one-that-fits",
+    ),
+    # Kueue: "when borrowing while preemption is needed, but borrowingLimit exceeds the quota available in the cohort"
+    pytest.param(
+        {"one": {"cpu": (0, 12_000, None)}}, {"one": {"cpu": 11_000}}, ({}, {("one", "cpu"): 10_000}), podset(12_000), None, reclaims, True,
+        ("NoFit", "ExceedsMaxQuota", "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor one, previously considered podsets requests (0) + current podset request (12) > maximum capacity (11)"),
+        None, False,
+        id="the-maximum-capacity-is-what-the-cohort-holds-when-below-the-borrowing-limit",
+    ),
+    # Kueue: "lend try next flavor, found the second flavor": a lendingLimit keeps the rest of a
+    # queue's quota its own, so the first flavor needs borrowing and the second does not.
+    pytest.param(
+        {"one": {"cpu": (10_000, None, 1_000)}, "two": {"cpu": (10_000, None, 0)}}, {"one": {"cpu": 1_000}, "two": {"cpu": 0}},
+        ({("one", "cpu"): 2_000}, {}), podset(9_000), fungibility(borrow="TryNextFlavor"), None, False,
+        ("Fit", "", ""), "two", False,
+        id="with-a-lending-limit-the-guaranteed-quota-of-the-next-flavor-is-preferred-to-borrowing",
+    ),
+    pytest.param(
+        {"one": {"cpu": 4_000}, "two": {"cpu": 0}}, {"one": {"cpu": 0}, "two": {"cpu": 8_000}},
+        ({("one", "cpu"): 2_000}, {}), podset(4_000), fungibility("TryNextFlavor", "TryNextFlavor"), preempts, False,
+        ("Fit", "", ""), "two", True,
+        id="borrowing-is-preferred-to-preemption-by-default",
+    ),
+    pytest.param(
+        {"one": {"cpu": 4_000}, "two": {"cpu": 0}}, {"one": {"cpu": 0}, "two": {"cpu": 8_000}},
+        ({("one", "cpu"): 2_000}, {}), podset(4_000), fungibility("TryNextFlavor", "TryNextFlavor", "PreemptionOverBorrowing"), preempts, False,
+        ("Preempt", "WaitingForQuota", "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor one, 2 more needed"),
+        "one", False,
+        id="preemption-over-borrowing-prefers-preempting-in-its-own-quota",
+    ),
+    pytest.param(
+        {"one": {"cpu": 4_000}, "two": {"cpu": 0}}, {"one": {"cpu": 0}, "two": {"cpu": 8_000}},
+        ({("one", "cpu"): 2_000}, {}), podset(4_000), fungibility("TryNextFlavor", "TryNextFlavor", "PreemptionOverBorrowing"), None, False,
+        ("Fit", "", ""), "two", True,
+        id="a-flavor-where-nobody-can-be-preempted-ranks-below-borrowing-whatever-the-preference",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs", "usage", "ps", "fung", "oracle", "while_borrowing", "want", "want_flavor", "want_borrows"), COHORT_CASES
+)
+def test_assign_flavors_in_a_cohort(mine, theirs, usage, ps, fung, oracle, while_borrowing, want, want_flavor, want_borrows):
+    groups, quota = in_cohort(mine, theirs, *usage)
+    got = assign([ps], groups, ONE_TWO, quota, FlavorRules(fung, while_borrowing), oracle)
+    assert (got.mode, got.reason, got.message) == want
+    assert got.pod_sets[0].flavors.get("cpu") == want_flavor
+    assert got.borrows == want_borrows
+
+
+def test_a_standalone_queue_is_a_tree_of_one():
+    """The same answers from a tree of one as from the standalone rules, message for message."""
+    for pod_sets, groups, usage, want, want_flavors in (c.values for c in CASES):
+        tree = QuotaTree({"cq": (groups, None)})
+        tree.add("cq", usage)
+        got = assign(pod_sets, groups, FLAVORS, TreeQuota(tree, "cq"))
+        assert (got.mode, got.reason, got.message) == want
+        assert {p.name: p.flavors for p in got.pod_sets} == want_flavors
+        assert not got.borrows
