@@ -12,7 +12,15 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from admitflow import contract
 from admitflow.admission.pods_ready import GATE_SUMMARY
-from admitflow.messages import AutoscalerInput, ClusterQueueInput, Delivery, DeliveryBatch, DeliveryReport, GateInput
+from admitflow.messages import (
+    AutoscalerInput,
+    ClusterQueueInput,
+    CohortInput,
+    Delivery,
+    DeliveryBatch,
+    DeliveryReport,
+    GateInput,
+)
 from admitflow.simulation.autoscaler import WORKFLOW_SUMMARY
 
 # Signals to different workflows go out together; a workflow's own signals keep their order.
@@ -92,6 +100,8 @@ def _started_with(d: Delivery) -> tuple[str, object, str] | None:
     """The workflow a delivery starts if it does not run yet: its type, input and summary."""
     if d.start_cluster_queue is not None:
         return contract.CLUSTER_QUEUE_WORKFLOW, ClusterQueueInput(name=d.start_cluster_queue), f"ClusterQueue {d.start_cluster_queue}"
+    if d.start_cohort is not None:
+        return contract.COHORT_WORKFLOW, CohortInput(root=d.start_cohort), f"Cohort tree {d.start_cohort}"
     if d.start_autoscaler:
         return contract.SIMULATED_AUTOSCALER_WORKFLOW, AutoscalerInput(), WORKFLOW_SUMMARY
     if d.start_pods_ready_gate:

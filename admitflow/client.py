@@ -99,6 +99,10 @@ _OUTSTANDING = {
 # answers: Temporal holds the query for the task's next attempt, and retries it with a backoff of up
 # to ten minutes. Every other call to Temporal gets RPC_TIMEOUT.
 QUERY_TIMEOUT = timedelta(seconds=10)
+# A ClusterQueue in a cohort is answered by its tree; one moving between trees may send a reader
+# home and back a few times (admitflow/admission/cohort_tree.py).
+MOVES_FOLLOWED = 6
+MOVE_PAUSE = 0.2
 RPC_TIMEOUT = timedelta(seconds=10)
 # How often a workload query refused as stale (a worker died a moment ago) is asked again.
 STALE_RETRIES = 5
@@ -418,15 +422,24 @@ class AdmitflowClient:
         return list(found.items)
 
     async def cluster_queue_report(self, name: str, query: StatusQuery | None = None) -> ClusterQueueReport | None:
-        try:
-            return await self.client.get_workflow_handle(ids.cluster_queue_id(name)).query(
-                contract.CLUSTER_QUEUE_STATUS, query or StatusQuery(limit=0), result_type=ClusterQueueReport,
-                rpc_timeout=self.query_timeout,
-            )
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise _unanswered_query(err, f'clusterqueues "{name}"') from None
+        """Asked of the queue's home, or of its cohort tree when the home says the tree holds it
+        (a queue moving between them answers from wherever it is when asked again)."""
+        query = (query or StatusQuery(limit=0)).model_copy(update={"cluster_queue": name})
+        workflow_id = ids.cluster_queue_id(name)
+        for _ in range(MOVES_FOLLOWED):
+            try:
+                found = await self.client.get_workflow_handle(workflow_id).query(
+                    contract.CLUSTER_QUEUE_STATUS, query, result_type=ClusterQueueReport, rpc_timeout=self.query_timeout,
+                )
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND:
+                    return None
+                raise _unanswered_query(err, f'clusterqueues "{name}"') from None
+            if not found.moved_to:
+                return found
+            workflow_id = found.moved_to
+            await asyncio.sleep(MOVE_PAUSE)
+        raise NotAnswering(f'clusterqueues "{name}" is moving between cohort trees; try again')
 
     async def pending_workloads(self, cluster_queue: str, limit: int = 1000, offset: int = 0) -> list[PendingWorkload]:
         """The pending workloads of a ClusterQueue in order, as Kueue's visibility API lists them."""
@@ -910,22 +923,28 @@ class AdmitflowClient:
             cq = (await self.routes()).get(f"{ids.split_key(key)[0]}/{lq}") if lq else None
         if not cq:
             raise AdmitflowError(f'workloads "{key}": cannot tell which ClusterQueue holds it; give it with --clusterqueue')
-        try:
-            outcome = await self.client.get_workflow_handle(ids.cluster_queue_id(cq)).execute_update(
-                contract.FORCE_RELEASE,
-                ForceRelease(key=key, message=why[:1024]),
-                result_type=ForceReleaseOutcome,
-                rpc_timeout=self.query_timeout,
-            )
-        except WorkflowUpdateFailedError as err:
-            raise AdmitflowError(_cause(err)) from None
-        except WorkflowUpdateRPCTimeoutOrCancelledError:
-            raise NotAnswering(f'clusterqueues "{cq}" did not answer within {int(self.query_timeout.total_seconds())}s') from None
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                raise AdmitflowError(f'clusterqueues "{cq}" not found') from None
-            raise
-        return cq, outcome
+        workflow_id = ids.cluster_queue_id(cq)
+        for _ in range(MOVES_FOLLOWED):
+            try:
+                outcome = await self.client.get_workflow_handle(workflow_id).execute_update(
+                    contract.FORCE_RELEASE,
+                    ForceRelease(key=key, message=why[:1024], cluster_queue=cq),
+                    result_type=ForceReleaseOutcome,
+                    rpc_timeout=self.query_timeout,
+                )
+            except WorkflowUpdateFailedError as err:
+                raise AdmitflowError(_cause(err)) from None
+            except WorkflowUpdateRPCTimeoutOrCancelledError:
+                raise NotAnswering(f'clusterqueues "{cq}" did not answer within {int(self.query_timeout.total_seconds())}s') from None
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND:
+                    raise AdmitflowError(f'clusterqueues "{cq}" not found') from None
+                raise
+            if not outcome.moved_to:
+                return cq, outcome
+            workflow_id = outcome.moved_to
+            await asyncio.sleep(MOVE_PAUSE)
+        raise NotAnswering(f'clusterqueues "{cq}" is moving between cohort trees; try again')
 
     async def set_admission_check_active(
         self, name: str, active: bool = True, reason: str | None = None, message: str | None = None

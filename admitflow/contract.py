@@ -14,6 +14,7 @@ from admitflow.ids import CATALOG_ID, PODS_READY_GATE_ID, cluster_queue_id, work
 # --- workflows ----------------------------------------------------------------------------------
 WORKLOAD_WORKFLOW = "WorkloadWorkflow"
 CLUSTER_QUEUE_WORKFLOW = "ClusterQueueWorkflow"
+COHORT_WORKFLOW = "CohortWorkflow"
 CATALOG_WORKFLOW = "CatalogWorkflow"
 PROVISIONING_CHECK_WORKFLOW = "ProvisioningCheckWorkflow"
 PODS_READY_GATE_WORKFLOW = "PodsReadyGateWorkflow"
@@ -59,6 +60,13 @@ CLUSTER_QUEUE_GATE_ANSWER = "pods_ready_gate"  # signal: the blockAdmission gate
 CLUSTER_QUEUE_STATUS = "status"  # query
 CLUSTER_QUEUE_GAUGES = "gauges"  # query: Kueue's gauges of its current state (admitflow exporter)
 FORCE_RELEASE = "force_release"  # update: an operator gives back a wedged workload's quota or place
+FORWARD = "forward"  # signal: a message for a ClusterQueue, passed between its home and its cohort tree
+RETURN_STATE = "return_state"  # signal: a cohort tree gives a ClusterQueue's state back to its home
+
+# --- CohortWorkflow (cohort/<root>): schedules every ClusterQueue of one cohort tree -------------
+ADOPT = "adopt"  # signal: a ClusterQueue's home hands its state over
+RECALL = "recall"  # signal: a ClusterQueue's home asks for its state back
+FORGET = "forget"  # forwarded: a workload no longer runs, so nothing will release for it
 
 # --- PodsReadyGateWorkflow (admitflow/pods-ready-gate) --------------------------------------------
 GATE_REQUEST = "request"  # signal: a ClusterQueue asks for the grant

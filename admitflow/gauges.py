@@ -33,6 +33,7 @@ from admitflow import contract, ids
 from admitflow.admission.cluster_queue import ClusterQueueState
 from admitflow.admission.metrics import METRICS, PREFIX, Gauges, Observation, cluster_queue_gauges
 from admitflow.client import AdmitflowClient, AdmitflowError
+from admitflow.messages import ClusterQueueRef
 
 # Each of a scrape's two rounds (the catalog, then every queue at once) waits at most this long, so
 # a scrape answers within Prometheus' default scrape_timeout of 10 s even when a queue does not.
@@ -90,6 +91,13 @@ async def _gauges(client: Client, name: str) -> list[Observation] | None:
     for attempt in range(STALE_RETRIES + 1):
         try:
             answer = await handle.query(contract.CLUSTER_QUEUE_GAUGES, result_type=Gauges, rpc_timeout=QUERY_TIMEOUT)
+            if answer.moved_to:
+                # Its cohort tree holds its state (admitflow/admission/cohort_tree.py).
+                answer = await client.get_workflow_handle(answer.moved_to).query(
+                    contract.CLUSTER_QUEUE_GAUGES, ClusterQueueRef(name=name), result_type=Gauges, rpc_timeout=QUERY_TIMEOUT
+                )
+                if answer.moved_to:  # on its way home: asked again at the next scrape
+                    return None
             return answer.observations
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:

@@ -13,6 +13,7 @@ AUTOSCALER_ID = "admitflow/autoscaler"
 PODS_READY_GATE_ID = "admitflow/pods-ready-gate"
 
 CLUSTER_QUEUE_PREFIX = "clusterqueue/"
+COHORT_PREFIX = "cohort/"
 WORKLOAD_PREFIX = "workload/"
 
 # Temporal's SQL persistence (PostgreSQL, MySQL) keeps workflow IDs in VARCHAR(255) columns, and
@@ -29,6 +30,12 @@ def task_queue(flag: str | None = None) -> str:
 
 def cluster_queue_id(name: str) -> str:
     return f"{CLUSTER_QUEUE_PREFIX}{name}"
+
+
+def cohort_id(root: str) -> str:
+    """The entity of the cohort tree whose root Cohort is `root` (cut to fit, as Cohort names may
+    be 253 characters long; its input carries the full name)."""
+    return limit_id(f"{COHORT_PREFIX}{root}")
 
 
 def workload_id(key: str) -> str:

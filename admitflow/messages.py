@@ -10,6 +10,7 @@ from pydantic import Field
 
 from admitflow.admission.catalog import CatalogObject, CatalogState, ObjectRef, Outcome
 from admitflow.admission.cluster_queue import ClusterQueueState, QueueEntry, QueueEvent
+from admitflow.admission.cohort_tree import Away, CohortTreeState
 from admitflow.admission.pod_set_updates import PodSetInfo
 from admitflow.admission.pods_ready import GateState
 from admitflow.admission.workload import WorkloadState
@@ -23,14 +24,19 @@ from admitflow.wire import WireModel
 
 
 class Delivery(WireModel):
-    """One signal to send. With `start_cluster_queue` (or `start_autoscaler`, or
-    `start_pods_ready_gate`), the target ClusterQueue workflow (or the simulated autoscaler, or the
-    blockAdmission gate) is started with this signal if it does not run yet (signal-with-start)."""
+    """One signal to send. With `start_cluster_queue` (or `start_cohort`, `start_autoscaler`,
+    `start_pods_ready_gate`), the target ClusterQueue workflow (or cohort tree, simulated
+    autoscaler, blockAdmission gate) is started with this signal if it does not run yet
+    (signal-with-start)."""
 
     workflow_id: str
     signal: str
     payload: dict[str, Any] = Field(default_factory=dict)
     start_cluster_queue: str | None = None
+    start_cohort: str | None = Field(default=None, description="The root Cohort of the tree entity to start.")
+    cluster_queue: str | None = Field(
+        default=None, description="From a cohort tree, a notice's ClusterQueue: where to forget a workload that is gone."
+    )
     start_autoscaler: bool = False
     start_pods_ready_gate: bool = False
 
@@ -54,6 +60,14 @@ class CatalogInput(WireModel):
 class ClusterQueueInput(WireModel):
     name: str
     state: ClusterQueueState | None = None
+    undelivered: list[Delivery] = Field(default_factory=list, description="Signals the last run had yet to send.")
+    away: Away | None = Field(default=None, description="Where the state is while its cohort tree holds it.")
+    handovers: int = Field(default=0, description="How many times the state was handed to a tree.")
+
+
+class CohortInput(WireModel):
+    root: str = Field(description="The root Cohort of the tree this entity schedules.")
+    state: CohortTreeState | None = None
     undelivered: list[Delivery] = Field(default_factory=list, description="Signals the last run had yet to send.")
 
 
@@ -134,6 +148,7 @@ class ForceRelease(WireModel):
 
     key: str = Field(min_length=3, max_length=255, pattern=r"^[^/]+/[^/]+$", description="The workload, namespace/name.")
     message: str = Field(default="", max_length=1024, description="Why, kept in the ClusterQueue's event.")
+    cluster_queue: str | None = Field(default=None, description="To a cohort tree: the ClusterQueue holding it.")
 
 
 class PendingWorkload(WireModel):
@@ -154,6 +169,7 @@ class StatusQuery(WireModel):
     limit: int = Field(default=1000, ge=0, description="At most this many pending workloads.")
     offset: int = Field(default=0, ge=0, description="Skip this many, from the head of the queue.")
     workload: str | None = Field(default=None, description="Only this workload (namespace/name), wherever it is.")
+    cluster_queue: str | None = Field(default=None, description="To a cohort tree: which of its ClusterQueues.")
 
 
 class ReservingWorkload(WireModel):
@@ -174,6 +190,7 @@ class ClusterQueueReport(WireModel):
     reserving: list[ReservingWorkload] = Field(default_factory=list)
     local_queues: dict[str, LocalQueueStatus] = Field(default_factory=dict)
     events: list[QueueEvent] = Field(default_factory=list, description="The ClusterQueue's last events, oldest first.")
+    moved_to: str = Field(default="", description="Its cohort tree's workflow ID, which holds its state: ask there.")
 
 
 # --- workload ----------------------------------------------------------------------------------

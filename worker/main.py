@@ -32,12 +32,13 @@ from admitflow.worker.stale_activations import StaleActivationGuard
 from admitflow.workflows.autoscaler import SimulatedAutoscalerWorkflow
 from admitflow.workflows.catalog import CatalogWorkflow
 from admitflow.workflows.cluster_queue import ClusterQueueWorkflow
+from admitflow.workflows.cohort import CohortWorkflow
 from admitflow.workflows.pods_ready_gate import PodsReadyGateWorkflow
 from admitflow.workflows.provisioning import ProvisioningCheckWorkflow
 from admitflow.workflows.workload import WorkloadWorkflow
 
 WORKFLOWS: Sequence[type] = (
-    CatalogWorkflow, ClusterQueueWorkflow, WorkloadWorkflow, ProvisioningCheckWorkflow, SimulatedAutoscalerWorkflow,
+    CatalogWorkflow, ClusterQueueWorkflow, CohortWorkflow, WorkloadWorkflow, ProvisioningCheckWorkflow, SimulatedAutoscalerWorkflow,
     PodsReadyGateWorkflow,
 )
 

@@ -1,7 +1,10 @@
-"""ClusterQueueWorkflow (`clusterqueue/<name>`): the one place where workloads compete for quota.
+"""ClusterQueueWorkflow (`clusterqueue/<name>`): a ClusterQueue's address, and its scheduler while it
+has no cohort.
 
 Handlers only put messages in the inbox; `run` takes everything buffered in one workflow task,
-runs one scheduling pass and hands the resulting notices to the outbox.
+runs one scheduling pass and hands the resulting notices to the outbox. When the queue's view names
+a cohort, its state moves to the tree's entity (workflows/cohort.py) and this workflow forwards its
+messages there, in order (admitflow/admission/cohort_tree.py).
 """
 
 from __future__ import annotations
@@ -15,46 +18,34 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from admitflow import contract, ids
     from admitflow.admission import cluster_queue as cq
+    from admitflow.admission import cohort_tree as tree
     from admitflow.admission import metrics
-    from admitflow.admission import scheduler
     from admitflow.admission.cluster_queue import (
         ClusterQueueState,
         ClusterQueueView,
         ForceReleaseOutcome,
-        Notice,
-        QueueEntry,
     )
+    from admitflow.admission.cohort_tree import Away, Forwarded, Handover
     from admitflow.messages import (
-        Admitted,
         ClusterQueueInput,
         ClusterQueueRef,
         ClusterQueueReport,
         Delivery,
-        DeliveryReport,
         ForceRelease,
-        GateRequest,
-        GateSettled,
-        GateUse,
-        PendingWorkload,
-        ReleaseRequest,
-        ReservingWorkload,
         StatusQuery,
     )
-    from admitflow.admission.pods_ready import GateAnswer
-    from admitflow.admission.requests import format_requests
-    from admitflow.wire import WireModel
 
     from admitflow.workflows import arguments
     from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
-
-# Signal names a notice is delivered under, chosen to read well in a workload's history.
-NOTICE_SIGNALS = {
-    "reserved": contract.QUOTA_RESERVED,
-    "pending": contract.PENDING_STATUS,
-    "dequeued": contract.DEQUEUED,
-    "evicted": contract.EVICTED,
-    "checks": contract.ADMISSION_CHECKS_CHANGED,
-}
+    from admitflow.workflows.queue_owner import (
+        MESSAGE_TYPES,
+        Forget,
+        Owner,
+        QueueMessage,
+        preemptor_holds_its_queue,
+        report,
+        signal_of,
+    )
 
 
 @dataclass
@@ -69,10 +60,14 @@ class _ForceReleaseCall:
 class ClusterQueueWorkflow:
     @workflow.init
     def __init__(self, input: ClusterQueueInput) -> None:
+        self.name = input.name
+        # At home, the queue's state; while a tree holds it, a stand-in that keeps the latest view.
         self.state = input.state or ClusterQueueState(name=input.name)
-        self.inbox: list[ClusterQueueView | QueueEntry | ReleaseRequest | Admitted | GateAnswer | _ForceReleaseCall] = []
+        self.away: Away | None = input.away
+        self.handovers = input.handovers
+        self.inbox: list[QueueMessage | _ForceReleaseCall | Handover] = []
         self.outbox = Outbox(input.undelivered)
-        self.needs_pass = True
+        self.owner = Owner(self.outbox, {self.name: self.state} if self.away is None else {})
 
     # --- messages -----------------------------------------------------------------------------
     # Each takes `*payload` and parses it (workflows/arguments.py): a message that is not what its
@@ -81,38 +76,47 @@ class ClusterQueueWorkflow:
 
     @workflow.signal(name=contract.SET_VIEW)
     def set_view(self, *payload: Any) -> None:
-        view = arguments.signal(contract.SET_VIEW, payload, ClusterQueueView)
-        if view is not None:
-            self.inbox.append(view)
+        self._take(contract.SET_VIEW, payload)
 
     @workflow.signal(name=contract.ENQUEUE)
     def enqueue(self, *payload: Any) -> None:
-        entry = arguments.signal(contract.ENQUEUE, payload, QueueEntry)
-        if entry is not None:
-            self.inbox.append(entry)
+        self._take(contract.ENQUEUE, payload)
 
     @workflow.signal(name=contract.RELEASE)
     def release(self, *payload: Any) -> None:
-        request = arguments.signal(contract.RELEASE, payload, ReleaseRequest)
-        if request is not None:
-            self.inbox.append(request)
+        self._take(contract.RELEASE, payload)
 
     @workflow.signal(name=contract.ADMITTED)
     def admitted(self, *payload: Any) -> None:
-        request = arguments.signal(contract.ADMITTED, payload, ReleaseRequest)
-        if request is not None:
-            self.inbox.append(Admitted(key=request.key, uid=request.uid, ticket=request.ticket))
+        self._take(contract.ADMITTED, payload)
 
     @workflow.signal(name=contract.CLUSTER_QUEUE_GATE_ANSWER)
     def pods_ready_gate(self, *payload: Any) -> None:
-        answer = arguments.signal(contract.CLUSTER_QUEUE_GATE_ANSWER, payload, GateAnswer)
-        if answer is not None:
-            self.inbox.append(answer)
+        self._take(contract.CLUSTER_QUEUE_GATE_ANSWER, payload)
+
+    @workflow.signal(name=contract.FORWARD)
+    def forward(self, *payload: Any) -> None:
+        """What reached the cohort tree after it gave this queue's state back."""
+        m = arguments.signal(contract.FORWARD, payload, Forwarded)
+        if m is not None and m.cluster_queue == self.name and m.signal in MESSAGE_TYPES:
+            self._take(m.signal, (m.payload,))
+
+    @workflow.signal(name=contract.RETURN_STATE)
+    def return_state(self, *payload: Any) -> None:
+        handover = arguments.signal(contract.RETURN_STATE, payload, Handover)
+        if handover is not None:
+            self.inbox.append(handover)
+
+    def _take(self, signal: str, payload: tuple[Any, ...]) -> None:
+        m = arguments.signal(signal, payload, MESSAGE_TYPES[signal])
+        if m is not None:
+            self.inbox.append(m)
 
     @workflow.update(name=contract.FORCE_RELEASE)
     async def force_release(self, *payload: Any) -> ForceReleaseOutcome:
         """An update rather than a signal: the operator learns what was given back (or that nothing
-        was held, when it is repeated). It waits in the inbox like every message, in order."""
+        was held, when it is repeated). It waits in the inbox like every message, in order. While
+        the cohort tree holds the queue, the answer says where to ask."""
         call = _ForceReleaseCall(arguments.update(contract.FORCE_RELEASE, payload, ForceRelease))
         self.inbox.append(call)
         await workflow.wait_condition(lambda: call.outcome is not None)
@@ -126,49 +130,18 @@ class ClusterQueueWorkflow:
     @workflow.query(name=contract.CLUSTER_QUEUE_STATUS)
     def status(self, *payload: Any) -> ClusterQueueReport:
         query = arguments.query(contract.CLUSTER_QUEUE_STATUS, payload, StatusQuery, optional=True)
-        per_lq: dict[str, int] = {}
-        pending = []
-        for position, e in enumerate(self.state.pending):
-            lq_position = per_lq.get(e.local_queue_key, 0)
-            per_lq[e.local_queue_key] = lq_position + 1
-            if query.workload is not None:
-                if e.key != query.workload:
-                    continue
-            elif not query.offset <= position < query.offset + query.limit:
-                continue
-            ns, name = e.key.split("/", 1)
-            pending.append(
-                PendingWorkload(
-                    name=name, namespace=ns, local_queue_name=e.local_queue, priority=e.priority,
-                    position_in_cluster_queue=position, position_in_local_queue=lq_position,
-                    queued_since=e.timestamp,
-                )
-            )
-        reserving = [
-            ReservingWorkload(
-                name=r.key.split("/", 1)[1], namespace=r.key.split("/", 1)[0], local_queue_name=r.local_queue,
-                priority=r.priority, admitted=r.admitted, reserved_since=r.reserved_at,
-                flavors={ps.name: ps.flavors for ps in r.assignment.pod_sets},
-                usage=format_requests(r.totals()),
-            )
-            for r in sorted(self.state.reservations.values(), key=lambda r: r.key)
-        ]
-        lqs = sorted(set(self.state.view.local_queues) if self.state.view else set())
-        return ClusterQueueReport(
-            name=self.state.name,
-            status=cq.cluster_queue_status(self.state),
-            pending=pending,
-            reserving=reserving,
-            local_queues={k: cq.local_queue_status(self.state, k) for k in lqs},
-            events=list(self.state.events),
-        )
+        if self.away is not None:
+            return ClusterQueueReport(name=self.name, status=cq.cluster_queue_status(self.state), moved_to=ids.cohort_id(self.away.root))
+        return report(self.state, query)
 
     @workflow.query(name=contract.CLUSTER_QUEUE_GAUGES)
     def gauges(self, *payload: Any) -> metrics.Gauges:
         """Answered, not emitted: a gauge set from workflow code stays exported by a worker that no
         longer runs this queue. admitflow's one exporter asks at scrape time (admitflow/gauges.py)."""
         arguments.no_argument(contract.CLUSTER_QUEUE_GAUGES, payload)
-        return metrics.Gauges(cluster_queue=self.state.name, observations=metrics.cluster_queue_gauges(self.state))
+        if self.away is not None:
+            return metrics.Gauges(cluster_queue=self.name, observations=[], moved_to=ids.cohort_id(self.away.root))
+        return metrics.Gauges(cluster_queue=self.name, observations=metrics.cluster_queue_gauges(self.state))
 
     # --- the loop -----------------------------------------------------------------------------
 
@@ -178,10 +151,10 @@ class ClusterQueueWorkflow:
             # Started by a workload's enqueue before the catalog's first view arrived.
             view = await workflow.execute_activity(
                 contract.FETCH_CLUSTER_QUEUE_VIEW,
-                ClusterQueueRef(name=self.state.name),
+                ClusterQueueRef(name=self.name),
                 result_type=ClusterQueueView,
                 start_to_close_timeout=timedelta(seconds=30),
-                summary=f"fetch view of ClusterQueue {self.state.name}",
+                summary=f"fetch view of ClusterQueue {self.name}",
             )
             self.inbox.insert(0, view)
         while True:
@@ -194,89 +167,94 @@ class ClusterQueueWorkflow:
                 or (self._quiet() and continue_as_new_suggested())
             )
             self._drain_inbox()
-            report = self.outbox.step(holding=continue_as_new_suggested())
-            if report is not None:
-                self._forget_missing(report)
-            if self.needs_pass:
-                self.needs_pass = False
-                result = scheduler.schedule([self.state], workflow.now(), _preemptor_holds_its_queue)[self.state.name]
-                self._notify(result.notices)
-                self._gate(result)
+            delivered = self.outbox.step(holding=continue_as_new_suggested())
+            if delivered is not None:
+                elsewhere = self.owner.forget_missing(delivered)
+                if self.away is not None:  # its state, and so the workload's reservation, is in the tree
+                    for forget in elsewhere:
+                        self._elsewhere(forget)
+            self._place()
+            if self.owner.needs_pass:
+                self.owner.run_pass(preemptor_holds_its_queue)
                 self.outbox.step(holding=continue_as_new_suggested())
-            workflow.set_current_details(cq.current_details(self.state))
+            if self.away is None:
+                workflow.set_current_details(cq.current_details(self.state))
+            else:
+                workflow.set_current_details(
+                    f"in cohort tree {self.away.root}: its queue is scheduled by `{ids.cohort_id(self.away.root)}`"
+                )
             if continue_as_new_suggested() and self._quiet():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self._quiet():
                     workflow.continue_as_new(
-                        ClusterQueueInput(name=self.state.name, state=self.state, undelivered=self.outbox.undelivered())
+                        ClusterQueueInput(
+                            name=self.name, state=self.state, undelivered=self.outbox.undelivered(),
+                            away=self.away, handovers=self.handovers,
+                        )
                     )
 
     def _quiet(self) -> bool:
         """Nothing half-done: the inbox is empty, the pass is run, and no delivery is in flight."""
-        return not self.inbox and not self.outbox.in_flight and not self.needs_pass
+        return not self.inbox and not self.outbox.in_flight and not self.owner.needs_pass
 
     def _drain_inbox(self) -> None:
         now = workflow.now()
         messages, self.inbox = self.inbox, []
         for m in messages:
-            if isinstance(m, ClusterQueueView):
-                old = self.state.view
-                if cq.set_view(self.state, m, now) and workflow.patched("tell-holders-of-changed-check-parameters"):
-                    self.state.reparameterized = sorted({*self.state.reparameterized, *cq.changed_parameters(old, m)})
-                    self.state.pods_ready_changed = self.state.pods_ready_changed or cq.changed_pods_ready(old, m)
-            elif isinstance(m, QueueEntry):
-                cq.enqueue(self.state, m)
-            elif isinstance(m, Admitted):
-                cq.mark_admitted(self.state, m.key, m.uid, m.ticket)
-                continue  # usage for the scheduler is unchanged
-            elif isinstance(m, GateAnswer):
-                cq.gate_answer(self.state, m.granted)
+            if isinstance(m, Handover):
+                self._state_returned(m, now)
             elif isinstance(m, _ForceReleaseCall):
-                m.outcome, notices = cq.force_release(self.state, m.request.key, m.request.message, now)
-                if not m.outcome.released:
-                    continue  # it held nothing here: nothing changed
-                if m.outcome.gated:
-                    self._tell_gate(contract.GATE_SETTLED, GateSettled(key=m.request.key, uid=m.outcome.uid, ticket=m.outcome.ticket))
-                self._notify(notices)
+                if self.away is None:
+                    m.outcome = self.owner.force_release(self.name, m.request, now)
+                else:
+                    m.outcome = ForceReleaseOutcome(moved_to=ids.cohort_id(self.away.root))
+            elif self.away is None:
+                self.owner.apply(self.name, m, now)
             else:
-                cq.release(self.state, m.key, m.uid, m.ticket)
-            self.needs_pass = True
+                if isinstance(m, ClusterQueueView):
+                    cq.set_view(self.state, m, now)  # the stand-in keeps the latest, to decide where the state belongs
+                self._elsewhere(m)
 
-    def _forget_missing(self, report: DeliveryReport) -> None:
-        """A workload that no longer runs cannot give its quota back itself. Only the run the
-        notice was for is forgotten: a new run of the same name may have enqueued meanwhile."""
-        for d in report.missing:
-            key, uid = ids.workload_key(d.workflow_id), d.payload.get("uid")
-            if key is not None and uid is not None:
-                held = self.state.reservations.get(key)
-                if held is not None and held.uid == uid and held.gated:
-                    self._tell_gate(contract.GATE_SETTLED, GateSettled(key=key, uid=uid, ticket=held.ticket))
-                cq.forget(self.state, key, uid)
-                self.needs_pass = True
+    def _elsewhere(self, m: QueueMessage | Forget) -> None:
+        """A message for the state while a tree holds it: forwarded, or held while it comes back."""
+        assert self.away is not None
+        forwarded = Forwarded(cluster_queue=self.name, signal=signal_of(m), payload=m.to_wire())
+        if self.away.recalling:
+            self.away.held.append(forwarded)
+        else:
+            self._send(contract.FORWARD, forwarded.to_wire())
 
-    def _gate(self, result: scheduler.PassResult) -> None:
-        """blockAdmission: tell the gate whom its grant went to, ask for the next, or hand one back."""
-        if result.gate_used is not None:  # before a new request: the gate frees the grant first
-            r = result.gate_used
-            self._tell_gate(contract.GATE_USED, GateUse(cluster_queue=self.state.name, key=r.key, uid=r.uid, ticket=r.ticket))
-        if result.ask_gate:
-            self._tell_gate(contract.GATE_REQUEST, GateRequest(cluster_queue=self.state.name))
-        if result.return_grant:
-            self._tell_gate(contract.GATE_RETURNED, GateRequest(cluster_queue=self.state.name))
+    def _place(self) -> None:
+        """Hand the state to the tree its view names, or ask for it back when the view no longer
+        names that tree."""
+        root = tree.tree_root(self.state.view)
+        if self.away is None:
+            if root is None or not workflow.patched("cohorts"):
+                return
+            self.handovers += 1
+            self._send(contract.ADOPT, Handover(cluster_queue=self.name, number=self.handovers, state=self.state).to_wire(), start=root)
+            self.away = Away(root=root, number=self.handovers)
+            self.state = ClusterQueueState(name=self.name, view=self.state.view, conditions=self.state.conditions)
+            self.owner.members.clear()
+            self.owner.needs_pass = False
+        elif not self.away.recalling and root != self.away.root:
+            self._send(contract.RECALL, Handover(cluster_queue=self.name, number=self.away.number).to_wire())
+            self.away.recalling = True
 
-    def _tell_gate(self, signal: str, payload: WireModel) -> None:
-        self.outbox.add(
-            Delivery(workflow_id=ids.PODS_READY_GATE_ID, signal=signal, payload=payload.to_wire(), start_pods_ready_gate=True)
-        )
+    def _state_returned(self, handover: Handover, now) -> None:
+        """The tree gave the state back: take it, with the latest view, then what came meanwhile."""
+        if not tree.take_back(self.away, handover):
+            return
+        assert self.away is not None and handover.state is not None
+        latest, held = self.state.view, self.away.held
+        self.state, self.away = handover.state, None
+        self.owner.members[self.name] = self.state
+        if latest is not None:
+            self.owner.apply(self.name, latest, now)
+        for f in held:
+            self.owner.apply(self.name, MESSAGE_TYPES[f.signal].model_validate(f.payload), now)
+        self.owner.needs_pass = True
 
-    def _notify(self, notices: list[Notice]) -> None:
-        for n in notices:
-            self.outbox.add(
-                Delivery(workflow_id=ids.workload_id(n.key), signal=NOTICE_SIGNALS[n.kind], payload=n.to_wire())
-            )
-
-
-def _preemptor_holds_its_queue() -> bool:
-    """Runs recorded before a waiting preemptor kept its queue's head reserved the quota its victims
-    freed for the workloads behind it; they replay that way (scheduler.schedule asks only then)."""
-    return workflow.patched("preemptor-holds-its-queue")
+    def _send(self, signal: str, payload: dict, start: str | None = None) -> None:
+        root = start if start is not None else self.away.root  # type: ignore[union-attr]
+        self.outbox.add(Delivery(workflow_id=ids.cohort_id(root), signal=signal, payload=payload, start_cohort=start))

@@ -24,6 +24,7 @@ from admitflow.admission.flavor_assignment import (
     Usage,
 )
 from admitflow.admission.pending_queue import PendingQueue, QueueEntry
+from admitflow.admission.quota_tree import CohortTree
 from admitflow.admission.requests import format_requests
 from admitflow.admission.selectors import Requirement, Taint, Toleration, namespace_labels, selector_matches
 from admitflow.api.admission_check import AdmissionCheckRetryStrategy
@@ -81,6 +82,14 @@ class ClusterQueueView(WireModel):
     )
     wait_for_pods_ready: WaitForPodsReady | None = Field(
         default=None, description="The Configuration's waitForPodsReady; None when it is off."
+    )
+    cohort_tree: CohortTree | None = Field(
+        default=None,
+        description="Every Cohort of the tree its spec.cohortName belongs to; None when it has no cohort.",
+    )
+    fair_sharing: list[str] | None = Field(
+        default=None,
+        description="The Configuration's fairSharing preemptionStrategies when fair sharing is on; None when off.",
     )
 
     @property
@@ -161,6 +170,7 @@ class ForceReleaseOutcome(WireModel):
     ticket: int = 0
     usage: dict[str, str] = Field(default_factory=dict, description="With quota: resource -> total quantity given back.")
     gated: bool = Field(default=False, description="The reservation held a grant of the blockAdmission gate.")
+    moved_to: str = Field(default="", description="Its cohort tree's workflow ID, which holds the queue's state: ask there.")
 
 
 class ClusterQueueState(WireModel):
@@ -206,6 +216,12 @@ def quota_groups(spec: ClusterQueueSpec) -> list[ResourceGroupQuota]:
                 FlavorQuota(
                     name=fq.name,
                     nominal={r.name: resource_value(r.name, str(r.nominal_quota)) for r in fq.resources},
+                    borrowing_limit={
+                        r.name: resource_value(r.name, str(r.borrowing_limit)) for r in fq.resources if r.borrowing_limit is not None
+                    },
+                    lending_limit={
+                        r.name: resource_value(r.name, str(r.lending_limit)) for r in fq.resources if r.lending_limit is not None
+                    },
                 )
                 for fq in rg.flavors
             ),
@@ -506,24 +522,21 @@ def usage(reservations: Iterable[Reservation], admitted_only: bool = False) -> U
 
 
 def _flavors_usage(spec: ClusterQueueSpec | None, used: Usage) -> list[dict]:
+    """Kueue's flavorsReservation / flavorsUsage: per flavor and resource, the total and the part
+    past the nominal quota, which only a ClusterQueue in a cohort can use (borrowed)."""
     if spec is None:
         return []
     out = []
     for rg in spec.resource_groups or ():
         for fq in rg.flavors:
-            out.append(
-                {
-                    "name": fq.name,
-                    "resources": [
-                        {
-                            "name": r.name,
-                            "total": format_resource(r.name, used.get((fq.name, r.name), 0)),
-                            "borrowed": format_resource(r.name, 0),
-                        }
-                        for r in fq.resources
-                    ],
-                }
-            )
+            resources = []
+            for r in fq.resources:
+                total = used.get((fq.name, r.name), 0)
+                borrowed = max(0, total - resource_value(r.name, str(r.nominal_quota))) if spec.cohort_name else 0
+                resources.append(
+                    {"name": r.name, "total": format_resource(r.name, total), "borrowed": format_resource(r.name, borrowed)}
+                )
+            out.append({"name": fq.name, "resources": resources})
     return out
 
 

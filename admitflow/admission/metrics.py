@@ -69,6 +69,7 @@ class Gauges(WireModel):
 
     cluster_queue: str
     observations: list[Observation] = Field(description="`cluster_queue_gauges` of its current state.")
+    moved_to: str = Field(default="", description="Its cohort tree's workflow ID, which holds its state: ask there.")
 
 
 class Seen(WireModel):

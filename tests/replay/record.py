@@ -1,4 +1,4 @@
-"""Record the histories that tests/replay replays: `python -m tests.replay.record NAME [main|edges]`.
+"""Record the histories that tests/replay replays: `python -m tests.replay.record NAME [main|edges|cohorts]`.
 
 `edges` records what the main job does not reach (`record_edges`); `main`, the default:
 
@@ -148,7 +148,33 @@ async def admitted_one(af: AdmitflowClient, keys: set[str]) -> str:
     raise TimeoutError(f"none of {sorted(keys)} was admitted")
 
 
-SCENARIOS = {"main": record, "edges": record_edges}
+async def record_cohorts(out: Path) -> list[str]:
+    """ClusterQueues that name a cohort, recorded before cohorts were built (the code then ignored
+    cohortName): what a ClusterQueue workflow already running at the upgrade has in its history.
+    cq-a holds a1 and cannot fit a2 on its own; cq-b holds b1, which finishes."""
+    queues = []
+    for name in ("cq-a", "cq-b"):
+        queue = cluster_queue_manifest(name, quotas={"default": {"cpu": "4"}})
+        queue["spec"]["cohortName"] = "team"
+        queues.append(queue)
+    async with DevServer(port=free_port(), db=None, headless=True) as server:
+        client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
+        af = AdmitflowClient(client)
+        async with build_worker(client, af.task_queue):
+            await af.apply(loaded(
+                flavor_manifest(), *queues,
+                local_queue_manifest("lq-a", "cq-a"), local_queue_manifest("lq-b", "cq-b"),
+            ))
+            await af.apply(loaded(workload_manifest("a1", cpu="3", queue="lq-a"), workload_manifest("b1", cpu="1", queue="lq-b")))
+            await until(af, ["default/a1", "default/b1"], "Admitted")
+            await af.apply(loaded(workload_manifest("a2", cpu="3", queue="lq-a")))
+            await until(af, ["default/a2"], "Pending")
+            await af.finish("default/b1")
+            await until(af, ["default/b1"], "Finished")
+            return await save(client, out)
+
+
+SCENARIOS = {"main": record, "edges": record_edges, "cohorts": record_cohorts}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,157 @@
+"""Cohorts on the real dev server, through `admitflow apply` and the CLI: one entity schedules a
+whole cohort tree, queues borrow and reclaim, and a ClusterQueue moved into, out of and between
+cohorts keeps what it holds and its queue."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from admitflow import contract, ids
+from admitflow.messages import ClusterQueueReport, StatusQuery
+from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
+from tests.integration.test_admission import _is, eventually, loaded
+from tests.integration.test_cli import run, until
+
+pytestmark = pytest.mark.integration
+
+
+def queue(name: str, cpu: str = "4", cohort: str | None = None, **spec) -> dict:
+    manifest = cluster_queue_manifest(name, quotas={"default": {"cpu": cpu}}, **spec)
+    if cohort is not None:
+        manifest["spec"]["cohortName"] = cohort
+    return manifest
+
+
+def cohort(name: str, parent: str | None = None, **spec) -> dict:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": name},
+        "spec": {**({"parentName": parent} if parent else {}), **spec},
+    }
+
+
+async def held(af, cq: str) -> tuple[list[str], list[str]]:
+    """(reserving, pending) workload names of a ClusterQueue, wherever its state is."""
+    report = await af.cluster_queue_report(cq, StatusQuery())
+    return sorted(r.name for r in report.reserving), [p.name for p in report.pending]
+
+
+async def scheduled_by(engine, cq: str) -> str:
+    """The workflow holding the queue's state: its home, or the cohort tree the home points to."""
+    home = await engine.client.get_workflow_handle(ids.cluster_queue_id(cq)).query(
+        contract.CLUSTER_QUEUE_STATUS, StatusQuery(limit=0), result_type=ClusterQueueReport
+    )
+    return home.moved_to or ids.cluster_queue_id(cq)
+
+
+async def test_a_queue_moved_into_out_of_and_between_cohorts_keeps_its_reservations_and_its_queue(engine):
+    af = engine.admitflow
+    await af.apply(loaded(flavor_manifest(), queue("cq-a"), local_queue_manifest("lq-a", "cq-a")))
+    await af.apply(loaded(workload_manifest("a1", cpu="3", queue="lq-a"), workload_manifest("a2", cpu="3", queue="lq-a")))
+    await eventually(lambda: _is(engine, "a1", "Admitted"))
+    assert await held(af, "cq-a") == (["a1"], ["a2"])
+
+    # Into a cohort whose other queue lends nothing: the state moves to the tree, and nothing else.
+    await af.apply(loaded(queue("cq-a", cohort="team"), queue("cq-b", cpu="0", cohort="team")))
+    await eventually(lambda: _equals(scheduled_by(engine, "cq-a"), ids.cohort_id("team")))
+    assert await held(af, "cq-a") == (["a1"], ["a2"])
+
+    # Under another root: recalled home, handed to the new tree, still the same.
+    await af.apply(loaded(cohort("team", parent="org")))
+    await eventually(lambda: _equals(scheduled_by(engine, "cq-a"), ids.cohort_id("org")))
+    assert await held(af, "cq-a") == (["a1"], ["a2"])
+
+    # Quota freed in the tree admits the queue's next workload there.
+    await af.finish("default/a1")
+    await eventually(lambda: _is(engine, "a2", "Admitted"))
+
+    # Out of every cohort: home again, holding a2.
+    await af.apply(loaded(queue("cq-a")))
+    await eventually(lambda: _equals(scheduled_by(engine, "cq-a"), ids.cluster_queue_id("cq-a")))
+    assert await held(af, "cq-a") == (["a2"], [])
+    await af.apply(loaded(workload_manifest("a3", cpu="1", queue="lq-a")))
+    await eventually(lambda: _is(engine, "a3", "Admitted"))
+
+
+async def _equals(got, want) -> bool:
+    return (await got) == want
+
+
+COHORT_YAML = """\
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: team-a}
+spec:
+  cohort: research
+  namespaceSelector: {}
+  preemption: {reclaimWithinCohort: Any}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: team-b}
+spec:
+  cohort: research
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4, borrowingLimit: 3}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: lq-a, namespace: default}
+spec: {clusterQueue: team-a}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: lq-b, namespace: default}
+spec: {clusterQueue: team-b}
+"""
+
+
+def dump(path, *manifests: dict) -> str:
+    path.write_text(yaml.safe_dump_all(manifests))
+    return str(path)
+
+
+async def test_a_queue_borrows_its_cohorts_idle_quota_and_the_lender_reclaims_it(engine, tmp_path):
+    """Kueue's scheduler integration tests "Should admit workloads using borrowed quota" and
+    "Should preempt a borrowing workload to reclaim quota", through the CLI: team-b borrows team-a's
+    idle cpu up to its borrowingLimit, shows it as borrowed, and gives it back when team-a needs it."""
+    af = engine.admitflow
+    (tmp_path / "setup.yaml").write_text(COHORT_YAML)
+    assert (await run(engine, "apply", "-f", str(tmp_path / "setup.yaml"))).returncode == 0
+
+    # 8 cpu is more than team-b's 4 + borrowingLimit 3: it can never fit; 6 borrows 2.
+    b = dump(tmp_path / "b.yaml", workload_manifest("too-big", cpu="8", queue="lq-b"), workload_manifest("b1", cpu="6", queue="lq-b"))
+    assert (await run(engine, "apply", "-f", b)).returncode == 0
+    await eventually(lambda: _is(engine, "b1", "Admitted"))
+    too_big = await af.workload("default/too-big")
+    reserved = next(c for c in too_big.status.conditions if c.type == "QuotaReserved")
+    assert reserved.reason == "ExceedsMaxQuota"
+    assert "maximum capacity (7)" in reserved.message
+    described = await until(engine, lambda r: "Borrowed" in r.stdout or "borrowed" in r.stdout, "get", "clusterqueue", "team-b", "-o", "yaml")
+    status = yaml.safe_load(described.stdout)["status"]
+    [cpu] = status["flavorsReservation"][0]["resources"]
+    assert (cpu["total"], cpu["borrowed"]) == ("6", "2")
+
+    # team-a wants its own 4 cpu back: b1 is preempted for reclamation, a1 admitted.
+    a = dump(tmp_path / "a.yaml", workload_manifest("a1", cpu="4", queue="lq-a"))
+    assert (await run(engine, "apply", "-f", a)).returncode == 0
+    await eventually(lambda: _is(engine, "a1", "Admitted"))
+    a1, b1 = await af.workload("default/a1"), await af.workload("default/b1")
+    preempted = next(c for c in b1.status.conditions if c.type == "Preempted")
+    assert (preempted.status, preempted.reason) == ("True", "InCohortReclamation")
+    assert preempted.message == (
+        f"Preempted to accommodate a workload (UID: {a1.metadata.uid}, JobUID: UNKNOWN) due to reclamation "
+        "within the cohort; preemptor path: /research/team-a; preemptee path: /research/team-b"
+    )
+    # b1 waits until team-a gives the quota back.
+    await af.finish("default/a1")
+    await eventually(lambda: _is(engine, "b1", "Admitted"))

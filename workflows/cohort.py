@@ -1,0 +1,166 @@
+"""CohortWorkflow (`cohort/<root>`): the one writer of a cohort tree's scheduling.
+
+Every ClusterQueue of the tree hands its state here (admitflow/admission/cohort_tree.py); one pass
+schedules them together against their shared quota, so no two decisions about the tree's quota
+race. The queues' homes forward their messages here; notices go straight to the workloads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from admitflow import contract, ids
+    from admitflow.admission import cluster_queue as cq
+    from admitflow.admission import cohort_tree as tree
+    from admitflow.admission import metrics
+    from admitflow.admission.cluster_queue import ForceReleaseOutcome
+    from admitflow.admission.cohort_tree import CohortTreeState, Forwarded, Handover
+    from admitflow.messages import ClusterQueueReport, ClusterQueueRef, CohortInput, Delivery, ForceRelease, StatusQuery
+
+    from admitflow.workflows import arguments
+    from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
+    from admitflow.workflows.queue_owner import MESSAGE_TYPES, Owner, preemptor_holds_its_queue, report
+
+
+@dataclass
+class _ForceReleaseCall:
+    request: ForceRelease
+    outcome: ForceReleaseOutcome | None = None
+
+
+@dataclass
+class _Recall:
+    handover: Handover
+
+
+@workflow.defn(name=contract.COHORT_WORKFLOW)
+class CohortWorkflow:
+    @workflow.init
+    def __init__(self, input: CohortInput) -> None:
+        self.state = input.state or CohortTreeState(root=input.root)
+        self.inbox: list[Handover | _Recall | Forwarded | _ForceReleaseCall] = []
+        self.outbox = Outbox(input.undelivered)
+        self.owner = Owner(self.outbox, self.state.members)
+
+    @workflow.signal(name=contract.ADOPT)
+    def adopt(self, *payload: Any) -> None:
+        handover = arguments.signal(contract.ADOPT, payload, Handover)
+        if handover is not None:
+            self.inbox.append(handover)
+
+    @workflow.signal(name=contract.RECALL)
+    def recall(self, *payload: Any) -> None:
+        handover = arguments.signal(contract.RECALL, payload, Handover)
+        if handover is not None:
+            self.inbox.append(_Recall(handover))
+
+    @workflow.signal(name=contract.FORWARD)
+    def forward(self, *payload: Any) -> None:
+        m = arguments.signal(contract.FORWARD, payload, Forwarded)
+        if m is not None and m.signal in MESSAGE_TYPES:
+            self.inbox.append(m)
+
+    @workflow.update(name=contract.FORCE_RELEASE)
+    async def force_release(self, *payload: Any) -> ForceReleaseOutcome:
+        call = _ForceReleaseCall(arguments.update(contract.FORCE_RELEASE, payload, ForceRelease))
+        self.inbox.append(call)
+        await workflow.wait_condition(lambda: call.outcome is not None)
+        assert call.outcome is not None
+        return call.outcome
+
+    @force_release.validator
+    def _refuse_what_is_not_a_force_release(self, *payload: Any) -> None:
+        arguments.update(contract.FORCE_RELEASE, payload, ForceRelease)
+
+    @workflow.query(name=contract.CLUSTER_QUEUE_STATUS)
+    def status(self, *payload: Any) -> ClusterQueueReport:
+        query = arguments.query(contract.CLUSTER_QUEUE_STATUS, payload, StatusQuery, optional=True)
+        state = self.state.members.get(query.cluster_queue or "")
+        if state is None:
+            # Not here (given back, or not handed over yet): its home knows.
+            return ClusterQueueReport(
+                name=query.cluster_queue or "", status=cq.cluster_queue_status(cq.ClusterQueueState(name=query.cluster_queue or "")),
+                moved_to=ids.cluster_queue_id(query.cluster_queue or ""),
+            )
+        return report(state, query)
+
+    @workflow.query(name=contract.CLUSTER_QUEUE_GAUGES)
+    def gauges(self, *payload: Any) -> metrics.Gauges:
+        ref = arguments.query(contract.CLUSTER_QUEUE_GAUGES, payload, ClusterQueueRef)
+        state = self.state.members.get(ref.name)
+        if state is None:
+            return metrics.Gauges(cluster_queue=ref.name, observations=[], moved_to=ids.cluster_queue_id(ref.name))
+        return metrics.Gauges(cluster_queue=ref.name, observations=metrics.cluster_queue_gauges(state))
+
+    @workflow.run
+    async def run(self, input: CohortInput) -> None:
+        while True:
+            await workflow.wait_condition(
+                lambda: bool(self.inbox)
+                or self.outbox.needs_attention(holding=continue_as_new_suggested())
+                or (self._quiet() and continue_as_new_suggested())
+            )
+            self._drain_inbox()
+            delivered = self.outbox.step(holding=continue_as_new_suggested())
+            if delivered is not None:
+                for forget in self.owner.forget_missing(delivered):
+                    # Its queue left this tree after the notice went out: its home passes it on.
+                    if forget.cluster_queue:
+                        self._bounce(Forwarded(cluster_queue=forget.cluster_queue, signal=contract.FORGET, payload=forget.to_wire()))
+            if self.owner.needs_pass:
+                self.owner.run_pass(preemptor_holds_its_queue)
+                self.outbox.step(holding=continue_as_new_suggested())
+            workflow.set_current_details(self._details())
+            if continue_as_new_suggested() and self._quiet():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                if self._quiet():
+                    workflow.continue_as_new(
+                        CohortInput(root=self.state.root, state=self.state, undelivered=self.outbox.undelivered())
+                    )
+
+    def _quiet(self) -> bool:
+        return not self.inbox and not self.outbox.in_flight and not self.owner.needs_pass
+
+    def _drain_inbox(self) -> None:
+        now = workflow.now()
+        messages, self.inbox = self.inbox, []
+        for m in messages:
+            if isinstance(m, Handover):
+                if tree.adopt(self.state, m):
+                    self.owner.needs_pass = True
+                    self.owner.requeue_all()
+            elif isinstance(m, _Recall):
+                returned = tree.recall(self.state, m.handover)
+                if returned is not None:
+                    self._send(ids.cluster_queue_id(returned.cluster_queue), contract.RETURN_STATE, returned.to_wire())
+                    self.owner.needs_pass = True
+                    self.owner.requeue_all()
+            elif isinstance(m, _ForceReleaseCall):
+                name = m.request.cluster_queue or ""
+                if name in self.state.members:
+                    m.outcome = self.owner.force_release(name, m.request, now)
+                else:
+                    m.outcome = ForceReleaseOutcome(moved_to=ids.cluster_queue_id(name))
+            elif m.cluster_queue in self.state.members:
+                self.owner.apply(m.cluster_queue, MESSAGE_TYPES[m.signal].model_validate(m.payload), now)
+            else:
+                self._bounce(m)
+
+    def _bounce(self, m: Forwarded) -> None:
+        """A message for a queue this tree does not hold (it was given back): to its home."""
+        self._send(ids.cluster_queue_id(m.cluster_queue), contract.FORWARD, m.to_wire())
+
+    def _send(self, workflow_id: str, signal: str, payload: dict) -> None:
+        self.outbox.add(Delivery(workflow_id=workflow_id, signal=signal, payload=payload))
+
+    def _details(self) -> str:
+        lines = [f"cohort tree {self.state.root}: {len(self.state.members)} ClusterQueue(s)"]
+        for name, state in sorted(self.state.members.items()):
+            reserving = state.reservations.values()
+            admitted = sum(1 for r in reserving if r.admitted)
+            lines.append(f"- {name}: pending {len(state.pending)}, reserving {len(reserving)}, admitted {admitted}")
+        return "\n\n".join(lines)

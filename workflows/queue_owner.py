@@ -1,0 +1,228 @@
+"""The ClusterQueues one workflow schedules, and what it tells their workloads and the gate.
+
+A ClusterQueue's home (`clusterqueue/<name>`) owns its own queue while it has no cohort; a cohort
+tree's entity (`cohort/<root>`) owns every queue of its tree (admitflow/admission/cohort_tree.py).
+Both apply the queues' messages, run one scheduling pass over all they own, and hand the notices to
+their outbox, through this one class.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from admitflow import contract, ids
+    from admitflow.admission import cluster_queue as cq
+    from admitflow.admission import scheduler
+    from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView, ForceReleaseOutcome, Notice, QueueEntry
+    from admitflow.admission.pods_ready import GateAnswer
+    from admitflow.admission.requests import format_requests
+    from admitflow.messages import (
+        Admitted,
+        ClusterQueueReport,
+        Delivery,
+        DeliveryReport,
+        ForceRelease,
+        GateRequest,
+        GateSettled,
+        GateUse,
+        PendingWorkload,
+        ReleaseRequest,
+        ReservingWorkload,
+        StatusQuery,
+    )
+    from admitflow.wire import WireModel
+
+    from admitflow.workflows.outbox import Outbox
+
+# Signal names a notice is delivered under, chosen to read well in a workload's history.
+NOTICE_SIGNALS = {
+    "reserved": contract.QUOTA_RESERVED,
+    "pending": contract.PENDING_STATUS,
+    "dequeued": contract.DEQUEUED,
+    "evicted": contract.EVICTED,
+    "checks": contract.ADMISSION_CHECKS_CHANGED,
+}
+
+
+class Forget(WireModel):
+    """That run of a workload no longer runs (a notice found no workflow): nothing will release for it."""
+
+    key: str
+    uid: str
+    cluster_queue: str = ""
+
+
+# What each message a queue takes is, by the signal it came as (forwarded between home and tree).
+MESSAGE_TYPES: dict[str, type[WireModel]] = {
+    contract.SET_VIEW: ClusterQueueView,
+    contract.ENQUEUE: QueueEntry,
+    contract.RELEASE: ReleaseRequest,
+    contract.ADMITTED: Admitted,
+    contract.CLUSTER_QUEUE_GATE_ANSWER: GateAnswer,
+    contract.FORGET: Forget,
+}
+QueueMessage = ClusterQueueView | QueueEntry | ReleaseRequest | Admitted | GateAnswer | Forget
+
+
+def signal_of(m: QueueMessage) -> str:
+    return next(name for name, t in MESSAGE_TYPES.items() if type(m) is t)
+
+
+class Owner:
+    def __init__(self, outbox: Outbox, members: dict[str, ClusterQueueState]) -> None:
+        self.outbox = outbox
+        self.members = members
+        self.needs_pass = True
+
+    def apply(self, name: str, m: QueueMessage, now: datetime) -> None:
+        state = self.members[name]
+        if isinstance(m, ClusterQueueView):
+            old = state.view
+            if cq.set_view(state, m, now) and workflow.patched("tell-holders-of-changed-check-parameters"):
+                state.reparameterized = sorted({*state.reparameterized, *cq.changed_parameters(old, m)})
+                state.pods_ready_changed = state.pods_ready_changed or cq.changed_pods_ready(old, m)
+            self._freed()
+        elif isinstance(m, QueueEntry):
+            cq.enqueue(state, m)
+        elif isinstance(m, Admitted):
+            cq.mark_admitted(state, m.key, m.uid, m.ticket)
+            return  # usage for the scheduler is unchanged
+        elif isinstance(m, GateAnswer):
+            cq.gate_answer(state, m.granted)
+        elif isinstance(m, Forget):
+            if cq.forget(state, m.key, m.uid):
+                self._freed()
+        else:
+            if cq.release(state, m.key, m.uid, m.ticket):
+                self._freed()
+        self.needs_pass = True
+
+    def force_release(self, name: str, request: ForceRelease, now: datetime) -> ForceReleaseOutcome:
+        outcome, notices = cq.force_release(self.members[name], request.key, request.message, now)
+        if outcome.released:
+            if outcome.gated:
+                self.tell_gate(contract.GATE_SETTLED, GateSettled(key=request.key, uid=outcome.uid, ticket=outcome.ticket))
+            self.notify(notices, name)
+            self._freed()
+            self.needs_pass = True
+        return outcome
+
+    def forget_missing(self, report: DeliveryReport) -> list[Forget]:
+        """A workload that no longer runs cannot give its quota back itself. Only the run the
+        notice was for is forgotten: a new run of the same name may have enqueued meanwhile.
+        Returns what no queue here holds (its queue's state is elsewhere)."""
+        elsewhere = []
+        for d in report.missing:
+            key, uid = ids.workload_key(d.workflow_id), d.payload.get("uid")
+            if key is None or uid is None:
+                continue
+            self.needs_pass = True
+            name = self.holder(key, uid)
+            if name is None:
+                elsewhere.append(Forget(key=key, uid=uid, cluster_queue=d.cluster_queue or ""))
+                continue
+            held = self.members[name].reservations.get(key)
+            if held is not None and held.uid == uid and held.gated:
+                self.tell_gate(contract.GATE_SETTLED, GateSettled(key=key, uid=uid, ticket=held.ticket))
+            if cq.forget(self.members[name], key, uid):
+                self._freed()
+        return elsewhere
+
+    def holder(self, key: str, uid: str) -> str | None:
+        for name, state in self.members.items():
+            held = state.reservations.get(key)
+            queued = state.pending.get(key)
+            if (held is not None and held.uid == uid) or (queued is not None and queued.uid == uid):
+                return name
+        return None
+
+    def run_pass(self, hold_for_preemptor) -> None:
+        self.needs_pass = False
+        results = scheduler.schedule(list(self.members.values()), workflow.now(), hold_for_preemptor)
+        for name, result in results.items():
+            self.notify(result.notices, name)
+            self._gate(name, result)
+
+    def _freed(self) -> None:
+        """Quota or configuration changed: in a cohort, every queue's set-aside workloads may now fit
+        (one queue's own rules already look at its own again)."""
+        if len(self.members) > 1:
+            self.requeue_all()
+
+    def requeue_all(self) -> None:
+        for state in self.members.values():
+            cq.requeue_inadmissible(state)
+
+    def _gate(self, name: str, result: scheduler.PassResult) -> None:
+        """blockAdmission: tell the gate whom its grant went to, ask for the next, or hand one back."""
+        if result.gate_used is not None:  # before a new request: the gate frees the grant first
+            r = result.gate_used
+            self.tell_gate(contract.GATE_USED, GateUse(cluster_queue=name, key=r.key, uid=r.uid, ticket=r.ticket))
+        if result.ask_gate:
+            self.tell_gate(contract.GATE_REQUEST, GateRequest(cluster_queue=name))
+        if result.return_grant:
+            self.tell_gate(contract.GATE_RETURNED, GateRequest(cluster_queue=name))
+
+    def tell_gate(self, signal: str, payload: WireModel) -> None:
+        self.outbox.add(
+            Delivery(workflow_id=ids.PODS_READY_GATE_ID, signal=signal, payload=payload.to_wire(), start_pods_ready_gate=True)
+        )
+
+    def notify(self, notices: list[Notice], cluster_queue: str) -> None:
+        for n in notices:
+            self.outbox.add(
+                Delivery(
+                    workflow_id=ids.workload_id(n.key), signal=NOTICE_SIGNALS[n.kind], payload=n.to_wire(),
+                    cluster_queue=cluster_queue,
+                )
+            )
+
+
+def report(state: ClusterQueueState, query: StatusQuery) -> ClusterQueueReport:
+    """The answer to a ClusterQueue's status query: its status, the page of pending workloads asked
+    for, what holds quota, its LocalQueues and its events."""
+    per_lq: dict[str, int] = {}
+    pending = []
+    for position, e in enumerate(state.pending):
+        lq_position = per_lq.get(e.local_queue_key, 0)
+        per_lq[e.local_queue_key] = lq_position + 1
+        if query.workload is not None:
+            if e.key != query.workload:
+                continue
+        elif not query.offset <= position < query.offset + query.limit:
+            continue
+        ns, name = e.key.split("/", 1)
+        pending.append(
+            PendingWorkload(
+                name=name, namespace=ns, local_queue_name=e.local_queue, priority=e.priority,
+                position_in_cluster_queue=position, position_in_local_queue=lq_position,
+                queued_since=e.timestamp,
+            )
+        )
+    reserving = [
+        ReservingWorkload(
+            name=r.key.split("/", 1)[1], namespace=r.key.split("/", 1)[0], local_queue_name=r.local_queue,
+            priority=r.priority, admitted=r.admitted, reserved_since=r.reserved_at,
+            flavors={ps.name: ps.flavors for ps in r.assignment.pod_sets},
+            usage=format_requests(r.totals()),
+        )
+        for r in sorted(state.reservations.values(), key=lambda r: r.key)
+    ]
+    lqs = sorted(set(state.view.local_queues) if state.view else set())
+    return ClusterQueueReport(
+        name=state.name,
+        status=cq.cluster_queue_status(state),
+        pending=pending,
+        reserving=reserving,
+        local_queues={k: cq.local_queue_status(state, k) for k in lqs},
+        events=list(state.events),
+    )
+
+
+def preemptor_holds_its_queue() -> bool:
+    """Runs recorded before a waiting preemptor kept its queue's head reserved the quota its victims
+    freed for the workloads behind it; they replay that way (scheduler.schedule asks only then)."""
+    return workflow.patched("preemptor-holds-its-queue")
