@@ -23,7 +23,8 @@ again) and evict the run; the real workflow task then replays the whole history 
 gets it, as any replay would. Nothing reaches the workflow's history.
 
 A time no new workflow task can have: not later than the last replayed activation's, or older, by
-the worker's clock, than the sticky queue's schedule-to-start timeout. A query's fallback comes at
+the worker's clock when the run reached it (before its replay), than the sticky queue's
+schedule-to-start timeout. A query's fallback comes at
 least that long after the workflow task it replays up to started; a real workflow task's first
 activation comes as soon as its history is replayed (a workflow task older than that could only be
 one the server has given up on, whose completion it refuses anyway). Worker clocks must agree with
@@ -83,13 +84,19 @@ class _Guarded(WorkflowInstance):
         self.max_age = max_age
         self.last_replayed: float | None = None
         self.live = False
+        # When the run reached this worker: a workflow task's age is judged then, not after its
+        # history is replayed, which takes as long as the history is long. Judged after, a replay
+        # longer than the sticky timeout made its own task look stale, every attempt of it.
+        self.arrived: float | None = None
 
     def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
         if not self.live:
+            if self.arrived is None:
+                self.arrived = time.time()
             if act.is_replaying:
                 if act.HasField("timestamp") and act.timestamp.seconds:
                     self.last_replayed = act.timestamp.ToNanoseconds() / 1e9
-            elif stale(act, self.last_replayed, self.max_age):
+            elif stale(act, self.last_replayed, self.max_age, now=self.arrived):
                 completion = WorkflowActivationCompletion(run_id=act.run_id)
                 completion.failed.failure.message = REFUSED
                 return completion

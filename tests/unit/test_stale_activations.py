@@ -49,3 +49,47 @@ def activation(at: float | None, *jobs: str, replaying: bool = False) -> Workflo
 )
 def test_stale(act, last_replayed, expected):
     assert stale(act, last_replayed, MAX_AGE, now=NOW) is expected
+
+
+class _Instance:
+    """Stands for the SDK's workflow instance: records what reaches workflow code."""
+
+    def __init__(self) -> None:
+        self.seen: list[WorkflowActivation] = []
+
+    def activate(self, act):
+        self.seen.append(act)
+        from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
+
+        return WorkflowActivationCompletion(run_id=act.run_id)
+
+
+def test_a_replay_longer_than_the_sticky_timeout_does_not_make_its_own_task_stale(monkeypatch):
+    """A long history takes long to replay: the new workflow task it ends in is judged by its age when
+    it reached the worker, not after the replay, or every attempt of it is refused and replayed again
+    (a cohort tree's entity livelocked so)."""
+    from admitflow.worker import stale_activations
+
+    clock = [NOW]
+    monkeypatch.setattr(stale_activations.time, "time", lambda: clock[0])
+    instance = _Instance()
+    guarded = stale_activations._Guarded(instance, MAX_AGE)
+    guarded.activate(activation(NOW - 60, "initialize_workflow", replaying=True))
+    clock[0] += 30  # the replay of its history takes 30 s
+    guarded.activate(activation(NOW - 0.5, "signal_workflow", replaying=True))
+    live = guarded.activate(activation(NOW - 0.2, "signal_workflow"))
+    assert not live.HasField("failed")
+    assert len(instance.seen) == 3
+
+
+def test_a_query_fallback_is_still_refused_however_fast_the_replay(monkeypatch):
+    from admitflow.worker import stale_activations
+
+    monkeypatch.setattr(stale_activations.time, "time", lambda: NOW)
+    instance = _Instance()
+    guarded = stale_activations._Guarded(instance, MAX_AGE)
+    guarded.activate(activation(NOW - 40, "initialize_workflow", replaying=True))
+    guarded.activate(activation(NOW - 30, "signal_workflow", replaying=True))
+    refused = guarded.activate(activation(NOW - 30, "fire_timer"))
+    assert refused.failed.failure.message == stale_activations.REFUSED
+    assert len(instance.seen) == 2
