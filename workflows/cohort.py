@@ -26,6 +26,14 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.workflows.queue_owner import MESSAGE_TYPES, Owner, preemptor_holds_its_queue, report
 
 
+# A run ends (continue-as-new) before replaying it could outlast a workflow task's 10 s timeout:
+# a worker that has not cached the run replays all of it, every scheduling pass included, before it
+# can answer. Passes are counted by the pending workloads they went through (about 30 us each on
+# these machines), and events too.
+REPLAY_WORK = 100_000
+MAX_EVENTS = 2_000
+
+
 @dataclass
 class _ForceReleaseCall:
     request: ForceRelease
@@ -45,6 +53,7 @@ class CohortWorkflow:
         self.inbox: list[Handover | _Recall | Forwarded | _ForceReleaseCall] = []
         self.outbox = Outbox(input.undelivered)
         self.owner = Owner(self.outbox, self.state.members)
+        self.work = 0
 
     @workflow.signal(name=contract.ADOPT)
     def adopt(self, *payload: Any) -> None:
@@ -101,26 +110,35 @@ class CohortWorkflow:
         while True:
             await workflow.wait_condition(
                 lambda: bool(self.inbox)
-                or self.outbox.needs_attention(holding=continue_as_new_suggested())
-                or (self._quiet() and continue_as_new_suggested())
+                or self.outbox.needs_attention(holding=self._ending())
+                or (self._quiet() and self._ending())
             )
             self._drain_inbox()
-            delivered = self.outbox.step(holding=continue_as_new_suggested())
+            delivered = self.outbox.step(holding=self._ending())
             if delivered is not None:
                 for forget in self.owner.forget_missing(delivered):
                     # Its queue left this tree after the notice went out: its home passes it on.
                     if forget.cluster_queue:
                         self._bounce(Forwarded(cluster_queue=forget.cluster_queue, signal=contract.FORGET, payload=forget.to_wire()))
             if self.owner.needs_pass:
+                self.work += 1 + sum(len(st.pending) for st in self.state.members.values())
                 self.owner.run_pass(preemptor_holds_its_queue)
-                self.outbox.step(holding=continue_as_new_suggested())
+                self.outbox.step(holding=self._ending())
             workflow.set_current_details(self._details())
-            if continue_as_new_suggested() and self._quiet():
+            if self._ending() and self._quiet():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self._quiet():
                     workflow.continue_as_new(
                         CohortInput(root=self.state.root, state=self.state, undelivered=self.outbox.undelivered())
                     )
+
+    def _ending(self) -> bool:
+        """Time to continue as new: the server suggests it, or replaying this run would take too long."""
+        return (
+            continue_as_new_suggested()
+            or self.work >= REPLAY_WORK
+            or workflow.info().get_current_history_length() >= MAX_EVENTS
+        )
 
     def _quiet(self) -> bool:
         return not self.inbox and not self.outbox.in_flight and not self.owner.needs_pass

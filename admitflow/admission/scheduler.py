@@ -462,8 +462,15 @@ class _Cursor:
                 e.inadmissible = True
                 self.index += 1
                 continue
-            # With preemption, priority and age decide who can make room, so they are part of the shape.
-            shape = e.shape() if self.never_preempts else (e.shape(), e.priority, e.timestamp)
+            # With preemption, priority decides who can make room, so it is part of the shape; age
+            # too, where the policy compares it (LowerOrNewerEqualPriority). Reclaiming in the
+            # cohort depends on neither.
+            if self.never_preempts:
+                shape = e.shape()
+            elif self.policy == "LowerOrNewerEqualPriority":
+                shape = (e.shape(), e.priority, e.timestamp)
+            else:
+                shape = (e.shape(), e.priority)
             # A bypass is not an evaluation: such a workload is evaluated in full when its turn comes.
             known = e.evaluated is not None and e.evaluated[0] in SCHEDULER_REASONS and e.evaluated[1] != BYPASSED
             if self.never_preempts and known and _cannot_fit(e, self.free, self.with_pods):
