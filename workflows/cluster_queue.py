@@ -132,7 +132,7 @@ class ClusterQueueWorkflow:
         query = arguments.query(contract.CLUSTER_QUEUE_STATUS, payload, StatusQuery, optional=True)
         if self.away is not None:
             return ClusterQueueReport(name=self.name, status=cq.cluster_queue_status(self.state), moved_to=ids.cohort_id(self.away.root))
-        return report(self.state, query)
+        return report(self.state, query, self.owner)
 
     @workflow.query(name=contract.CLUSTER_QUEUE_GAUGES)
     def gauges(self, *payload: Any) -> metrics.Gauges:

@@ -52,7 +52,7 @@ class CohortWorkflow:
         self.state = input.state or CohortTreeState(root=input.root)
         self.inbox: list[Handover | _Recall | Forwarded | _ForceReleaseCall] = []
         self.outbox = Outbox(input.undelivered)
-        self.owner = Owner(self.outbox, self.state.members)
+        self.owner = Owner(self.outbox, self.state.members, self.state.root)
         self.work = 0
 
     @workflow.signal(name=contract.ADOPT)
@@ -95,7 +95,7 @@ class CohortWorkflow:
                 name=query.cluster_queue or "", status=cq.cluster_queue_status(cq.ClusterQueueState(name=query.cluster_queue or "")),
                 moved_to=ids.cluster_queue_id(query.cluster_queue or ""),
             )
-        return report(state, query)
+        return report(state, query, self.owner)
 
     @workflow.query(name=contract.CLUSTER_QUEUE_GAUGES)
     def gauges(self, *payload: Any) -> metrics.Gauges:

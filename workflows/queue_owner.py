@@ -15,7 +15,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from admitflow import contract, ids
     from admitflow.admission import cluster_queue as cq
-    from admitflow.admission import scheduler
+    from admitflow.admission import fair_sharing, scheduler
     from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView, ForceReleaseOutcome, Notice, QueueEntry
     from admitflow.admission.pods_ready import GateAnswer
     from admitflow.admission.requests import format_requests
@@ -72,9 +72,10 @@ def signal_of(m: QueueMessage) -> str:
 
 
 class Owner:
-    def __init__(self, outbox: Outbox, members: dict[str, ClusterQueueState]) -> None:
+    def __init__(self, outbox: Outbox, members: dict[str, ClusterQueueState], root: str | None = None) -> None:
         self.outbox = outbox
         self.members = members
+        self.root = root
         self.needs_pass = True
 
     def apply(self, name: str, m: QueueMessage, now: datetime) -> None:
@@ -131,6 +132,13 @@ class Owner:
                 self._freed()
         return elsewhere
 
+    def weighted_share(self, name: str) -> int | None:
+        """Kueue's `status.fairSharing.weightedShare` when fair sharing is on, else None."""
+        tree, groups, strategies = scheduler.quota_tree(list(self.members.values()), self.root)
+        if strategies is None or name not in groups:
+            return None
+        return fair_sharing.weighted_share(tree, name)
+
     def holder(self, key: str, uid: str) -> str | None:
         for name, state in self.members.items():
             held = state.reservations.get(key)
@@ -141,7 +149,7 @@ class Owner:
 
     def run_pass(self, hold_for_preemptor) -> None:
         self.needs_pass = False
-        results = scheduler.schedule(list(self.members.values()), workflow.now(), hold_for_preemptor)
+        results = scheduler.schedule(list(self.members.values()), workflow.now(), hold_for_preemptor, self.root)
         for name, result in results.items():
             self.notify(result.notices, name)
             self._gate(name, result)
@@ -181,9 +189,10 @@ class Owner:
             )
 
 
-def report(state: ClusterQueueState, query: StatusQuery) -> ClusterQueueReport:
+def report(state: ClusterQueueState, query: StatusQuery, owner: Owner | None = None) -> ClusterQueueReport:
     """The answer to a ClusterQueue's status query: its status, the page of pending workloads asked
-    for, what holds quota, its LocalQueues and its events."""
+    for, what holds quota, its LocalQueues and its events. With fair sharing on, its weighted share
+    in the tree of the `owner` holding it."""
     per_lq: dict[str, int] = {}
     pending = []
     for position, e in enumerate(state.pending):
@@ -214,7 +223,7 @@ def report(state: ClusterQueueState, query: StatusQuery) -> ClusterQueueReport:
     lqs = sorted(set(state.view.local_queues) if state.view else set())
     return ClusterQueueReport(
         name=state.name,
-        status=cq.cluster_queue_status(state),
+        status=cq.cluster_queue_status(state, owner.weighted_share(state.name) if owner is not None else None),
         pending=pending,
         reserving=reserving,
         local_queues={k: cq.local_queue_status(state, k) for k in lqs},

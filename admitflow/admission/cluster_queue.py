@@ -540,19 +540,21 @@ def _flavors_usage(spec: ClusterQueueSpec | None, used: Usage) -> list[dict]:
     return out
 
 
-def cluster_queue_status(state: ClusterQueueState) -> ClusterQueueStatus:
+def cluster_queue_status(state: ClusterQueueState, weighted_share: int | None = None) -> ClusterQueueStatus:
+    """Kueue's ClusterQueue status; `weighted_share` (fair sharing on) is its tree's to say."""
     spec = state.view.spec if state.view else None
     reserved = list(state.reservations.values())
-    return ClusterQueueStatus.model_validate(
-        {
-            "conditions": [c.to_wire() for c in state.conditions],
-            "flavorsReservation": _flavors_usage(spec, usage(reserved)),
-            "flavorsUsage": _flavors_usage(spec, usage(reserved, admitted_only=True)),
-            "pendingWorkloads": len(state.pending),
-            "reservingWorkloads": len(reserved),
-            "admittedWorkloads": sum(1 for r in reserved if r.admitted),
-        }
-    )
+    status = {
+        "conditions": [c.to_wire() for c in state.conditions],
+        "flavorsReservation": _flavors_usage(spec, usage(reserved)),
+        "flavorsUsage": _flavors_usage(spec, usage(reserved, admitted_only=True)),
+        "pendingWorkloads": len(state.pending),
+        "reservingWorkloads": len(reserved),
+        "admittedWorkloads": sum(1 for r in reserved if r.admitted),
+    }
+    if weighted_share is not None:
+        status["fairSharing"] = {"weightedShare": weighted_share}
+    return ClusterQueueStatus.model_validate(status)
 
 
 def current_details(state: ClusterQueueState, head: int = 10) -> str:

@@ -85,7 +85,10 @@ class PassResult(WireModel):
 
 
 def schedule(
-    cohort: Sequence[ClusterQueueState], now: datetime, hold_for_preemptor: Callable[[], bool] = lambda: True
+    cohort: Sequence[ClusterQueueState],
+    now: datetime,
+    hold_for_preemptor: Callable[[], bool] = lambda: True,
+    root: str | None = None,
 ) -> dict[str, PassResult]:
     """One pass over `cohort`, every ClusterQueue one scheduling entity holds (one cohort tree, or a
     standalone queue); each queue's result holds the notices for its own workloads (a victim of
@@ -94,8 +97,10 @@ def schedule(
     `hold_for_preemptor` is asked when a preemptor waits for its victims; it answers False only to
     replay histories recorded before a preemptor kept its queue's head (they gave the quota it
     waited for to the workloads behind it). A workflow passes `workflow.patched`, asked only then, so
-    a run whose history never reached that point takes the fix at once."""
-    run = _Pass(cohort, now, hold_for_preemptor)
+    a run whose history never reached that point takes the fix at once.
+
+    `root`: the root Cohort of the tree the entity schedules (see `quota_tree`)."""
+    run = _Pass(cohort, now, hold_for_preemptor, root)
     run.cycles()
     for cq in cohort:
         result = run.results[cq.name]
@@ -136,30 +141,46 @@ class _Nominee:
 _DONE, _STANDING, _SKIPPED = "done", "standing", "skipped"
 
 
+def quota_tree(cohort: Sequence[ClusterQueueState], root: str | None = None) -> tuple[QuotaTree, dict[str, list], list[str] | None]:
+    """The quota tree of the queues one entity holds, with every reservation's usage (evicting ones
+    included: they hold quota until they leave) and, with fair sharing on, the queues' weights;
+    also each member's quota groups and the fair-sharing strategies in force.
+
+    The cohorts are those of the newest member view whose tree has `root` (any root when None): a
+    queue on its way to another tree already has a view naming it, and is counted standalone until
+    it has left."""
+    groups, members, tree_view = {}, {}, None
+    for cq in cohort:
+        view = cq.view
+        if view is None or view.spec is None:
+            continue
+        groups[cq.name] = quota_groups(view.spec)
+        members[cq.name] = (groups[cq.name], view.spec.cohort_name)
+        if view.cohort_tree is not None and (root is None or view.cohort_tree.root == root):
+            if tree_view is None or view.revision > tree_view.revision:
+                tree_view = view
+    tree = QuotaTree(members, tree_view.cohort_tree if tree_view is not None else None)
+    states = {cq.name: cq for cq in cohort}
+    for name in members:
+        tree.add(name, held(states[name].reservations.values()))
+    views = [cq.view for cq in cohort if cq.view is not None]
+    strategies = max(views, key=lambda v: v.revision).fair_sharing if views else None
+    if strategies is not None:
+        fair_sharing.apply_weights(tree, {name: states[name].view.spec for name in members})
+    return tree, groups, strategies
+
+
 class _Pass:
-    def __init__(self, cohort: Sequence[ClusterQueueState], now: datetime, hold_for_preemptor: Callable[[], bool]) -> None:
+    def __init__(
+        self, cohort: Sequence[ClusterQueueState], now: datetime, hold_for_preemptor: Callable[[], bool], root: str | None
+    ) -> None:
         self.now = now
         self.hold_for_preemptor = hold_for_preemptor
         self.results = {cq.name: PassResult() for cq in cohort}
         self.states = {cq.name: cq for cq in cohort}
-        groups, members, tree_view = {}, {}, None
-        for cq in cohort:
-            view = cq.view
-            if view is None or view.spec is None:
-                continue
-            groups[cq.name] = quota_groups(view.spec)
-            members[cq.name] = (groups[cq.name], view.spec.cohort_name)
-            if view.cohort_tree is not None and (tree_view is None or view.revision > tree_view.revision):
-                tree_view = view
-        self.tree = QuotaTree(members, tree_view.cohort_tree if tree_view is not None else None)
-        for name in members:
-            self.tree.add(name, held(self.states[name].reservations.values()))
-        self.specs = {name: self.states[name].view.spec for name in members}
-        self.reservations = {name: self.states[name].reservations.values() for name in members}
-        views = [cq.view for cq in cohort if cq.view is not None]
-        self.fair_sharing = max(views, key=lambda v: v.revision).fair_sharing if views else None
-        if self.fair_sharing is not None:
-            fair_sharing.apply_weights(self.tree, self.specs)
+        self.tree, groups, self.fair_sharing = quota_tree(cohort, root)
+        self.specs = {name: self.states[name].view.spec for name in groups}
+        self.reservations = {name: self.states[name].reservations.values() for name in groups}
         self.heights: dict[str, int] = {}
         self.cursors = [c for cq in cohort if (c := _Cursor.start(self, cq, groups.get(cq.name))) is not None]
 

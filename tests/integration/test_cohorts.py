@@ -155,3 +155,19 @@ async def test_a_queue_borrows_its_cohorts_idle_quota_and_the_lender_reclaims_it
     # b1 waits until team-a gives the quota back.
     await af.finish("default/a1")
     await eventually(lambda: _is(engine, "b1", "Admitted"))
+
+
+async def test_with_fair_sharing_a_borrowing_queue_reports_its_weighted_share(engine, tmp_path):
+    af = engine.admitflow
+    config = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+              "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}}
+    setup = dump(tmp_path / "setup.yaml", config, *yaml.safe_load_all(COHORT_YAML))
+    assert (await run(engine, "apply", "-f", setup)).returncode == 0
+    await af.apply(loaded(workload_manifest("b1", cpu="6", queue="lq-b")))
+    await eventually(lambda: _is(engine, "b1", "Admitted"))
+    shares = {}
+    for cq in ("team-a", "team-b"):
+        got = yaml.safe_load((await run(engine, "get", "clusterqueue", cq, "-o", "yaml")).stdout)
+        shares[cq] = got["status"]["fairSharing"]["weightedShare"]
+    # team-b borrows 2 of the 8 cpu its tree can lend: 250 per mille, weight 1; team-a borrows nothing.
+    assert shares == {"team-a": 0, "team-b": 250}
