@@ -4,16 +4,20 @@ cohorts keeps what it holds and its queue."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
 from admitflow import contract, ids
 from admitflow.messages import ClusterQueueReport, StatusQuery
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
-from tests.integration.test_admission import _is, eventually, loaded
+from tests.integration.test_admission import _is, _reason, eventually, loaded
 from tests.integration.test_cli import run, until
 
 pytestmark = pytest.mark.integration
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "kueue-examples"
 
 
 def queue(name: str, cpu: str = "4", cohort: str | None = None, **spec) -> dict:
@@ -47,8 +51,11 @@ async def scheduled_by(engine, cq: str) -> str:
 async def test_a_queue_moved_into_out_of_and_between_cohorts_keeps_its_reservations_and_its_queue(engine):
     af = engine.admitflow
     await af.apply(loaded(flavor_manifest(), queue("cq-a"), local_queue_manifest("lq-a", "cq-a")))
-    await af.apply(loaded(workload_manifest("a1", cpu="3", queue="lq-a"), workload_manifest("a2", cpu="3", queue="lq-a")))
+    # One after the other: workloads created in the same second are ordered by their random UIDs.
+    await af.apply(loaded(workload_manifest("a1", cpu="3", queue="lq-a")))
     await eventually(lambda: _is(engine, "a1", "Admitted"))
+    await af.apply(loaded(workload_manifest("a2", cpu="3", queue="lq-a")))
+    await eventually(lambda: _equals(held(af, "cq-a"), (["a1"], ["a2"])))
     assert await held(af, "cq-a") == (["a1"], ["a2"])
 
     # Into a cohort whose other queue lends nothing: the state moves to the tree, and nothing else.
@@ -171,3 +178,28 @@ async def test_with_fair_sharing_a_borrowing_queue_reports_its_weighted_share(en
         shares[cq] = got["status"]["fairSharing"]["weightedShare"]
     # team-b borrows 2 of the 8 cpu its tree can lend: 250 per mille, weight 1; team-a borrows nothing.
     assert shares == {"team-a": 0, "team-b": 250}
+
+
+@pytest.mark.parametrize("version", ["v1beta1", "v1beta2"])
+async def test_kueues_cohort_quota_sample_lends_the_cohorts_own_quota(engine, version):
+    """Kueue's "Configuring Quotas" sample, unmodified: a Cohort holding 12 cpu of its own, and a
+    ClusterQueue with none. A queue of ours in that cohort (the sample's queue selects no namespace,
+    as Kueue reads a missing namespaceSelector) borrows the Cohort's quota, and no more."""
+    from admitflow.api.loader import load_manifests
+
+    af = engine.admitflow
+    sample = load_manifests([str(DATA / version / "cohort-quotas.yaml")])
+    ours = queue("ours", cpu="0", cohort="hello-cohort", namespaceSelector={})
+    ours["spec"]["resourceGroups"][0]["flavors"][0]["name"] = "default-flavor"
+    await af.apply([*sample, *loaded(flavor_manifest("default-flavor"), ours, local_queue_manifest("lq", "ours"))])
+    await af.apply(loaded(workload_manifest("ten", cpu="10")))
+    await eventually(lambda: _is(engine, "ten", "Admitted"))
+    await af.apply(loaded(workload_manifest("three", cpu="3")))
+    await eventually(lambda: _reason(engine, "three", "WaitingForQuota"))
+    report = await af.cluster_queue_report("ours")
+    [cpu] = report.status.flavors_reservation[0].resources
+    assert (str(cpu.total), str(cpu.borrowed)) == ("10", "10")
+    three = await af.workload("default/three")
+    reserved = next(c for c in three.status.conditions if c.type == "QuotaReserved")
+    assert (reserved.status, reserved.reason) == ("False", "WaitingForQuota")
+    assert "insufficient unused quota for cpu in flavor default-flavor, 1 more needed" in reserved.message
