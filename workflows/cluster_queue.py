@@ -9,7 +9,6 @@ messages there, in order (admitflow/admission/cohort_tree.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -39,6 +38,8 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
     from admitflow.workflows.queue_owner import (
         MESSAGE_TYPES,
+        ForceReleaseCall,
+        force_release_answered,
         Forget,
         Owner,
         QueueMessage,
@@ -47,13 +48,6 @@ with workflow.unsafe.imports_passed_through():
         signal_of,
     )
 
-
-@dataclass
-class _ForceReleaseCall:
-    """An operator's force-release waiting in the inbox; the loop writes its outcome."""
-
-    request: ForceRelease
-    outcome: ForceReleaseOutcome | None = None
 
 
 @workflow.defn(name=contract.CLUSTER_QUEUE_WORKFLOW)
@@ -65,7 +59,7 @@ class ClusterQueueWorkflow:
         self.state = input.state or ClusterQueueState(name=input.name)
         self.away: Away | None = input.away
         self.handovers = input.handovers
-        self.inbox: list[QueueMessage | _ForceReleaseCall | Handover] = []
+        self.inbox: list[QueueMessage | ForceReleaseCall | Handover] = []
         self.outbox = Outbox(input.undelivered)
         self.owner = Owner(self.outbox, {self.name: self.state} if self.away is None else {})
 
@@ -117,11 +111,7 @@ class ClusterQueueWorkflow:
         """An update rather than a signal: the operator learns what was given back (or that nothing
         was held, when it is repeated). It waits in the inbox like every message, in order. While
         the cohort tree holds the queue, the answer says where to ask."""
-        call = _ForceReleaseCall(arguments.update(contract.FORCE_RELEASE, payload, ForceRelease))
-        self.inbox.append(call)
-        await workflow.wait_condition(lambda: call.outcome is not None)
-        assert call.outcome is not None
-        return call.outcome
+        return await force_release_answered(self.inbox, payload)
 
     @force_release.validator
     def _refuse_what_is_not_a_force_release(self, *payload: Any) -> None:
@@ -203,7 +193,7 @@ class ClusterQueueWorkflow:
         for m in messages:
             if isinstance(m, Handover):
                 self._state_returned(m, now)
-            elif isinstance(m, _ForceReleaseCall):
+            elif isinstance(m, ForceReleaseCall):
                 if self.away is None:
                     m.outcome = self.owner.force_release(self.name, m.request, now)
                 else:

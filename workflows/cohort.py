@@ -23,7 +23,14 @@ with workflow.unsafe.imports_passed_through():
 
     from admitflow.workflows import arguments
     from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
-    from admitflow.workflows.queue_owner import MESSAGE_TYPES, Owner, preemptor_holds_its_queue, report
+    from admitflow.workflows.queue_owner import (
+        MESSAGE_TYPES,
+        ForceReleaseCall,
+        Owner,
+        force_release_answered,
+        preemptor_holds_its_queue,
+        report,
+    )
 
 
 # A run ends (continue-as-new) before replaying it could outlast a workflow task's 10 s timeout:
@@ -33,11 +40,6 @@ with workflow.unsafe.imports_passed_through():
 REPLAY_WORK = 100_000
 MAX_EVENTS = 2_000
 
-
-@dataclass
-class _ForceReleaseCall:
-    request: ForceRelease
-    outcome: ForceReleaseOutcome | None = None
 
 
 @dataclass
@@ -50,7 +52,7 @@ class CohortWorkflow:
     @workflow.init
     def __init__(self, input: CohortInput) -> None:
         self.state = input.state or CohortTreeState(root=input.root)
-        self.inbox: list[Handover | _Recall | Forwarded | _ForceReleaseCall] = []
+        self.inbox: list[Handover | _Recall | Forwarded | ForceReleaseCall] = []
         self.outbox = Outbox(input.undelivered)
         self.owner = Owner(self.outbox, self.state.members, self.state.root)
         self.work = 0
@@ -75,11 +77,7 @@ class CohortWorkflow:
 
     @workflow.update(name=contract.FORCE_RELEASE)
     async def force_release(self, *payload: Any) -> ForceReleaseOutcome:
-        call = _ForceReleaseCall(arguments.update(contract.FORCE_RELEASE, payload, ForceRelease))
-        self.inbox.append(call)
-        await workflow.wait_condition(lambda: call.outcome is not None)
-        assert call.outcome is not None
-        return call.outcome
+        return await force_release_answered(self.inbox, payload)
 
     @force_release.validator
     def _refuse_what_is_not_a_force_release(self, *payload: Any) -> None:
@@ -157,7 +155,7 @@ class CohortWorkflow:
                     self._send(ids.cluster_queue_id(returned.cluster_queue), contract.RETURN_STATE, returned.to_wire())
                     self.owner.needs_pass = True
                     self.owner.requeue_all()
-            elif isinstance(m, _ForceReleaseCall):
+            elif isinstance(m, ForceReleaseCall):
                 name = m.request.cluster_queue or ""
                 if name in self.state.members:
                     m.outcome = self.owner.force_release(name, m.request, now)

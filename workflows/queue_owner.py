@@ -8,7 +8,9 @@ their outbox, through this one class.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from temporalio import workflow
 
@@ -35,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from admitflow.wire import WireModel
 
+    from admitflow.workflows import arguments
     from admitflow.workflows.outbox import Outbox
 
 # Signal names a notice is delivered under, chosen to read well in a workload's history.
@@ -69,6 +72,24 @@ QueueMessage = ClusterQueueView | QueueEntry | ReleaseRequest | Admitted | GateA
 
 def signal_of(m: QueueMessage) -> str:
     return next(name for name, t in MESSAGE_TYPES.items() if type(m) is t)
+
+
+@dataclass
+class ForceReleaseCall:
+    """An operator's force-release waiting in the inbox; the loop writes its outcome."""
+
+    request: ForceRelease
+    outcome: ForceReleaseOutcome | None = None
+
+
+async def force_release_answered(inbox: list, payload: tuple[Any, ...]) -> ForceReleaseOutcome:
+    """The body of a `force_release` update: it waits in the inbox like every message, in order,
+    until the loop has answered it."""
+    call = ForceReleaseCall(arguments.update(contract.FORCE_RELEASE, payload, ForceRelease))
+    inbox.append(call)
+    await workflow.wait_condition(lambda: call.outcome is not None)
+    assert call.outcome is not None
+    return call.outcome
 
 
 class Owner:
