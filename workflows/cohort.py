@@ -178,5 +178,12 @@ class CohortWorkflow:
         for name, state in sorted(self.state.members.items()):
             reserving = state.reservations.values()
             admitted = sum(1 for r in reserving if r.admitted)
-            lines.append(f"- {name}: pending {len(state.pending)}, reserving {len(reserving)}, admitted {admitted}")
+            borrowed = [
+                f"{r.name} {r.borrowed} of {f.name}"
+                for f in cq.cluster_queue_status(state).flavors_reservation
+                for r in f.resources
+                if str(r.borrowed) != "0"
+            ]
+            lending = f", borrowing {', '.join(borrowed)}" if borrowed else ""
+            lines.append(f"- {name}: pending {len(state.pending)}, reserving {len(reserving)}, admitted {admitted}{lending}")
         return "\n\n".join(lines)
