@@ -98,6 +98,7 @@ class Owner:
         self.members = members
         self.root = root
         self.needs_pass = True
+        self.requeue = False
 
     def apply(self, name: str, m: QueueMessage, now: datetime) -> None:
         state = self.members[name]
@@ -170,6 +171,10 @@ class Owner:
 
     def run_pass(self, hold_for_preemptor) -> None:
         self.needs_pass = False
+        if self.requeue:
+            self.requeue = False
+            for state in self.members.values():
+                cq.requeue_inadmissible(state)
         results = scheduler.schedule(list(self.members.values()), workflow.now(), hold_for_preemptor, self.root)
         for name, result in results.items():
             self.notify(result.notices, name)
@@ -177,13 +182,13 @@ class Owner:
 
     def _freed(self) -> None:
         """Quota or configuration changed: in a cohort, every queue's set-aside workloads may now fit
-        (one queue's own rules already look at its own again)."""
+        (one queue's own rules already look at its own again). Done once, before the next pass, not
+        once per message: a task may bring hundreds of releases."""
         if len(self.members) > 1:
-            self.requeue_all()
+            self.requeue = True
 
     def requeue_all(self) -> None:
-        for state in self.members.values():
-            cq.requeue_inadmissible(state)
+        self.requeue = True
 
     def _gate(self, name: str, result: scheduler.PassResult) -> None:
         """blockAdmission: tell the gate whom its grant went to, ask for the next, or hand one back."""
