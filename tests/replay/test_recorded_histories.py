@@ -18,6 +18,10 @@ twice; `workflow.patched("no-eviction-after-finish")` replays it as it was). Eve
 `lifecycle-step/` replays through `workflows/workload_legacy.py`; `lifecycle-step/` (the main job)
 and `lifecycle-step-edges/` (the edges, continued-as-new runs included) were written by the loop
 over `admitflow.admission.lifecycle.step`, marked `workflow.patched("lifecycle-step")`.
+`cohorts-before/` (`python -m tests.replay.record NAME cohorts`, recorded before cohorts were
+built): two ClusterQueues that name a cohort the code then ignored, one holding a workload and one
+waiting, the other's finished; they replay because the handover to a cohort tree is taken only on
+a view that carries the tree, marked `workflow.patched("cohorts")`.
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """
