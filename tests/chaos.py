@@ -30,6 +30,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio.client import Client
@@ -38,7 +39,7 @@ from admitflow import contract, ids
 from admitflow.admission import workload as wl
 from admitflow.admission.workload import WorkloadState
 from admitflow.api import resource_value
-from admitflow.client import AdmitflowClient
+from admitflow.client import AdmitflowClient, UnansweredWorkload
 from admitflow.codec import DATA_CONVERTER
 from admitflow.controller import Controller, ready, rejected, retry
 from admitflow.devserver import DevServer
@@ -307,8 +308,14 @@ class Chaos:
 
     async def conclude(self, client: Client, af: AdmitflowClient) -> None:
         rep = self.report
+        # The last fault may have killed the worker a moment ago: a query then waits out the dead
+        # worker's sticky queue (10 s) and the run's replay, longer than the CLI's default wait.
+        patient = AdmitflowClient(client, TASK_QUEUE, query_timeout=timedelta(seconds=60))
         for key in self.keys:
-            r = await af.workload(key)
+            r = await patient.workload(key)
+            if isinstance(r, UnansweredWorkload):
+                rep.stuck.append(f"{key}: does not answer: {r.workflow.summary()}")
+                continue
             phase = wl.phase(WorkloadState(workload=r))
             rep.phases[phase] += 1
             if phase not in TERMINAL:
@@ -323,7 +330,7 @@ class Chaos:
                 elif e.reason in ADMISSION_ENDS:
                     admitted = False
         if not rep.stuck:
-            report = await af.cluster_queue_report("cq")
+            report = await patient.cluster_queue_report("cq")
             if report.reserving:
                 rep.leaked = {r.namespace + "/" + r.name: json.dumps(r.usage) for r in report.reserving}
         rep.history = await audit(client)
