@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.checks import WrongArguments
     from admitflow.admission.workload import WorkloadReport
     from admitflow.api import WorkloadStatus
-    from admitflow.messages import ProvisioningCheckInput, ProvisioningNotice, WorkloadInput
+    from admitflow.messages import Delivery, DeliveryBatch, DeliveryReport, ProvisioningCheckInput, ProvisioningNotice, WorkloadInput
     from admitflow.wire import Undecodable
 
     from admitflow.workflows.metrics import emit
@@ -41,6 +41,10 @@ with workflow.unsafe.imports_passed_through():
 
 # workflow.patched: the loop over lifecycle.step (histories before ran workflows.workload_legacy).
 LIFECYCLE_STEP = "lifecycle-step"
+# workflow.patched: a notice to the ClusterQueue (`admitted`, `release`) goes out by local activity,
+# in the workflow task that decides it. As a SignalExternalWorkflowExecution it cost a second
+# workflow task (its completion) before anything after it, so `Admitted` took two tasks.
+TELL_QUEUE_IN_TASK = "tell-queue-in-task"
 # A controller's transient errors are retried for as long as it takes, at most this far apart; the
 # attempts cost no history (only the last one is recorded). A non-retryable error comes back as a
 # failed answer, which lifecycle backs off from.
@@ -220,7 +224,16 @@ class WorkloadWorkflow(LegacyLoop):
             )
             return [lc.EnqueueResolved(ticket=c.request.entry.ticket, resolution=resolution)]
         if isinstance(c, lc.TellQueue):
-            await _signal(contract.cluster_queue_id(c.cluster_queue), c.signal, c.request)
+            if workflow.patched(TELL_QUEUE_IN_TASK):
+                # Sent again if the task is retried: the ClusterQueue ignores a notice it has had.
+                notice = Delivery(workflow_id=contract.cluster_queue_id(c.cluster_queue), signal=c.signal, payload=c.request.to_wire())
+                await workflow.execute_local_activity(
+                    contract.DELIVER_SIGNALS, DeliveryBatch(deliveries=[notice]), result_type=DeliveryReport,
+                    start_to_close_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
+                    summary=f"{c.signal} to ClusterQueue {c.cluster_queue}",
+                )
+            else:
+                await _signal(contract.cluster_queue_id(c.cluster_queue), c.signal, c.request)
         elif isinstance(c, lc.AskController):
             self._ask(c)
         elif isinstance(c, lc.StopAsking):

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 
 from admitflow import ids
+from admitflow import search_attributes as sa
 from admitflow.admission import workload as wl
 from admitflow.admission.checks import Verdict
 from admitflow.admission.workload import WorkloadState
@@ -358,3 +360,29 @@ async def test_pod_set_updates_are_merged_and_a_conflict_fails_the_start(engine)
         'in admission check "b": invalid admission check PodSetUpdate: conflict for labels: conflict for key=team, value1=x, value2=y',
     )
     await eventually(lambda: _admitted_count(af, 1))
+
+
+async def test_the_task_that_applies_the_last_ready_admits_and_publishes_it(engine):
+    """One workflow task from the verdict to `Admitted`, in the search attributes and in the
+    update's answer: the notice to the ClusterQueue does not cost a task of its own."""
+    af = engine.admitflow
+    await setup(af, "a")
+    await submit(af)
+    await until(af, "QuotaReserved")
+    status = await say(af, "job", "a", "Ready")
+    assert status.condition("Admitted").status == "True"
+    history = await engine.client.get_workflow_handle(ids.workload_id("default/job")).fetch_history()
+    events = list(history.events)
+    accepted = next(i for i, e in enumerate(events) if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
+    published = next(
+        i for i, e in enumerate(events)
+        if i > accepted and e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES
+        and json.loads(e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields[sa.PHASE.name].data or b'""') == "Admitted"
+    )
+    # A task's commands follow its WorkflowTaskCompleted event: the upsert is a command of the task
+    # that accepted the update when no other task completed in between.
+    between = [EventType.Name(e.event_type) for e in events[accepted:published + 1]]
+    assert "EVENT_TYPE_WORKFLOW_TASK_COMPLETED" not in between, between
+    answered = next(i for i, e in enumerate(events) if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED)
+    assert answered > published
+    assert not [e for e in events[published:answered] if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED]
