@@ -4,12 +4,13 @@ has no cohort.
 Handlers only put messages in the inbox; `run` takes everything buffered in one workflow task,
 runs one scheduling pass and hands the resulting notices to the outbox. When the queue's view names
 a cohort, its state moves to the tree's entity (workflows/cohort.py) and this workflow forwards its
-messages there, in order (admitflow/admission/cohort_tree.py).
+messages there, in order: `cohort_tree.Home` decides where messages and the state go, and this
+workflow carries out its orders.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -24,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
         ClusterQueueView,
         ForceReleaseOutcome,
     )
-    from admitflow.admission.cohort_tree import Away, Forwarded, Handover
+    from admitflow.admission.cohort_tree import Forwarded, Handover, Home
     from admitflow.messages import (
         ClusterQueueInput,
         ClusterQueueRef,
@@ -40,7 +41,6 @@ with workflow.unsafe.imports_passed_through():
         MESSAGE_TYPES,
         ForceReleaseCall,
         force_release_answered,
-        Forget,
         Owner,
         QueueMessage,
         preemptor_holds_its_queue,
@@ -55,13 +55,10 @@ class ClusterQueueWorkflow:
     @workflow.init
     def __init__(self, input: ClusterQueueInput) -> None:
         self.name = input.name
-        # At home, the queue's state; while a tree holds it, a stand-in that keeps the latest view.
-        self.state = input.state or ClusterQueueState(name=input.name)
-        self.away: Away | None = input.away
-        self.handovers = input.handovers
+        self.home = Home(input.name, input.state or ClusterQueueState(name=input.name), input.away, input.handovers)
         self.inbox: list[QueueMessage | ForceReleaseCall | Handover] = []
         self.outbox = Outbox(input.undelivered)
-        self.owner = Owner(self.outbox, {self.name: self.state} if self.away is None else {})
+        self.owner = Owner(self.outbox, {self.name: self.home.state} if self.home.away is None else {})
 
     # --- messages -----------------------------------------------------------------------------
     # Each takes `*payload` and parses it (workflows/arguments.py): a message that is not what its
@@ -120,24 +117,26 @@ class ClusterQueueWorkflow:
     @workflow.query(name=contract.CLUSTER_QUEUE_STATUS)
     def status(self, *payload: Any) -> ClusterQueueReport:
         query = arguments.query(contract.CLUSTER_QUEUE_STATUS, payload, StatusQuery, optional=True)
-        if self.away is not None:
-            return ClusterQueueReport(name=self.name, status=cq.cluster_queue_status(self.state), moved_to=ids.cohort_id(self.away.root))
-        return report(self.state, query, self.owner)
+        if self.home.away is not None:
+            return ClusterQueueReport(
+                name=self.name, status=cq.cluster_queue_status(self.home.state), moved_to=ids.cohort_id(self.home.away.root)
+            )
+        return report(self.home.state, query, self.owner)
 
     @workflow.query(name=contract.CLUSTER_QUEUE_GAUGES)
     def gauges(self, *payload: Any) -> metrics.Gauges:
         """Answered, not emitted: a gauge set from workflow code stays exported by a worker that no
         longer runs this queue. admitflow's one exporter asks at scrape time (admitflow/gauges.py)."""
         arguments.no_argument(contract.CLUSTER_QUEUE_GAUGES, payload)
-        if self.away is not None:
-            return metrics.Gauges(cluster_queue=self.name, observations=[], moved_to=ids.cohort_id(self.away.root))
-        return metrics.Gauges(cluster_queue=self.name, observations=metrics.cluster_queue_gauges(self.state))
+        if self.home.away is not None:
+            return metrics.Gauges(cluster_queue=self.name, observations=[], moved_to=ids.cohort_id(self.home.away.root))
+        return metrics.Gauges(cluster_queue=self.name, observations=metrics.cluster_queue_gauges(self.home.state))
 
     # --- the loop -----------------------------------------------------------------------------
 
     @workflow.run
     async def run(self, input: ClusterQueueInput) -> None:
-        if self.state.view is None:
+        if self.home.state.view is None:
             # Started by a workload's enqueue before the catalog's first view arrived.
             view = await workflow.execute_activity(
                 contract.FETCH_CLUSTER_QUEUE_VIEW,
@@ -156,30 +155,27 @@ class ClusterQueueWorkflow:
                 or self.outbox.needs_attention(holding=continue_as_new_suggested())
                 or (self._quiet() and continue_as_new_suggested())
             )
-            self._drain_inbox()
+            now = workflow.now()
+            self._drain_inbox(now)
             delivered = self.outbox.step(holding=continue_as_new_suggested())
             if delivered is not None:
-                elsewhere = self.owner.forget_missing(delivered)
-                if self.away is not None:  # its state, and so the workload's reservation, is in the tree
-                    for forget in elsewhere:
-                        self._elsewhere(forget)
-            self._place()
+                self._execute(self.home.gone(self.owner.forget_missing(delivered)), now)
+            self._execute(self.home.place(lambda: workflow.patched("cohorts")), now)
             if self.owner.needs_pass:
                 self.owner.run_pass(preemptor_holds_its_queue)
                 self.outbox.step(holding=continue_as_new_suggested())
-            if self.away is None:
-                workflow.set_current_details(cq.current_details(self.state))
+            if self.home.away is None:
+                workflow.set_current_details(cq.current_details(self.home.state))
             else:
-                workflow.set_current_details(
-                    f"in cohort tree {self.away.root}: its queue is scheduled by `{ids.cohort_id(self.away.root)}`"
-                )
+                root = self.home.away.root
+                workflow.set_current_details(f"in cohort tree {root}: its queue is scheduled by `{ids.cohort_id(root)}`")
             if continue_as_new_suggested() and self._quiet():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self._quiet():
                     workflow.continue_as_new(
                         ClusterQueueInput(
-                            name=self.name, state=self.state, undelivered=self.outbox.undelivered(),
-                            away=self.away, handovers=self.handovers,
+                            name=self.name, state=self.home.state, undelivered=self.outbox.undelivered(),
+                            away=self.home.away, handovers=self.home.handovers,
                         )
                     )
 
@@ -187,64 +183,33 @@ class ClusterQueueWorkflow:
         """Nothing half-done: the inbox is empty, the pass is run, and no delivery is in flight."""
         return not self.inbox and not self.outbox.in_flight and not self.owner.needs_pass
 
-    def _drain_inbox(self) -> None:
-        now = workflow.now()
+    def _drain_inbox(self, now: datetime) -> None:
         messages, self.inbox = self.inbox, []
         for m in messages:
             if isinstance(m, Handover):
-                self._state_returned(m, now)
+                self._execute(self.home.returned(m), now)
             elif isinstance(m, ForceReleaseCall):
-                if self.away is None:
+                if self.home.away is None:
                     m.outcome = self.owner.force_release(self.name, m.request, now)
                 else:
-                    m.outcome = ForceReleaseOutcome(moved_to=ids.cohort_id(self.away.root))
-            elif self.away is None:
-                self.owner.apply(self.name, m, now)
+                    m.outcome = ForceReleaseOutcome(moved_to=ids.cohort_id(self.home.away.root))
             else:
-                if isinstance(m, ClusterQueueView):
-                    cq.set_view(self.state, m, now)  # the stand-in keeps the latest, to decide where the state belongs
-                self._elsewhere(m)
+                self._execute(self.home.receive(signal_of(m), m, now), now)
 
-    def _elsewhere(self, m: QueueMessage | Forget) -> None:
-        """A message for the state while a tree holds it: forwarded, or held while it comes back."""
-        assert self.away is not None
-        forwarded = Forwarded(cluster_queue=self.name, signal=signal_of(m), payload=m.to_wire())
-        if self.away.recalling:
-            self.away.held.append(forwarded)
-        else:
-            self._send(contract.FORWARD, forwarded.to_wire())
-
-    def _place(self) -> None:
-        """Hand the state to the tree its view names, or ask for it back when the view no longer
-        names that tree."""
-        root = tree.tree_root(self.state.view)
-        if self.away is None:
-            if root is None or not workflow.patched("cohorts"):
-                return
-            self.handovers += 1
-            self._send(contract.ADOPT, Handover(cluster_queue=self.name, number=self.handovers, state=self.state).to_wire(), start=root)
-            self.away = Away(root=root, number=self.handovers)
-            self.state = ClusterQueueState(name=self.name, view=self.state.view, conditions=self.state.conditions)
-            self.owner.members.clear()
-            self.owner.needs_pass = False
-        elif not self.away.recalling and root != self.away.root:
-            self._send(contract.RECALL, Handover(cluster_queue=self.name, number=self.away.number).to_wire())
-            self.away.recalling = True
-
-    def _state_returned(self, handover: Handover, now) -> None:
-        """The tree gave the state back: take it, with the latest view, then what came meanwhile."""
-        if not tree.take_back(self.away, handover):
-            return
-        assert self.away is not None and handover.state is not None
-        latest, held = self.state.view, self.away.held
-        self.state, self.away = handover.state, None
-        self.owner.members[self.name] = self.state
-        if latest is not None:
-            self.owner.apply(self.name, latest, now)
-        for f in held:
-            self.owner.apply(self.name, MESSAGE_TYPES[f.signal].model_validate(f.payload), now)
-        self.owner.needs_pass = True
-
-    def _send(self, signal: str, payload: dict, start: str | None = None) -> None:
-        root = start if start is not None else self.away.root  # type: ignore[union-attr]
-        self.outbox.add(Delivery(workflow_id=ids.cohort_id(root), signal=signal, payload=payload, start_cohort=start))
+    def _execute(self, commands: list[tree.HomeCommand], now: datetime) -> None:
+        """Carry out the home's orders, in order: sends go to the outbox, the state to the Owner."""
+        for c in commands:
+            if isinstance(c, tree.Send):
+                self.outbox.add(Delivery(workflow_id=c.workflow_id, signal=c.signal, payload=c.payload, start_cohort=c.start_cohort))
+            elif isinstance(c, tree.Apply):
+                self.owner.apply(self.name, c.message, now)
+            elif isinstance(c, tree.Resume):
+                self.owner.members[self.name] = c.state
+                if c.view is not None:
+                    self.owner.apply(self.name, c.view, now)
+                for f in c.held:
+                    self.owner.apply(self.name, MESSAGE_TYPES[f.signal].model_validate(f.payload), now)
+                self.owner.needs_pass = True
+            else:
+                self.owner.members.clear()
+                self.owner.needs_pass = False

@@ -1,14 +1,36 @@
 """Handing a ClusterQueue's state between its home and its cohort tree: numbered, so a repeated or
-stale handover changes nothing, and the state is in one place at a time."""
+stale handover changes nothing, and the state is in one place at a time; and where the home and the
+tree send messages and the state. Every interleaving of many homes and trees is modelled in
+tests/unit/test_handover_properties.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView
-from admitflow.admission.cohort_tree import Away, CohortTreeState, Handover, adopt, recall, take_back, tree_root
+from admitflow import contract
+from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView, QueueEntry
+from admitflow.admission.cohort_tree import (
+    Apply,
+    Away,
+    CohortTreeState,
+    Forwarded,
+    Handover,
+    Home,
+    Reschedule,
+    Resume,
+    Send,
+    Suspend,
+    adopt,
+    adopted,
+    forwarded,
+    recall,
+    recalled,
+    take_back,
+    tree_root,
+)
 from admitflow.admission.quota_tree import CohortInfo, CohortTree
 from admitflow.api import ClusterQueueSpec
+from tests.unit.test_cluster_queue import NOW
 
 TREE = CohortTree(root="org", cohorts={"org": CohortInfo(name="org"), "team": CohortInfo(name="team", parent="org")})
 
@@ -76,3 +98,87 @@ def test_a_recall_for_another_handover_leaves_the_state_where_it_is():
 )
 def test_take_back(away, handover, taken):
     assert take_back(away, handover) is taken
+
+
+# --- the home's decisions -----------------------------------------------------------------------------
+
+ENTRY = QueueEntry(key="default/w", uid="u", ticket=1, local_queue="lq", priority=0, timestamp=NOW, pod_sets=[])
+
+
+def forward(m) -> Forwarded:
+    return Forwarded(cluster_queue="cq", signal=contract.ENQUEUE, payload=m.to_wire())
+
+
+@pytest.mark.parametrize(
+    ("away", "orders", "held"),
+    [
+        pytest.param(None, [Apply(message=ENTRY)], [], id="at-home-a-message-is-applied-here"),
+        pytest.param(Away(root="org", number=1),
+                     [Send(workflow_id="cohort/org", signal=contract.FORWARD, payload=forward(ENTRY).to_wire())], [],
+                     id="away-a-message-follows-the-state-to-its-tree"),
+        pytest.param(Away(root="org", number=1, recalling=True), [], [forward(ENTRY)],
+                     id="while-the-state-comes-back-a-message-waits-for-it"),
+    ],
+)
+def test_a_message_at_the_home(away, orders, held):
+    home = Home("cq", state(), away)
+    assert home.receive(contract.ENQUEUE, ENTRY, NOW) == orders
+    assert (home.away.held if home.away else []) == held
+
+
+def test_a_view_naming_a_tree_hands_the_state_over_and_starts_the_tree():
+    held = ClusterQueueState(name="cq", view=view())
+    home = Home("cq", held)
+    orders = home.place(lambda: True)
+    assert orders == [
+        Send(workflow_id="cohort/org", signal=contract.ADOPT, start_cohort="org",
+             payload=Handover(cluster_queue="cq", number=1, state=held).to_wire()),
+        Suspend(),
+    ]
+    assert home.away == Away(root="org", number=1) and home.state is not held and home.state.view == held.view
+
+
+def test_a_run_recorded_before_cohorts_keeps_its_state_and_is_asked_only_with_a_cohort():
+    asked = []
+    home = Home("cq", state())
+    assert home.place(lambda: asked.append(1) or False) == [] and asked == []
+    home.state.view = view()
+    assert home.place(lambda: asked.append(1) or False) == [] and asked == [1] and home.away is None
+
+
+def test_a_view_naming_another_tree_asks_for_the_state_back_once():
+    home = Home("cq", state(), Away(root="other", number=3))
+    home.state.view = view(tree=None)
+    assert home.place(lambda: True) == [
+        Send(workflow_id="cohort/other", signal=contract.RECALL, payload=Handover(cluster_queue="cq", number=3).to_wire())
+    ]
+    assert home.place(lambda: True) == []
+
+
+def test_the_returned_state_resumes_with_the_latest_view_then_what_was_held():
+    home = Home("cq", ClusterQueueState(name="cq", view=view()), Away(root="org", number=2, recalling=True, held=[forward(ENTRY)]))
+    back = state()
+    assert home.returned(Handover(cluster_queue="cq", number=1, state=state())) == []
+    assert home.returned(Handover(cluster_queue="cq", number=2, state=back)) == [Resume(state=back, view=view(), held=[forward(ENTRY)])]
+    assert home.state is back and home.away is None
+
+
+# --- the tree's decisions -----------------------------------------------------------------------------
+
+
+def test_a_tree_applies_what_comes_for_a_queue_it_holds_and_bounces_the_rest_home():
+    tree = CohortTreeState(root="org", members={"cq": state()})
+    assert forwarded(tree, forward(ENTRY)) == [Apply(message=forward(ENTRY))]
+    other = Forwarded(cluster_queue="gone", signal=contract.ENQUEUE, payload=ENTRY.to_wire())
+    assert forwarded(tree, other) == [Send(workflow_id="clusterqueue/gone", signal=contract.FORWARD, payload=other.to_wire())]
+
+
+def test_a_recalled_state_goes_home_and_the_tree_reschedules():
+    tree = CohortTreeState(root="org")
+    assert adopted(tree, Handover(cluster_queue="cq", number=1, state=state())) == [Reschedule()]
+    assert adopted(tree, Handover(cluster_queue="cq", number=1, state=state())) == []
+    back = Handover(cluster_queue="cq", number=1, state=state())
+    assert recalled(tree, Handover(cluster_queue="cq", number=1)) == [
+        Send(workflow_id="clusterqueue/cq", signal=contract.RETURN_STATE, payload=back.to_wire()), Reschedule()
+    ]
+    assert recalled(tree, Handover(cluster_queue="cq", number=1)) == []
