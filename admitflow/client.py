@@ -51,7 +51,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from admitflow import contract, ids, kinds, visibility
 from admitflow import search_attributes as sa
-from admitflow.admission.catalog import CATALOG_KINDS, ObjectRef, Outcome
+from admitflow.admission.catalog import CATALOG_KINDS, ObjectRef, Outcome, cohort_root
 from admitflow.admission.cluster_queue import ForceReleaseOutcome
 from admitflow.admission import workload as wl
 from admitflow.admission import pods_ready
@@ -60,6 +60,7 @@ from admitflow.api import LoadedManifest, Workload
 from admitflow.admission.checks import CheckRequest, Verdict
 from admitflow.api import WorkloadStatus
 from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
+from admitflow.api.cohort import CohortStatus
 from admitflow.api.provisioning_request import ProvisioningRequest
 from admitflow.codec import PayloadDecodeError
 from admitflow.kinds import PLURALS
@@ -69,6 +70,7 @@ from admitflow.messages import (
     ApplyResult,
     CatalogInput,
     ClusterQueueReport,
+    CohortRef,
     DeleteRequest,
     DeleteWorkload,
     FinishRequest,
@@ -493,7 +495,7 @@ class AdmitflowClient:
             if (namespace is None or getattr(o.metadata, "namespace", None) in (None, namespace))
             and visibility.labels_match(requirements, o.metadata.labels or {})
         ]
-        out = []
+        out, parents = [], None
         for obj in objects:
             wire = obj.to_wire()
             if kind == "ClusterQueue":
@@ -505,8 +507,27 @@ class AdmitflowClient:
                 lq = report.local_queues.get(obj.key) if report else None
                 if lq is not None:
                     wire["status"] = lq.to_wire()
+            elif kind == "Cohort":
+                if parents is None:
+                    parents = {c.key: c.spec.parent_name for c in await self.catalog_objects("Cohort")}
+                wire["status"] = (await self.cohort_status(obj.metadata.name, parents)).to_wire()
             out.append(wire)
         return out
+
+    async def cohort_status(self, name: str, parents: dict[str, str | None] | None = None) -> CohortStatus:
+        """A Cohort's status, from the workflow of its tree (empty while no ClusterQueue of the
+        tree has been scheduled there). `parents`: every Cohort's parentName, when already read."""
+        if parents is None:
+            parents = {c.key: c.spec.parent_name for c in await self.catalog_objects("Cohort")}
+        handle = self.client.get_workflow_handle(ids.cohort_id(cohort_root(parents, name)))
+        try:
+            return await handle.query(
+                contract.COHORT_STATUS, CohortRef(name=name), result_type=CohortStatus, rpc_timeout=self.query_timeout
+            )
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return CohortStatus()
+            raise _unanswered_query(err, f'cohorts "{name}"') from None
 
     async def workload(self, key: str, missing_ok: bool = False) -> WorkloadReport | None:
         """The workload as its workflow tells it (query `workload`), or its final report once it has

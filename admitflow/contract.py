@@ -67,6 +67,7 @@ RETURN_STATE = "return_state"  # signal: a cohort tree gives a ClusterQueue's st
 ADOPT = "adopt"  # signal: a ClusterQueue's home hands its state over
 RECALL = "recall"  # signal: a ClusterQueue's home asks for its state back
 FORGET = "forget"  # forwarded: a workload no longer runs, so nothing will release for it
+COHORT_STATUS = "cohort_status"  # query {name}: a Cohort of the tree's status, as Kueue writes it
 
 # --- PodsReadyGateWorkflow (admitflow/pods-ready-gate) --------------------------------------------
 GATE_REQUEST = "request"  # signal: a ClusterQueue asks for the grant

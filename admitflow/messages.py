@@ -118,6 +118,10 @@ class ClusterQueueRef(WireModel):
     name: str
 
 
+class CohortRef(WireModel):
+    name: str
+
+
 class WatchRequest(WireModel):
     """A workload whose LocalQueue or ClusterQueue does not exist yet asks to be woken when it does."""
 

@@ -19,7 +19,8 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission import metrics
     from admitflow.admission.cluster_queue import ForceReleaseOutcome
     from admitflow.admission.cohort_tree import CohortTreeState, Forwarded, Handover
-    from admitflow.messages import ClusterQueueReport, ClusterQueueRef, CohortInput, Delivery, ForceRelease, StatusQuery
+    from admitflow.api.cohort import CohortStatus, FairSharingStatus
+    from admitflow.messages import ClusterQueueReport, ClusterQueueRef, CohortInput, CohortRef, Delivery, ForceRelease, StatusQuery
 
     from admitflow.workflows import arguments
     from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
@@ -93,6 +94,13 @@ class CohortWorkflow:
             return metrics.Gauges(cluster_queue=ref.name, observations=[], moved_to=ids.cluster_queue_id(ref.name))
         return metrics.Gauges(cluster_queue=ref.name, observations=metrics.cluster_queue_gauges(state))
 
+    @workflow.query(name=contract.COHORT_STATUS)
+    def cohort_status(self, *payload: Any) -> CohortStatus:
+        """Kueue's Cohort status: `fairSharing.weightedShare` with fair sharing on, else nothing."""
+        ref = arguments.query(contract.COHORT_STATUS, payload, CohortRef)
+        share = self.owner.weighted_share(ref.name, kind="cohort")
+        return CohortStatus(fair_sharing=FairSharingStatus(weighted_share=share) if share is not None else None)
+
     @workflow.run
     async def run(self, input: CohortInput) -> None:
         while True:
@@ -133,29 +141,34 @@ class CohortWorkflow:
         messages, self.inbox = self.inbox, []
         for m in messages:
             if isinstance(m, Handover):
-                if tree.adopt(self.state, m):
-                    self.owner.needs_pass = True
-                    self.owner.requeue_all()
+                self._execute(tree.adopted(self.state, m), now)
             elif isinstance(m, _Recall):
-                returned = tree.recall(self.state, m.handover)
-                if returned is not None:
-                    self._send(ids.cluster_queue_id(returned.cluster_queue), contract.RETURN_STATE, returned.to_wire())
-                    self.owner.needs_pass = True
-                    self.owner.requeue_all()
+                self._execute(tree.recalled(self.state, m.handover), now)
             elif isinstance(m, ForceReleaseCall):
                 name = m.request.cluster_queue or ""
                 if name in self.state.members:
                     m.outcome = self.owner.force_release(name, m.request, now)
                 else:
                     m.outcome = ForceReleaseOutcome(moved_to=ids.cluster_queue_id(name))
-            elif m.cluster_queue in self.state.members:
+            else:
+                self._execute(tree.forwarded(self.state, m), now)
+
+    def _execute(self, commands: list[tree.TreeCommand], now) -> None:
+        """Carry out the tree's orders, in order: sends go to the outbox, messages to the Owner."""
+        for c in commands:
+            if isinstance(c, tree.Send):
+                self._send(c.workflow_id, c.signal, c.payload)
+            elif isinstance(c, tree.Apply):
+                m = c.message
                 self.owner.apply(m.cluster_queue, MESSAGE_TYPES[m.signal].model_validate(m.payload), now)
             else:
-                self._bounce(m)
+                self.owner.needs_pass = True
+                self.owner.requeue_all()
 
     def _bounce(self, m: Forwarded) -> None:
         """A message for a queue this tree does not hold (it was given back): to its home."""
-        self._send(ids.cluster_queue_id(m.cluster_queue), contract.FORWARD, m.to_wire())
+        home = tree.bounce(m)
+        self._send(home.workflow_id, home.signal, home.payload)
 
     def _send(self, workflow_id: str, signal: str, payload: dict) -> None:
         self.outbox.add(Delivery(workflow_id=workflow_id, signal=signal, payload=payload))

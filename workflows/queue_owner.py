@@ -154,12 +154,13 @@ class Owner:
                 self._freed()
         return elsewhere
 
-    def weighted_share(self, name: str) -> int | None:
-        """Kueue's `status.fairSharing.weightedShare` when fair sharing is on, else None."""
+    def weighted_share(self, name: str, kind: str = "cq") -> int | None:
+        """Kueue's `status.fairSharing.weightedShare` of a ClusterQueue held here (`kind` "cq") or
+        a Cohort of this tree ("cohort") when fair sharing is on, else None."""
         tree, groups, strategies = scheduler.quota_tree(list(self.members.values()), self.root)
-        if strategies is None or name not in groups:
+        if strategies is None or (kind == "cq" and name not in groups):
             return None
-        return fair_sharing.weighted_share(tree, name)
+        return fair_sharing.weighted_share(tree, name, kind)
 
     def holder(self, key: str, uid: str) -> str | None:
         for name, state in self.members.items():

@@ -456,7 +456,8 @@ def _parent_chain(parents: dict[str, str | None], start: str) -> list[str]:
     return chain
 
 
-def _root(parents: dict[str, str | None], name: str) -> str:
+def cohort_root(parents: dict[str, str | None], name: str) -> str:
+    """The root of the Cohort `name`, up the `parents` (each Cohort's parentName, None at a root)."""
     chain = _parent_chain(parents, name)
     if chain[-1] in chain[:-1]:
         # No root in a cycle (the catalog refuses them): name the loop by its smallest member.
@@ -497,7 +498,7 @@ class CohortForest:
             | {p for p in self._parents.values() if p is not None}
             | {cq.spec.cohort_name for cq in state.all("ClusterQueue") if cq.spec.cohort_name}
         )
-        self._roots = {n: _root(self._parents, n) for n in named}
+        self._roots = {n: cohort_root(self._parents, n) for n in named}
         self._trees: dict[str, CohortTree] = {}
 
     def tree(self, name: str) -> CohortTree:
@@ -505,7 +506,7 @@ class CohortForest:
         Cohort whose root that is. A deleted Cohort still named by a ClusterQueue or a Cohort stays
         in its tree as an implicit one, as in Kueue."""
         if name not in self._roots:  # named by nothing: a tree of its own
-            self._roots[name] = _root(self._parents, name)
+            self._roots[name] = cohort_root(self._parents, name)
         root = self._roots[name]
         if root not in self._trees:
             members = sorted(n for n, r in self._roots.items() if r == root)

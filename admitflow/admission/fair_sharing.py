@@ -110,10 +110,12 @@ def dominant_resource_share(node: Node, extra: Mapping[FlavorResource, int] | No
     return Share(weight=node.weight, ratio=ratio, resource=resource, borrowing=frozenset(borrowing))
 
 
-def weighted_share(tree: QuotaTree, cq: str) -> int:
-    """What Kueue writes as the ClusterQueue's `status.fairSharing.weightedShare`, with the weights
-    `apply_weights` gave the tree's ClusterQueues."""
-    return dominant_resource_share(tree.queues[cq]).rounded
+def weighted_share(tree: QuotaTree, name: str, kind: str = "cq") -> int | None:
+    """What Kueue writes as a ClusterQueue's (`kind` "cq") or a Cohort's ("cohort")
+    `status.fairSharing.weightedShare`, with the weights `apply_weights` gave the tree's
+    ClusterQueues; None when the tree has no such node. A root Cohort borrows from nobody: 0."""
+    node = (tree.queues if kind == "cq" else tree.cohorts).get(name)
+    return dominant_resource_share(node).rounded if node is not None else None
 
 
 def _lendable(node: Node) -> dict[str, int]:

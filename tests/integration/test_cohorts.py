@@ -4,6 +4,7 @@ cohorts keeps what it holds and its queue."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -164,20 +165,32 @@ async def test_a_queue_borrows_its_cohorts_idle_quota_and_the_lender_reclaims_it
     await eventually(lambda: _is(engine, "b1", "Admitted"))
 
 
-async def test_with_fair_sharing_a_borrowing_queue_reports_its_weighted_share(engine, tmp_path):
+async def test_with_fair_sharing_queues_and_cohorts_report_their_weighted_shares(engine, tmp_path):
+    """Kueue's fair-sharing status on ClusterQueues and Cohorts: research (team-a and team-b, 8 cpu)
+    sits under org beside bank, a Cohort holding 2 cpu of its own."""
     af = engine.admitflow
     config = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
               "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}}
-    setup = dump(tmp_path / "setup.yaml", config, *yaml.safe_load_all(COHORT_YAML))
+    tree = [cohort("research", "org"), cohort("bank", "org", resourceGroups=[
+        {"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "2"}]}]},
+    ])]
+    setup = dump(tmp_path / "setup.yaml", config, *yaml.safe_load_all(COHORT_YAML), *tree)
     assert (await run(engine, "apply", "-f", setup)).returncode == 0
     await af.apply(loaded(workload_manifest("b1", cpu="6", queue="lq-b")))
     await eventually(lambda: _is(engine, "b1", "Admitted"))
-    shares = {}
-    for cq in ("team-a", "team-b"):
-        got = yaml.safe_load((await run(engine, "get", "clusterqueue", cq, "-o", "yaml")).stdout)
-        shares[cq] = got["status"]["fairSharing"]["weightedShare"]
-    # team-b borrows 2 of the 8 cpu its tree can lend: 250 per mille, weight 1; team-a borrows nothing.
-    assert shares == {"team-a": 0, "team-b": 250}
+    await af.apply(loaded(workload_manifest("a1", cpu="4", queue="lq-a")))
+    await eventually(lambda: _is(engine, "a1", "Admitted"))
+
+    async def share(kind: str, name: str) -> int:
+        got = yaml.safe_load((await run(engine, "get", kind, name, "-o", "yaml")).stdout)
+        return got["status"]["fairSharing"]["weightedShare"]
+
+    # team-b borrows 2 of the 10 cpu research can be lent (its own 8 and bank's 2): 200 per mille,
+    # weight 1; team-a uses its own 4. research uses 10 of its 8: it borrows 2 of org's 10.
+    assert {cq: await share("clusterqueue", cq) for cq in ("team-a", "team-b")} == {"team-a": 0, "team-b": 200}
+    assert {c: await share("cohort", c) for c in ("research", "bank")} == {"research": 200, "bank": 0}
+    described = await run(engine, "describe", "cohort", "research")
+    assert described.returncode == 0 and re.search(r"Weighted Share:\s+200$", described.stdout, re.M), described.stdout
 
 
 @pytest.mark.parametrize("version", ["v1beta1", "v1beta2"])

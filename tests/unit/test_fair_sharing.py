@@ -115,6 +115,58 @@ def test_weighted_share_is_what_kueue_writes_in_the_status():
     queues = two_queues(*CPU_GPU)
     tree, _ = build(queues, workloads=[admitted("w", "cq", {"cpu": "3", GPU: "7"})])
     assert (fs.weighted_share(tree, "cq"), fs.weighted_share(tree, "lending-cq")) == (200, 0)
+    assert (fs.weighted_share(tree, "test-cohort", kind="cohort"), fs.weighted_share(tree, "nobody")) == (0, None)
+
+
+def hierarchical_two_levels():
+    """Kueue's test/integration/singlecluster/scheduler/fairsharing, "using hierarchical cohorts",
+    "admits workloads respecting fair share": five workloads of 1 cpu run in each queue.
+
+             root
+            /    \\
+          fl      fr
+         /  \\      \\
+        sl   sr    bank (10 cpu)
+        |     |
+       cqL   cqR  (2 cpu each)"""
+    queues = {"cqL": queue_spec({"default": {"cpu": "2"}}, "sl"), "cqR": queue_spec({"default": {"cpu": "2"}}, "sr")}
+    cohorts = [
+        cohort("root"), cohort("fl", "root"), cohort("fr", "root"), cohort("sl", "fl"), cohort("sr", "fl"),
+        cohort("bank", "fr", {"default": {"cpu": "10"}}),
+    ]
+    return queues, cohorts, {"cqL": 5, "cqR": 5}
+
+
+def research_tree(running):
+    """The same file's "preempts workloads to enforce fair share": 12 cpu held by the root,
+    best-effort (weight 0.5) beside research, whose chemistry, physics and llm (weight 2) hold none."""
+    zero = {"default": {"cpu": "0"}}
+    queues = {f"{c}-queue": queue_spec(zero, c) for c in ("chemistry", "physics", "llm", "best-effort")}
+    cohorts = [
+        cohort("root", quotas={"default": {"cpu": "12"}}), cohort("research", "root"),
+        cohort("chemistry", "research"), cohort("physics", "research"), cohort("llm", "research", weight=2.0),
+        cohort("best-effort", "root", weight=0.5),
+    ]
+    return queues, cohorts, {f"{c}-queue": n for c, n in running.items()}
+
+
+@pytest.mark.parametrize(("tree", "want"), [
+    # sl and sr each borrow 3 of the 14 cpu the tree can lend, fl 6; Kueue rounds up (6000/14).
+    pytest.param(hierarchical_two_levels(), {"root": 0, "fl": 429, "fr": 0, "sl": 215, "sr": 215, "bank": 0},
+                 id="two-levels-each-cohort-borrows-from-its-parent"),
+    pytest.param(research_tree({"best-effort": 6, "physics": 6}), {"best-effort": 1000, "physics": 500, "research": 500},
+                 id="all-capacity-used-a-half-weight-doubles-the-share"),
+    # After the preemptions: 4 best-effort, 2 chemistry, 2 physics, 4 llm.
+    pytest.param(research_tree({"best-effort": 4, "chemistry": 2, "physics": 2, "llm": 4}),
+                 {"best-effort": 667, "research": 667, "chemistry": 167, "physics": 167, "llm": 167},
+                 id="fair-with-respect-to-each-parent"),
+])
+def test_each_cohorts_weighted_share_is_what_it_borrows_from_its_parent(tree, want):
+    queues, cohorts, running = tree
+    workloads = [admitted(f"{q}-{i}", q, {"cpu": "1"}) for q, n in running.items() for i in range(n)]
+    quota_tree, _ = build(queues, cohorts, workloads)
+    fs.apply_weights(quota_tree, queues)
+    assert {name: fs.weighted_share(quota_tree, name, kind="cohort") for name in want} == want
 
 
 @pytest.mark.parametrize(
