@@ -45,6 +45,7 @@ LIFECYCLE_STEP = "lifecycle-step"
 # in the workflow task that decides it. As a SignalExternalWorkflowExecution it cost a second
 # workflow task (its completion) before anything after it, so `Admitted` took two tasks.
 TELL_QUEUE_IN_TASK = "tell-queue-in-task"
+NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), maximum_attempts=0)
 # A controller's transient errors are retried for as long as it takes, at most this far apart; the
 # attempts cost no history (only the last one is recorded). A non-retryable error comes back as a
 # failed answer, which lifecycle backs off from.
@@ -225,12 +226,14 @@ class WorkloadWorkflow(LegacyLoop):
             return [lc.EnqueueResolved(ticket=c.request.entry.ticket, resolution=resolution)]
         if isinstance(c, lc.TellQueue):
             if workflow.patched(TELL_QUEUE_IN_TASK):
-                # Sent again if the task is retried: the ClusterQueue ignores a notice it has had.
+                # Sent again if the task is retried: the ClusterQueue ignores a notice it has had. A
+                # refusal (the queue's per-run signal limit) is tried again for as long as it takes,
+                # as before: in the task for a few seconds, then after durable timers.
                 notice = Delivery(workflow_id=contract.cluster_queue_id(c.cluster_queue), signal=c.signal, payload=c.request.to_wire())
                 await workflow.execute_local_activity(
                     contract.DELIVER_SIGNALS, DeliveryBatch(deliveries=[notice]), result_type=DeliveryReport,
-                    start_to_close_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
-                    summary=f"{c.signal} to ClusterQueue {c.cluster_queue}",
+                    start_to_close_timeout=timedelta(seconds=30), retry_policy=NOTICE_RETRY,
+                    local_retry_threshold=timedelta(seconds=5), summary=f"{c.signal} to ClusterQueue {c.cluster_queue}",
                 )
             else:
                 await _signal(contract.cluster_queue_id(c.cluster_queue), c.signal, c.request)
