@@ -215,6 +215,8 @@ def _parser() -> argparse.ArgumentParser:
                    "~/.kube/config, or the pod's service account)")
     w.add_argument("--context", help="with the kubernetes backend: the kubeconfig context to use (kubectl's "
                    "--context; default: the kubeconfig's current-context)")
+    for flag, default, what in WORKER_SETTINGS:
+        w.add_argument(f"--{flag}", type=_at_least_one, metavar="N", help=f"{what} (default: the SDK's, {default})")
     for parser in (w, dev):
         parser.add_argument(
             "--metrics-port", type=int, default=_env_int("ADMITFLOW_METRICS_PORT"),
@@ -462,6 +464,26 @@ def _target(args: argparse.Namespace, default_kind: str | None = None) -> tuple[
     if not name:
         raise CLIError(f"{args.command} needs a name: admitflow {args.command} {ref} NAME (or {ref}/NAME)")
     return kind, _key(kind, name, getattr(args, "kueue_namespace", None))
+
+
+# `admitflow worker`'s settings of the SDK worker (docs/operations.md, "Worker settings"): flag, the
+# SDK's default, what it bounds. Each flag maps to the Worker option of its name.
+WORKER_SETTINGS = (
+    ("max-cached-workflows", 1000, "workflow runs kept in memory between their workflow tasks; a run not "
+     "kept replays its whole history on its next task"),
+    ("max-concurrent-workflow-tasks", 100, "workflow tasks run at once"),
+    ("max-concurrent-activities", 100, "activities (deliveries, enqueues, provisioning calls) run at once"),
+)
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f'"{text}": must be a whole number of at least 1')
+    return value
 
 
 def _env_int(name: str) -> int | None:
@@ -1022,7 +1044,12 @@ async def cmd_worker(args: argparse.Namespace) -> None:
             f"search attributes {', '.join(missing)} are not registered in namespace {client.client.namespace}: "
             "run `admitflow setup` first"
         )
-    await run_until_signalled(build_worker(client.client, client.task_queue, provisioning=backend))
+    settings = {
+        flag.replace("-", "_"): getattr(args, flag.replace("-", "_"))
+        for flag, _, _ in WORKER_SETTINGS
+        if getattr(args, flag.replace("-", "_")) is not None
+    }
+    await run_until_signalled(build_worker(client.client, client.task_queue, provisioning=backend, **settings))
 
 
 async def cmd_setup(args: argparse.Namespace) -> None:

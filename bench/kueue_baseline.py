@@ -43,7 +43,7 @@ and a PNG under bench/results/.
 
     .venv/bin/python bench/kueue_baseline.py [--cohorts 1] [--cqs-per-cohort 6] [--per-cq 500]
         [--standalone | --cqs N] [--preemption LowerPriority|Never] [--reclaim Any|LowerPriority|Never]
-        [--cache N] [--bare 500] [--out PATH]
+        [--cache N] [--workflow-tasks N] [--bare 500] [--out PATH]
 """
 
 from __future__ import annotations
@@ -654,6 +654,7 @@ async def main() -> None:
     p.add_argument("--reclaim", default="Any", choices=["Any", "LowerPriority", "Never"],
                    help="reclaimWithinCohort of every ClusterQueue in a cohort (Kueue's baseline: Any)")
     p.add_argument("--cache", type=int, help="the engine worker's max_cached_workflows (default: the SDK's, 1000)")
+    p.add_argument("--workflow-tasks", type=int, help="the engine worker's max_concurrent_workflow_tasks (default: the SDK's, 100)")
     p.add_argument("--bare", type=int, default=500, help="bare workflows measured before and after")
     p.add_argument("--poll", type=float, default=0.25, help="seconds between the runner's visibility lists")
     p.add_argument("--minutes", type=float, default=9.0, help="give up on the workloads after this long (the run stays near ten minutes)")
@@ -681,7 +682,8 @@ async def main() -> None:
     logging.getLogger().addHandler(tally)
     try:
         with core:
-            async with engine(**({"max_cached_workflows": args.cache} if args.cache else {})) as e:
+            settings = {"max_cached_workflows": args.cache, "max_concurrent_workflow_tasks": args.workflow_tasks}
+            async with engine(**{k: v for k, v in settings.items() if v}) as e:
                 bare_cpu = [CpuMeter(e.server), CpuMeter(e.server)]
                 bare_before = await bare_rate(e.client, args.bare, "before", bare_cpu[0])
                 print(f"bare Temporal before: {bare_before:.1f} wf/s", flush=True)
@@ -864,6 +866,7 @@ async def main() -> None:
             "cpu_while_not_backlogged": cores_when(run, lambda b: b == 0),
             "live_workloads_peak": max(run.live, default=0),
             "worker_max_cached_workflows": args.cache or 1000,
+            "worker_max_concurrent_workflow_tasks": args.workflow_tasks or 100,
             "history_sample": sampled["sample"],
             # Where each cohort's scheduling happens: its tree's entity, cohort/<root>.
             "cohort_tree_tasks": tree_tasks,
