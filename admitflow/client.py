@@ -1025,8 +1025,12 @@ class AdmitflowClient:
 
 def _unanswered_query(err: RPCError, what: str) -> Exception:
     """A query to one of the engine's workflows that timed out or was refused because its workflow
-    task fails, as one line; any other RPC error as it is."""
-    if err.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.FAILED_PRECONDITION):
+    task fails, as one line; any other RPC error as it is. A timeout reads the same whether the
+    client's deadline came first ("Timeout expired") or the server's ("query timed out before a
+    worker could process it"): which one does is a race."""
+    if err.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
+        return NotAnswering(f"{what} does not answer: the query timed out")
+    if err.status == RPCStatusCode.FAILED_PRECONDITION:
         return NotAnswering(f"{what} does not answer: {_first_line(err.message)}")
     return err
 

@@ -74,7 +74,7 @@ TABLE = [
          "disabled on this namespace; check the API key (--api-key, TEMPORAL_API_KEY) or client certificate, and what "
          "it may do in this namespace"),
     Case("a-read-times-out-without-a-worker", UNSERVED, ("get", "clusterqueues", "--request-timeout", "2s"), 1,
-         f'error: the catalog (admitflow/catalog) does not answer: Timeout expired; {WORKER_OR_TIME}'),
+         f'error: the catalog (admitflow/catalog) does not answer: the query timed out; {WORKER_OR_TIME}'),
     Case("apply-times-out-without-a-worker", UNSERVED, ("apply", "-f", "-", "--request-timeout", "2"), 1,
          'error: the catalog (admitflow/catalog) did not take the objects within 2s: is a worker polling task queue '
          '"admitflow"? (admitflow worker); they are applied once one does', stdin=SETUP),
