@@ -508,8 +508,7 @@ class AdmitflowClient:
                 if lq is not None:
                     wire["status"] = lq.to_wire()
             elif kind == "Cohort":
-                if parents is None:
-                    parents = {c.key: c.spec.parent_name for c in await self.catalog_objects("Cohort")}
+                parents = parents if parents is not None else await self._cohort_parents()
                 wire["status"] = (await self.cohort_status(obj.metadata.name, parents)).to_wire()
             out.append(wire)
         return out
@@ -518,7 +517,7 @@ class AdmitflowClient:
         """A Cohort's status, from the workflow of its tree (empty while no ClusterQueue of the
         tree has been scheduled there). `parents`: every Cohort's parentName, when already read."""
         if parents is None:
-            parents = {c.key: c.spec.parent_name for c in await self.catalog_objects("Cohort")}
+            parents = await self._cohort_parents()
         handle = self.client.get_workflow_handle(ids.cohort_id(cohort_root(parents, name)))
         try:
             return await handle.query(
@@ -528,6 +527,10 @@ class AdmitflowClient:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return CohortStatus()
             raise _unanswered_query(err, f'cohorts "{name}"') from None
+
+    async def _cohort_parents(self) -> dict[str, str | None]:
+        """Every Cohort's parentName, from the catalog (None at a root)."""
+        return {c.key: c.spec.parent_name for c in await self.catalog_objects("Cohort")}
 
     async def workload(self, key: str, missing_ok: bool = False) -> WorkloadReport | None:
         """The workload as its workflow tells it (query `workload`), or its final report once it has

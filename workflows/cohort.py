@@ -119,7 +119,7 @@ class CohortWorkflow:
             if self.owner.needs_pass:
                 self.owner.run_pass(preemptor_holds_its_queue)
                 self.outbox.step(holding=self._ending())
-            workflow.set_current_details(self._details())
+            workflow.set_current_details(tree.current_details(self.state))
             if self._ending() and self._quiet():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self._quiet():
@@ -172,18 +172,3 @@ class CohortWorkflow:
 
     def _send(self, workflow_id: str, signal: str, payload: dict) -> None:
         self.outbox.add(Delivery(workflow_id=workflow_id, signal=signal, payload=payload))
-
-    def _details(self) -> str:
-        lines = [f"cohort tree {self.state.root}: {len(self.state.members)} ClusterQueue(s)"]
-        for name, state in sorted(self.state.members.items()):
-            reserving = state.reservations.values()
-            admitted = sum(1 for r in reserving if r.admitted)
-            borrowed = [
-                f"{r.name} {r.borrowed} of {f.name}"
-                for f in cq.cluster_queue_status(state).flavors_reservation
-                for r in f.resources
-                if str(r.borrowed) != "0"
-            ]
-            lending = f", borrowing {', '.join(borrowed)}" if borrowed else ""
-            lines.append(f"- {name}: pending {len(state.pending)}, reserving {len(reserving)}, admitted {admitted}{lending}")
-        return "\n\n".join(lines)

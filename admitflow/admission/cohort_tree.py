@@ -256,3 +256,21 @@ def bounce(m: Forwarded) -> Send:
     """A message for a queue this tree does not hold (it was given back): to its home, which applies
     it or passes it on to the tree holding the state now."""
     return Send(workflow_id=ids.cluster_queue_id(m.cluster_queue), signal=contract.FORWARD, payload=m.to_wire())
+
+
+def current_details(tree: CohortTreeState) -> str:
+    """The UI's current details of a tree's workflow (markdown): each ClusterQueue's counts and what
+    it borrows."""
+    lines = [f"cohort tree {tree.root}: {len(tree.members)} ClusterQueue(s)"]
+    for name, state in sorted(tree.members.items()):
+        reserving = state.reservations.values()
+        admitted = sum(1 for r in reserving if r.admitted)
+        borrowed = [
+            f"{r.name} {r.borrowed} of {f.name}"
+            for f in cq.cluster_queue_status(state).flavors_reservation
+            for r in f.resources
+            if str(r.borrowed) != "0"
+        ]
+        lending = f", borrowing {', '.join(borrowed)}" if borrowed else ""
+        lines.append(f"- {name}: pending {len(state.pending)}, reserving {len(reserving)}, admitted {admitted}{lending}")
+    return "\n\n".join(lines)

@@ -9,6 +9,7 @@ import pytest
 
 from admitflow import contract
 from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView, QueueEntry
+from admitflow.admission.cohort_tree import current_details as tree_details
 from admitflow.admission.cohort_tree import (
     Apply,
     Away,
@@ -182,3 +183,16 @@ def test_a_recalled_state_goes_home_and_the_tree_reschedules():
         Send(workflow_id="clusterqueue/cq", signal=contract.RETURN_STATE, payload=back.to_wire()), Reschedule()
     ]
     assert recalled(tree, Handover(cluster_queue="cq", number=1)) == []
+
+
+def test_a_trees_current_details_give_each_queues_counts_and_what_it_borrows():
+    from tests.unit.test_cohort_scheduling import holding, lend_a, lend_b
+
+    a, b = lend_a(), lend_b()
+    holding(b, "big", default="4")  # 2 cpu of its own, 2 borrowed from lend-a
+    held = CohortTreeState(root="lend", members={"lend-a": a, "lend-b": b})
+    assert tree_details(held).split("\n\n") == [
+        "cohort tree lend: 2 ClusterQueue(s)",
+        "- lend-a: pending 0, reserving 0, admitted 0",
+        "- lend-b: pending 0, reserving 1, admitted 1, borrowing cpu 2 of default",
+    ]
