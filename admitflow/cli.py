@@ -97,6 +97,16 @@ RELEASE_DESCRIPTION = (
 )
 
 
+UNGATE_DESCRIPTION = (
+    "Remove admission gates from a workload: the gates its kueue.x-k8s.io/admission-gated-by annotation names "
+    "(Kueue's AdmissionGatedBy). A gated workload takes no quota and no place in its queue; once its last gate "
+    "is removed it enters its queue. Sent through the workload's update apply_admission_gate_removal, so a "
+    "workload that is not gated, or a gate it does not have, is refused in one line and nothing changes. "
+    "Re-applying the workload's manifest with fewer gates does the same; gates can never be added after "
+    "creation. Prints the gates that remain."
+)
+
+
 class CLIError(Exception):
     def __init__(self, message: str, code: int = EXIT_BAD_INPUT) -> None:
         super().__init__(message)
@@ -265,7 +275,8 @@ def _parser() -> argparse.ArgumentParser:
         "apply", parents=[conn], help="apply Kueue manifests (file, directory, or - for stdin)",
         description="Apply Kueue manifests as kubectl apply does: the catalog objects (ResourceFlavors, ClusterQueues, "
         "LocalQueues, AdmissionChecks, ...) all or nothing in one update of the catalog workflow, then each Workload "
-        "submitted (its workflow started). Objects keep the namespace their manifest gives (default: default).",
+        "submitted (its workflow started; one naming a WorkloadPriorityClass without a priority gets the class's value). "
+        "Objects keep the namespace their manifest gives (default: default).",
     )
     a.add_argument("-f", "--filename", action="append", required=True, help="a file, a directory, or - for stdin (repeatable)")
     a.add_argument("--wait", action="store_true", help="then follow the workloads applied, printing each phase change, "
@@ -390,6 +401,15 @@ def _parser() -> argparse.ArgumentParser:
     _kueue_namespace_flags(rl)
     rl.add_argument("--force", action="store_true", help="release it even though its workflow answers (it is evicted and queues again)")
     rl.add_argument("--clusterqueue", help="the ClusterQueue holding it (default: its AdmitflowClusterQueue search attribute)")
+
+    ug = sub.add_parser(
+        "ungate", parents=[conn], help="remove admission gates (kueue.x-k8s.io/admission-gated-by) from a workload",
+        description=UNGATE_DESCRIPTION,
+    )
+    ug.add_argument("kind", metavar="workload[/NAME]", help="workload")
+    ug.add_argument("rest", nargs="*", metavar="NAME GATE", help="namespace/name (unless given as workload/NAME), then the gates")
+    _kueue_namespace_flags(ug)
+    ug.add_argument("--all", action="store_true", help="remove every gate")
 
     pr = sub.add_parser(
         "provreq", help="the simulated cluster autoscaler's ProvisioningRequests: list them, set conditions by hand",
@@ -791,6 +811,11 @@ async def cmd_describe(args: argparse.Namespace) -> None:
             obj.pop("status", None)  # only its workflow can tell it
             extra.extend(trouble_lines(key, obj.pop("workflow")))
             events = None
+        from admitflow.admission import admission_gates
+
+        gates = admission_gates.gates(report)
+        if gates and not isinstance(report, UnansweredWorkload):
+            extra.append(f"Admission Gates: {', '.join(gates)} (admitflow ungate workload {key} GATE removes one)")
         pending = await client.position(report)
         if pending is not None:
             extra.append(
@@ -984,6 +1009,22 @@ async def cmd_release(args: argparse.Namespace) -> None:
         print(f"{name} taken out of ClusterQueue {cq}'s queue")
     else:
         print(f"{name} holds nothing in ClusterQueue {cq} (unchanged)")
+
+
+async def cmd_ungate(args: argparse.Namespace) -> None:
+    _, inline = split_kind(args.kind)
+    rest = list(args.rest)
+    args.name = rest.pop(0) if inline is None and rest else None
+    _, key = _target(args, default_kind="Workload")
+    if rest and args.all:
+        raise CLIError("give the gates to remove or --all, not both")
+    if not rest and not args.all:
+        raise CLIError(f"name the gates to remove, or --all: admitflow ungate workload {key} GATE [GATE ...]")
+    client = await _client(args)
+    left = await client.ungate(key, rest, all=args.all)
+    removed = "every gate" if args.all else ", ".join(rest)
+    after = f"still gated by {', '.join(left)}" if left else "no gates remain: it enters its queue"
+    print(f"{qualified('Workload', key)} ungated ({removed} removed); {after}")
 
 
 async def cmd_provreq(args: argparse.Namespace) -> None:
@@ -1393,6 +1434,7 @@ COMMANDS = {
     "delete": cmd_delete,
     "reset": cmd_reset,
     "release": cmd_release,
+    "ungate": cmd_ungate,
     "provreq": cmd_provreq,
     "worker": cmd_worker,
     "setup": cmd_setup,

@@ -55,6 +55,8 @@ from admitflow.admission.catalog import CATALOG_KINDS, ObjectRef, Outcome, cohor
 from admitflow.admission.cluster_queue import ForceReleaseOutcome
 from admitflow.admission import workload as wl
 from admitflow.admission import pods_ready
+from admitflow.admission import admission_gates
+from admitflow.admission import priority
 from admitflow.admission.workload import WorkloadReport
 from admitflow.api import LoadedManifest, Workload
 from admitflow.admission.checks import CheckRequest, Verdict
@@ -233,18 +235,31 @@ class AdmitflowClient:
         workflow to take the objects (None: until a worker takes them)."""
         catalog_items = [m for m in manifests if m.obj.kind in CATALOG_KINDS]
         workload_items = [m for m in manifests if m.obj.kind == "Workload"]
-        existing = await asyncio.gather(*(self._existing_workload(m) for m in workload_items))
+        values: dict[str, int] = {}
+        if any(priority.needs_class(m.obj.spec) for m in workload_items):
+            values = await self.priority_class_values(catalog_items)
+        checked = await asyncio.gather(*(self._existing_workload(m, values) for m in workload_items))
+        removals = _gate_removals(workload_items, [report for _, report in checked])
         outcomes: list[Outcome] = []
         if catalog_items:
             outcomes.extend(await self._apply_catalog(catalog_items, dry_run, timeout))
         if dry_run is not None:
-            return outcomes + [await self.submit(m.obj, report, dry_run=True) for m, report in zip(workload_items, existing, strict=True)]
+            return _configured(outcomes + [await self.submit(w, report, dry_run=True) for w, report in checked], removals)
         routes = await self.routes() if workload_items else {}
         checks = await self.admission_checks_by_queue() if workload_items else {}
-        for m, report in zip(workload_items, existing, strict=True):
-            cq = routes.get(_lq_key(m.obj))
-            outcomes.append(await self.submit(m.obj, report, cq, checks.get(cq or "", [])))
-        return outcomes
+        for w, report in checked:
+            cq = routes.get(_lq_key(w))
+            outcomes.append(await self.submit(w, report, cq, checks.get(cq or "", [])))
+        for key, gates in removals.items():
+            await self.ungate(key, gates)
+        return _configured(outcomes, removals)
+
+    async def priority_class_values(self, applied: Sequence[LoadedManifest] = ()) -> dict[str, int]:
+        """WorkloadPriorityClass name -> value: the catalog's, and over them those `applied` in the
+        same request (its workloads may name them)."""
+        values = {c.key: c.value for c in await self.catalog_objects("WorkloadPriorityClass")}
+        values.update({m.obj.key: m.obj.value for m in applied if m.obj.kind == "WorkloadPriorityClass"})
+        return values
 
     async def admission_checks_by_queue(self) -> dict[str, list[str]]:
         """ClusterQueue -> the AdmissionChecks it names, in one query to the catalog."""
@@ -326,19 +341,26 @@ class AdmitflowClient:
             raise _at(preview.refused, preview.index, items)
         return preview.outcomes
 
-    async def _existing_workload(self, m: LoadedManifest) -> WorkloadReport | None:
-        """The running workload of that name, if any. A finished or deleted one does not count:
-        its name may be used again, and its history stays in Temporal."""
+    async def _existing_workload(self, m: LoadedManifest, values: dict[str, int]) -> tuple[Workload, WorkloadReport | None]:
+        """The workload to submit, its priority resolved from its WorkloadPriorityClass (`values`,
+        admission.priority), and the running workload of that name, if any. A finished or deleted
+        one does not count: its name may be used again, and its history stays in Temporal."""
         wl: Workload = m.obj
         report = await self.workload(wl.key, missing_ok=True)
         if report is not None and _finished(report):
-            return None
-        if report is not None and report.spec.to_wire() != wl.spec.to_wire():
+            report = None
+        where = f"{m.source}: document {m.index} (Workload {wl.metadata.name})"
+        try:
+            spec = priority.resolve(wl.spec, values, report.spec if report is not None else None)
+        except priority.PriorityError as err:
+            raise AdmitflowError(f"{where}: {err}") from None
+        if report is not None and report.spec.to_wire() != spec.to_wire():
+            reserved = report.status.has_condition("QuotaReserved")
+            refusal = priority.change_refusal(report.spec, spec, reserved)
             raise AdmitflowError(
-                f"{m.source}: document {m.index} (Workload {wl.metadata.name}): spec: Forbidden: the spec of a "
-                "submitted workload is immutable; delete it and apply again"
+                f"{where}: {refusal or 'spec: Forbidden: the spec of a submitted workload is immutable; delete it and apply again'}"
             )
-        return report
+        return wl.model_copy(update={"spec": spec}), report
 
     async def submit(
         self,
@@ -356,6 +378,12 @@ class AdmitflowClient:
             return Outcome(kind="Workload", key=workload.key, action="unchanged")
         if dry_run:
             return Outcome(kind="Workload", key=workload.key, action="created")
+        if priority.needs_class(workload.spec):  # given here unresolved, not through `apply`
+            try:
+                resolved = priority.resolve(workload.spec, await self.priority_class_values())
+            except priority.PriorityError as err:
+                raise AdmitflowError(f"workloads {workload.key}: {err}") from None
+            workload = workload.model_copy(update={"spec": resolved})
         spec = workload.spec
         now = datetime.now(UTC)
         attributes = [
@@ -875,6 +903,30 @@ class AdmitflowClient:
                 raise AdmitflowError(f'workloads "{key}" not found or already finished') from None
             raise
 
+    async def ungate(self, key: str, gates: Sequence[str] = (), all: bool = False) -> list[str]:
+        """Remove admission gates (`kueue.x-k8s.io/admission-gated-by`) through the workload's
+        update; returns the gates left. A refusal (not gated, a gate it does not have) is one line."""
+        trouble = await self.trouble(key)
+        if trouble is not None:
+            raise WorkloadNotAnswering(key, trouble)
+        handle = self.client.get_workflow_handle(ids.workload_id(key))
+        try:
+            left = await handle.execute_update(
+                contract.APPLY_ADMISSION_GATE_REMOVAL, admission_gates.GateRemoval(gates=list(gates), all=all),
+                result_type=admission_gates.AdmissionGates, rpc_timeout=self.query_timeout,
+            )
+        except WorkflowUpdateFailedError as err:
+            raise AdmitflowError(_cause(err)) from None
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            trouble = await self.trouble(key)
+            why = trouble.summary() if trouble else f"it did not answer within {int(self.query_timeout.total_seconds())}s"
+            raise NotAnswering(f'workloads "{key}": the gates may not have been removed: {why}') from None
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise AdmitflowError(f'workloads "{key}" not found or already finished') from None
+            raise
+        return left.gates
+
     async def activate(self, key: str) -> None:
         await self._signal_workload(key, contract.ACTIVATE, None)
 
@@ -1081,6 +1133,33 @@ async def _described(handle: WorkflowHandle) -> WorkflowExecutionDescription | N
         if err.status != RPCStatusCode.NOT_FOUND:
             raise
         return None
+
+
+def _gate_removals(items: Sequence[LoadedManifest], existing: Sequence[WorkloadReport | None]) -> dict[str, list[str]]:
+    """Workload key -> the admission gates its manifest removes from the running workload; a
+    manifest Kueue's webhook refuses (a malformed kueue.x-k8s.io/admission-gated-by, or gates added
+    after creation) raises, one line naming the file and document, before anything is applied."""
+    out: dict[str, list[str]] = {}
+    for m, report in zip(items, existing, strict=True):
+        new = admission_gates.annotation(m.obj)
+        if report is None:
+            errors = admission_gates.format_errors(new)
+        else:
+            errors = admission_gates.update_errors(admission_gates.annotation(report), new)
+        if errors:
+            raise AdmitflowError(f"{m.source}: document {m.index} (Workload {m.obj.metadata.name}): {errors[0]}")
+        removed = admission_gates.removed_by_update(admission_gates.annotation(report), new) if report is not None else []
+        if removed:
+            out[m.obj.key] = removed
+    return out
+
+
+def _configured(outcomes: list[Outcome], removals: dict[str, list[str]]) -> list[Outcome]:
+    """A running workload whose manifest removed admission gates was `configured`, not `unchanged`."""
+    return [
+        o.model_copy(update={"action": "configured"}) if o.kind == "Workload" and o.key in removals and o.action == "unchanged" else o
+        for o in outcomes
+    ]
 
 
 def _finished(report: WorkloadReport) -> bool:

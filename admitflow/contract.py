@@ -23,6 +23,8 @@ SIMULATED_AUTOSCALER_WORKFLOW = "SimulatedAutoscalerWorkflow"
 # --- WorkloadWorkflow: from anyone ---------------------------------------------------------------
 SET_ADMISSION_CHECK_STATE = "set_admission_check_state"  # signal: a verdict
 APPLY_ADMISSION_CHECK_STATE = "apply_admission_check_state"  # update: a verdict, answered with the status
+REMOVE_ADMISSION_GATES = "remove_admission_gates"  # signal: {gates: [...]} or {all: true}
+APPLY_ADMISSION_GATE_REMOVAL = "apply_admission_gate_removal"  # update: the same, answered with the gates left
 SET_PODS_READY = "set_pods_ready"
 FINISH = "finish"
 DEACTIVATE = "deactivate"

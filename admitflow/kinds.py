@@ -21,6 +21,8 @@ KIND_NAMES = {
     "AdmissionCheckParameters": ("admissioncheckparameters", "acp", "parameters"),
     "Configuration": ("configuration", "configurations", "config"),
     "SimulatedNodeGroup": ("simulatednodegroup", "simulatednodegroups", "nodegroup", "nodegroups", "ng"),
+    # Kueue's CRD declares no short name.
+    "WorkloadPriorityClass": ("workloadpriorityclass", "workloadpriorityclasses"),
     "Workload": ("workload", "workloads", "wl"),
 }
 
@@ -38,6 +40,7 @@ PLURALS = {
     "AdmissionCheckParameters": "admissioncheckparameters",
     "Configuration": "configurations",
     "SimulatedNodeGroup": "simulatednodegroups",
+    "WorkloadPriorityClass": "workloadpriorityclasses",
     "Workload": "workloads",
 }
 

@@ -130,6 +130,8 @@ COLUMNS: dict[str, tuple[list[str], Row]] = {
         lambda o: [_meta(o, "name"), ",".join(sorted(o.get("spec") or {})), age(_meta(o, "creationTimestamp"))],
     ),
     "Configuration": (["NAME", "AGE"], lambda o: [_meta(o, "name") or "config", age(_meta(o, "creationTimestamp"))]),
+    # Kueue's printer column: the value.
+    "WorkloadPriorityClass": (["NAME", "VALUE"], lambda o: [_meta(o, "name"), str(o.get("value", ""))]),
     "SimulatedNodeGroup": (
         ["NAME", "CAPACITY", "LABELS", "DELAY", "AGE"],
         lambda o: [
@@ -200,6 +202,7 @@ WIDE: dict[str, tuple[list[str], Row]] = {
         ["RESERVING WORKLOADS", "AGE"], lambda o: [_count(o, "reservingWorkloads"), age(_meta(o, "creationTimestamp"))]
     ),
     "ResourceFlavor": (["NODE LABELS"], lambda o: [_pairs((o.get("spec") or {}).get("nodeLabels")) or "<none>"]),
+    "WorkloadPriorityClass": (["AGE", "DESCRIPTION"], lambda o: [age(_meta(o, "creationTimestamp")), o.get("description") or ""]),
     "AdmissionCheck": (
         ["PARAMETERS", "MESSAGE"],
         lambda o: [((o.get("spec") or {}).get("parameters") or {}).get("name") or "<none>", _active_message(o)],
@@ -366,6 +369,11 @@ def describe(obj: dict[str, Any], events: Sequence[dict[str, Any]] | None = (), 
     lines.append("Annotations:  " + ("\n              ".join(f"{k}: {v}" for k, v in annotations.items()) or "<none>"))
     lines.append(f"API Version:  {obj.get('apiVersion', '')}")
     lines.append(f"Kind:         {obj.get('kind', '')}")
+    # A kind without a spec keeps its fields at the top level (a WorkloadPriorityClass's value and
+    # description): kubectl describe shows them beside the kind.
+    for key, value in obj.items() if "spec" not in obj else ():
+        if key not in ("apiVersion", "kind", "metadata", "status") and not isinstance(value, (dict, list)):
+            lines.append(f"{_title(key) + ':':<14}{value}")
     for section in ("spec", "status"):
         if obj.get(section):
             lines.append(f"{_title(section)}:")

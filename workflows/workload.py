@@ -24,7 +24,7 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from admitflow import contract
     from admitflow import search_attributes as sa
-    from admitflow.admission import checks
+    from admitflow.admission import admission_gates, checks
     from admitflow.admission import lifecycle as lc
     from admitflow.admission import metrics
     from admitflow.admission import workload as wl
@@ -45,6 +45,10 @@ LIFECYCLE_STEP = "lifecycle-step"
 # in the workflow task that decides it. As a SignalExternalWorkflowExecution it cost a second
 # workflow task (its completion) before anything after it, so `Admitted` took two tasks.
 TELL_QUEUE_IN_TASK = "tell-queue-in-task"
+# workflow.patched: a workload whose kueue.x-k8s.io/admission-gated-by annotation names gates stays out
+# of its queue until they are removed. Asked only for such a workload, when its run starts: a run
+# that replays a history from before keeps queueing it as it did.
+ADMISSION_GATED_BY = "admission-gated-by"
 NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), maximum_attempts=0)
 # A controller's transient errors are retried for as long as it takes, at most this far apart; the
 # attempts cost no history (only the last one is recorded). A non-retryable error comes back as a
@@ -140,6 +144,25 @@ class WorkloadWorkflow(LegacyLoop):
         except checks.VerdictError as err:
             raise ApplicationError(str(err), type="InvalidVerdict", non_retryable=True) from None
 
+    @workflow.signal(name=contract.REMOVE_ADMISSION_GATES)
+    def remove_admission_gates(self, *payload: Any) -> None:
+        """Any payload is taken: one that cannot be applied is recorded as a Warning event."""
+        self.inbox.append(lc.AdmissionGatesRemoved(payload=_one(payload)))
+
+    @workflow.update(name=contract.APPLY_ADMISSION_GATE_REMOVAL)
+    async def apply_admission_gate_removal(self, *payload: Any) -> admission_gates.AdmissionGates:
+        self.inbox.append(lc.AdmissionGatesRemoved(payload=_one(payload)))
+        mine = self.taken + len(self.inbox)
+        await workflow.wait_condition(lambda: self.handled >= mine)
+        return admission_gates.AdmissionGates(gates=admission_gates.gates(self.state.workload))
+
+    @apply_admission_gate_removal.validator
+    def _validate_gate_removal(self, *payload: Any) -> None:
+        try:
+            admission_gates.validate(self.state, admission_gates.parse(_one(payload)))
+        except admission_gates.GateError as err:
+            raise ApplicationError(str(err), type="InvalidAdmissionGateRemoval", non_retryable=True) from None
+
     @workflow.signal(name=contract.PROVISIONING_REQUEST_UPDATED)
     def provisioning_request_updated(self, *payload: Any) -> None:
         self.inbox.append(lc.ProvisioningReported(payload=_one(payload)))
@@ -173,7 +196,8 @@ class WorkloadWorkflow(LegacyLoop):
             return await self._v0_run(input)
         if input.state is None:
             wl.stamp_submission(self.state, input.workload, workflow.info().workflow_start_time)
-        await self._settle([lc.Started()])
+        gated = not admission_gates.may_enter_admission(self.state.workload)
+        await self._settle([lc.Started(honours_gates=not gated or workflow.patched(ADMISSION_GATED_BY))])
         while not (wl.is_finished(self.state) or self.state.deleted):
             self.timer.set(lc.next_wake(self.state))
             await workflow.wait_condition(

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, ValidationError
 
 from admitflow import ids
-from admitflow.admission import checks, pod_set_updates, pods_ready, provisioning
+from admitflow.admission import admission_gates, checks, pod_set_updates, pods_ready, provisioning
 from admitflow.admission import conditions as cond
 from admitflow.admission import workload as wl
 from admitflow.admission.catalog import QueueResolution
@@ -63,6 +63,11 @@ class Started(Fact):
     """A run begins (the first, or after continue-as-new): nothing of an earlier run is under way."""
 
     kind: Literal["Started"] = "Started"
+    honours_gates: bool = Field(
+        default=True,
+        description="Whether this run keeps a workload with admission gates out of admission: the workflow's "
+        "`workflow.patched` answer (a run whose history predates AdmissionGatedBy replays without).",
+    )
 
 
 class QueueNoticed(Fact):
@@ -145,6 +150,13 @@ class RunnerStopped(Fact):
     error: str = ""
 
 
+class AdmissionGatesRemoved(Fact):
+    """`remove_admission_gates` (signal) or `apply_admission_gate_removal` (update), as sent."""
+
+    kind: Literal["AdmissionGatesRemoved"] = "AdmissionGatesRemoved"
+    payload: Any = None
+
+
 class Deactivated(Fact):
     kind: Literal["Deactivated"] = "Deactivated"
     payload: Any = None
@@ -185,7 +197,7 @@ Event = Annotated[
     Union[
         Started, QueueNoticed, QueueAppeared, EnqueueResolved, VerdictReceived, ControllerAnswered,
         ProvisioningReported, ProvisioningEnded, ProvisioningStartRefused, PodsReadyReported, RunnerStopped,
-        Deactivated, Activated, FinishRequested, DeleteRequested, TimerFired, Settle,
+        AdmissionGatesRemoved, Deactivated, Activated, FinishRequested, DeleteRequested, TimerFired, Settle,
     ],
     Field(discriminator="kind"),
 ]
@@ -298,6 +310,7 @@ def workflow_id(state: WorkloadState) -> str:
 def _started(st: WorkloadState, ev: Started, now: datetime, random: float) -> list[Any]:
     if st.rules < 1:
         _adopt(st)
+    st.honours_gates = ev.honours_gates
     # What an earlier run had under way did not come along; Settle asks again.
     st.asking = {}
     st.enqueuing = None
@@ -445,6 +458,11 @@ def _runner_stopped(st: WorkloadState, ev: RunnerStopped, now: datetime, random:
     return []
 
 
+def _gates_removed(st: WorkloadState, ev: AdmissionGatesRemoved, now: datetime, random: float) -> list[Any]:
+    admission_gates.receive(st, ev.payload, now)
+    return []
+
+
 def _deactivated(st: WorkloadState, ev: Deactivated, now: datetime, random: float) -> list[Any]:
     if st.workload.spec.active is not False and not wl.is_finished(st) and not st.deleted:
         checks.deactivate(st, now)
@@ -519,6 +537,7 @@ def _settle(st: WorkloadState, ev: Settle, now: datetime, random: float) -> list
     out += _release(st)
     out += _runner(st)
     out += _gate(st)
+    admission_gates.sync(st, now)
     out += _enqueue(st)
     out += _ask(st, now)
     return out
@@ -618,6 +637,7 @@ def _wants_queue(st: WorkloadState) -> bool:
         and not st.deleted
         and not wl.has_quota(st)
         and not checks.in_backoff(st)
+        and not admission_gates.holds_back(st)
     )
 
 
@@ -701,6 +721,8 @@ def way_forward(st: WorkloadState) -> str | None:
         return "waiting in its queue for quota"
     if st.waiting_for_queue:
         return "waiting for its queue to exist"
+    if admission_gates.holds_back(st):
+        return "waiting for its admission gates to be removed"
     if next_wake(st) is not None:
         return "a timer"
     if wl.has_quota(st):
@@ -724,6 +746,7 @@ _HANDLERS: dict[type, Any] = {
     ProvisioningStartRefused: _provisioning_refused,
     PodsReadyReported: _pods_ready,
     RunnerStopped: _runner_stopped,
+    AdmissionGatesRemoved: _gates_removed,
     Deactivated: _deactivated,
     Activated: _activated,
     FinishRequested: _finish,

@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import Field
 
 from admitflow.admission import conditions as cond
+from admitflow.admission import priority
 from admitflow.admission import workload as wl
 from admitflow.admission.cluster_queue import ClusterQueueState, active_condition
 from admitflow.admission.workload import WorkloadState
@@ -104,7 +105,8 @@ def _queued_since(state: WorkloadState) -> datetime:
 def workload_observations(seen: Seen, state: WorkloadState, emit: bool = True) -> tuple[Seen, list[Observation]]:
     """What changed since `seen`, as metric observations, and the new snapshot."""
     cq = state.cluster_queue or ""
-    base = {"cluster_queue": cq, "priority_class": ""}
+    # Kueue labels them with the name of the priority class the workload refers to, of either kind.
+    base = {"cluster_queue": cq, "priority_class": priority.class_name(state.workload.spec)}
     out: list[Observation] = []
     now_seen = seen.model_copy(deep=True)
 

@@ -133,6 +133,11 @@ class WorkloadState(WireModel):
     gated: bool = Field(
         default=False, description="The blockAdmission gate counts it as not ready; it is told when it is ready or leaves."
     )
+    honours_gates: bool = Field(
+        default=False,
+        description="This run keeps the workload out of admission while its kueue.x-k8s.io/admission-gated-by "
+        "annotation names gates (admission_gates); set when each run starts, False in a run whose history predates it.",
+    )
     # What `admitflow.admission.lifecycle` keeps; a state written by the loop before it has rules=0
     # and is brought up to date when its next run starts.
     rules: int = Field(default=0, description="Which rules wrote this state: 0 before lifecycle.step, 1 since.")
@@ -583,6 +588,12 @@ def current_details(state: WorkloadState) -> str:
     pods = cond.find(state.status.conditions, PODS_READY)
     if pods is not None and is_admitted(state) and not is_finished(state):
         lines.append(f"PodsReady={pods.status} ({pods.reason})")
+    # Imported here: admission_gates builds on this module.
+    from admitflow.admission import admission_gates
+
+    gated = admission_gates.details(state)
+    if gated:
+        lines.append(gated)
     return "\n\n".join(lines)
 
 

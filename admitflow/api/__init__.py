@@ -97,6 +97,7 @@ from .workload import (
     WorkloadSpec,
     WorkloadStatus,
 )
+from .workload_priority_class import WorkloadPriorityClass
 
 __all__ = [
     "Admission",
@@ -188,6 +189,7 @@ __all__ = [
     "Workload",
     "WorkloadSpec",
     "WorkloadStatus",
+    "WorkloadPriorityClass",
     "canonical_quantity",
     "format_duration",
     "format_resource",

@@ -27,13 +27,15 @@ Workload
   - `spec.priorityClassSource` + `spec.priorityClassName` become `spec.priorityClassRef`:
     `kueue.x-k8s.io/workloadpriorityclass` -> `{group: kueue.x-k8s.io, kind: WorkloadPriorityClass}`,
     `scheduling.k8s.io/priorityclass` -> `{group: scheduling.k8s.io, kind: PriorityClass}`; with an
-    empty source Kueue drops the name, and so do we (with a warning).
+    empty source Kueue drops the name, and so do we (with a warning). Kueue's v1beta1 API wants
+    `priority` beside `priorityClassName`; with a WorkloadPriorityClass source admitflow fills it in
+    at submission from the class's value instead (admitflow.admission.priority).
   - `status.accumulatedPastExexcutionTimeSeconds` (v1beta1's misspelling) becomes
     `status.accumulatedPastExecutionTimeSeconds`.
   - `status.admission.podSetAssignments[].topologyAssignment.domains` (v1beta1) becomes one
     v1beta2 `slices` entry with individual values per level and individual pod counts.
 
-ResourceFlavor, ProvisioningRequestConfig, Cohort
+ResourceFlavor, ProvisioningRequestConfig, Cohort, WorkloadPriorityClass
   - No field differences; only `apiVersion` changes. (A v1beta1 Cohort names its parent in
     `spec.parentName`, as v1beta2 does, since Kueue v0.13; `spec.parent` was v1alpha1's and is an
     unknown field, as in Kueue.)
@@ -228,7 +230,9 @@ def _priority_class(spec: dict[str, Any], key: str) -> list[str]:
         raise ConversionError(FieldError(path, fe.too_long_body(253)))
     if dns1123_subdomain_errors(name):
         raise ConversionError(fe.invalid(path, name, f"{path} in body should match '{DNS1123_SUBDOMAIN_PATTERN}'"))
-    if "priority" not in spec:
+    # A WorkloadPriorityClass's value is filled in at submission (admitflow.admission.priority), as
+    # Kueue's job controller fills it; a pod PriorityClass admitflow cannot look up.
+    if "priority" not in spec and source != WORKLOAD_PRIORITY_CLASS_SOURCE:
         raise ConversionError(fe.cel("spec", "object", "priority should not be nil when priorityClassName is set"))
     if not source:
         return [f"Workload {key}: spec.priorityClassName is ignored because spec.priorityClassSource is empty"]

@@ -18,6 +18,7 @@ from .node_group import SimulatedNodeGroup
 from .provisioning_request_config import ProvisioningRequestConfig
 from .resource_flavor import ResourceFlavor
 from .workload import Workload
+from .workload_priority_class import WorkloadPriorityClass
 
 CONFIG_TYPES: tuple[type, ...] = (
     ResourceFlavor,
@@ -29,6 +30,7 @@ CONFIG_TYPES: tuple[type, ...] = (
     AdmissionCheckParameters,
     Configuration,
     SimulatedNodeGroup,
+    WorkloadPriorityClass,
 )
 """The configuration kinds (held by the catalog). Their status belongs to the system: a status given
 on input is dropped."""

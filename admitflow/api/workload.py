@@ -124,13 +124,21 @@ class WorkloadSpec(KueueModel):
         description="LocalQueue (in the workload's namespace) to queue in; immutable while quota is reserved.",
     )
     priority_class_ref: PriorityClassRef | None = Field(
-        default=None, description="Priority class the priority comes from; needs `priority`."
+        default=None,
+        description=(
+            "Priority class the priority comes from. A WorkloadPriorityClass must exist when the workload is "
+            "submitted without `priority`; a pod PriorityClass needs `priority`."
+        ),
     )
     priority: int | None = Field(
         default=None,
         ge=INT32_MIN,
         le=INT32_MAX,
-        description="Priority; higher goes first; an int32. Required when priorityClassRef is set.",
+        description=(
+            "Priority; higher goes first; an int32. Required with a pod PriorityClass; with a "
+            "WorkloadPriorityClass it defaults, at submission, to the class's value (later changes of the "
+            "class leave it as it is)."
+        ),
     )
     active: bool = Field(
         default=True, description="False keeps the workload from admission and evicts it if admitted. Defaults to true."
@@ -337,7 +345,9 @@ class Workload(KueueModel):
         spec, status = self.spec, self.status
         errors = []
         if spec.priority_class_ref is not None:
-            if spec.priority is None:
+            # Kueue's job controller fills `priority` from a WorkloadPriorityClass; admitflow does it at
+            # submission (admitflow.admission.priority). A pod PriorityClass it cannot look up.
+            if spec.priority is None and spec.priority_class_ref.kind != "WorkloadPriorityClass":
                 errors.append(fe.cel(spec_path, "object", "priority should not be nil when priorityClassRef is set"))
             errors += spec.priority_class_ref.validation_errors(f"{spec_path}.priorityClassRef")
         for i, ps in enumerate(spec.pod_sets):

@@ -140,8 +140,8 @@ def other_workload(pod_set: str, name: str = "other") -> str:
     )
 
 
-def job_changed() -> str:
-    return json.dumps(workload_manifest("job", cpu="1", priority=5))
+def job_changed(**change) -> str:
+    return json.dumps(workload_manifest("job", **{"cpu": "1", **change}))
 
 
 def doc(kind: str, name: str, spec: str, namespace: str = "") -> str:
@@ -210,9 +210,16 @@ TABLE: list[Case] = [
          EXTRA_FLAVOR + doc("AdmissionCheck", "a", "{controllerName: elsewhere}"),
          'error: <stdin>: document 2 (AdmissionCheck a): AdmissionCheck "a" is invalid: spec.controllerName: '
          'Invalid value: "elsewhere": field is immutable'),
-    Case("manifest-submitted-workload-spec-changed", MANIFEST, JOB, job_changed(),
+    Case("manifest-submitted-workload-spec-changed", MANIFEST, JOB, job_changed(cpu="2"),
          "error: <stdin>: document 1 (Workload job): spec: Forbidden: the spec of a submitted workload is immutable; "
          "delete it and apply again"),
+    Case("manifest-workload-names-a-missing-priority-class-applies-nothing", MANIFEST, CATALOG,
+         EXTRA_FLAVOR + json.dumps({**workload_manifest("ghost"), "spec": {**workload_manifest("ghost")["spec"],
+                                     "priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "nope"}}}),
+         'error: <stdin>: document 2 (Workload ghost): workloadpriorityclasses.kueue.x-k8s.io "nope" not found'),
+    Case("manifest-submitted-workload-priority-changed", MANIFEST, JOB, job_changed(priority=5),
+         "error: <stdin>: document 1 (Workload job): spec.priority: Forbidden: Kueue allows this change of a submitted "
+         "workload's priority, admitflow does not make it yet: delete the workload and apply it again"),
     # --- CLI arguments ------------------------------------------------------------------------------
     Case("cli-get-unknown-kind", CLI, CATALOG, ("get", "widgets"),
          'error: the server doesn\'t have a resource type "widgets"'),

@@ -40,6 +40,7 @@ CASES = [
     pytest.param(["apply", "--dry-run=se"], "server", id="a-dry-run-after-equals"),
     pytest.param(["provreq", "l"], "list", id="a-nested-command"),
     pytest.param(["completion", "z"], "zsh", id="a-shell"),
+    pytest.param(["ungate", "workload", "--a"], "--all", id="ungates-flag"),
 ]
 
 

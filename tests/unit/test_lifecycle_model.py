@@ -25,8 +25,9 @@ The machine plays every other party, minimally:
   attempt), answers and runner ends the workflow would drop (another attempt or admission), anyone
   sending verdicts (valid, stale, premature, out of range, of the wrong type, without a name,
   duplicated, both checks' Retry in one task or two, late), pods-ready reports (valid and junk), the
-  runner stopping with and without an error, deactivate/activate, finish/delete (valid and junk).
-  Time advances 0..400 s per message.
+  runner stopping with and without an error, deactivate/activate, finish/delete (valid and junk),
+  admission gate removals (one gate, all, a gate it does not have, junk) for workloads submitted with
+  none, one or two gates (`kueue.x-k8s.io/admission-gated-by`). Time advances 0..400 s per message.
 
 A finished or deleted workload's workflow ends; the machine then submits a new one at once (same
 name, new uid), so the rest of the run is not wasted. Hypothesis picks among the rules that apply with equal
@@ -63,6 +64,8 @@ Invariants (each failure says which, with the last steps of the run):
    loop).
 7. A controller's garbage or error never evicts nor deactivates; a controller that failed n times in
    a row is asked again no sooner than `checks.controller_backoff(n)` seconds later.
+8. A workload's admission gates are never added to, only removed; while any remains it holds no
+   quota, no place in its queue and no enqueue under way, and (active) says `AdmissionGated`.
 
 CI runs the default number of examples (derandomized, no example database: every run sees the same
 ones). A long run, with what it went through printed at the end (`-s`):
@@ -83,6 +86,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
+from admitflow.admission import admission_gates as ag
 from admitflow.admission import checks
 from admitflow.admission import conditions as cond
 from admitflow.admission import lifecycle as lc
@@ -131,6 +135,8 @@ JUNK_ENDS = ["finish-junk", "finish-junk-type", "finish-args", "finish-list"]
 # Mostly junk: a workload that ends has its workflow end, and most runs should get past their first
 # reservation first.
 END_KINDS = st.sampled_from([*ENDS, *JUNK_ENDS * 4])
+GATES = ("example.com/a", "example.com/b")
+UNGATES = ["first", "second", "all", "both", "absent", "junk-none", "junk-str", "junk-both", "junk-args"]
 STALE = st.tuples(st.sampled_from(["reserved", "pending", "evicted", "dequeued", "checks"]),
                   st.sampled_from(["old-ticket", "next-ticket", "other-uid", "just-released"]))
 JUNK_NOTICES = [42, None, {}, {"kind": "reserved"}, {"key": "default/job", "kind": "bogus"}, WrongArguments(count=2)]
@@ -162,8 +168,9 @@ other_spec = st.one_of(
     st.tuples(st.sampled_from(["deactivate", "activate"])),
     st.tuples(st.just("enqueue"), st.sampled_from(["found", "found", "no-local-queue", "no-cluster-queue"])),
 )
+ungate_spec = st.tuples(st.just("ungate"), st.sampled_from(UNGATES))
 batch_item = st.one_of(verdict_spec, verdict_spec, answer_spec, answer_spec, queue_spec, queue_spec, noise_spec, other_spec,
-                       st.tuples(st.just("end"), END_KINDS))
+                       st.tuples(st.just("end"), END_KINDS), ungate_spec)
 
 
 def answer_of(kind: str, check: str, attempt: int) -> tuple[Any, str]:
@@ -251,12 +258,15 @@ class LifecycleModel(RuleBasedStateMachine):
 
     # --- one workload ---------------------------------------------------------------------------
 
-    def submit(self, max_exec: int | None) -> None:
+    def submit(self, max_exec: int | None, gates: int = 0) -> None:
         self.uids += 1
         STATS["workloads"] += 1
         state = submitted()
         state.workload.metadata.uid = f"uid-{self.uids}"
         state.workload.spec.maximum_execution_time_seconds = max_exec
+        if gates:
+            state.workload.metadata.annotations = {ag.ANNOTATION: ",".join(GATES[:gates])}
+            STATS["gated workloads"] += 1
         state.ticket, state.queued, state.cluster_queue = 0, False, None  # as `wl.new_state` leaves it
         self.state = state
         # Under way in this run.
@@ -269,7 +279,7 @@ class LifecycleModel(RuleBasedStateMachine):
         self.last_asked: dict[str, int] = {}
         self.failed: dict[str, tuple[Any, int]] = {}  # check -> (time of its last failure, failures in a row)
         self.floor = None  # the earliest requeue the applied Retry verdicts allow
-        self.trace.append(f"--- workload {state.workload.metadata.uid} (maximumExecutionTimeSeconds={max_exec})")
+        self.trace.append(f"--- workload {state.workload.metadata.uid} (maximumExecutionTimeSeconds={max_exec}, {gates} gates)")
         self.deliver([], 0, started=True)
 
     @property
@@ -354,7 +364,7 @@ class LifecycleModel(RuleBasedStateMachine):
         if wl.is_finished(self.state) or self.state.deleted:
             # Its workflow ends: nothing more reaches this run. The next workload is submitted.
             self.trace.append("    (the workflow ends)")
-            self.submit(900 if self.uids % 3 == 2 else None)
+            self.submit(900 if self.uids % 3 == 2 else None, gates=self.uids % 4 % 3)
 
     def step(self, event: Any) -> list[Any]:
         before = self.state
@@ -387,6 +397,15 @@ class LifecycleModel(RuleBasedStateMachine):
                 self.fail(2, "admitted without quota")
             if after.workload.spec.active is False:
                 self.fail(2, "admitted while inactive")
+        # 8. gates are only ever removed; a gated workload never takes quota
+        if any(g not in ag.gates(before.workload) for g in ag.gates(after.workload)):
+            self.fail(8, f"admission gates went from {ag.gates(before.workload)} to {ag.gates(after.workload)}")
+        if ag.holds_back(after) and wl.has_quota(after) and not wl.has_quota(before):
+            self.fail(8, f"quota reserved while gated by {ag.gates(after.workload)}")
+        if ag.gates(after.workload) != ag.gates(before.workload):
+            STATS["gates removed"] += 1
+            if not ag.gates(after.workload):
+                STATS["workloads ungated"] += 1
         # 4. attempts never go back
         for c, n in before.attempts.items():
             if after.attempts.get(c, 1) < n:
@@ -522,6 +541,14 @@ class LifecycleModel(RuleBasedStateMachine):
             self.fail(3, f"controllers asked {self.controllers}, the state says {s.asking}")
         if self.runner != s.runner_running:
             self.fail(3, f"runner running {self.runner}, the state says {s.runner_running}")
+        # 8. the gates keep it out of its queue, and say so
+        if ag.holds_back(s):
+            if held or s.holder is not None or s.queued or s.enqueuing is not None or holds(s):
+                self.fail(8, f"gated by {ag.gates(s.workload)} and yet in its queue: held {held}, holder {s.holder}, "
+                             f"queued {s.queued}, enqueuing {s.enqueuing}")
+            reserved = s.status.condition(wl.QUOTA_RESERVED)
+            if s.workload.spec.active is not False and not (wl.is_finished(s) or s.deleted) and reserved.reason != ag.GATED:
+                self.fail(8, f"gated by {ag.gates(s.workload)}, and QuotaReserved says {reserved.reason}: {reserved.message}")
         # 5. the backoff honours the longest Retry
         at = checks.requeue_at(s)
         if self.floor is not None and self.floor > self.now and not wl.has_quota(s):
@@ -611,6 +638,14 @@ class LifecycleModel(RuleBasedStateMachine):
                 return []
             admission, self.runner = self.runner, None
             return [lc.RunnerStopped(admission=admission, error=args[0])]
+        if kind == "ungate":
+            left = ag.gates(s.workload)
+            payload = {
+                "first": {"gates": left[:1]}, "second": {"gates": left[1:2]}, "all": {"all": True}, "both": {"gates": left},
+                "absent": {"gates": ["example.com/nope"]}, "junk-none": None, "junk-str": {"gates": GATES[0]},
+                "junk-both": {"gates": list(GATES), "all": True}, "junk-args": WrongArguments(count=2),
+            }[args[0]]
+            return [lc.AdmissionGatesRemoved(payload=payload)]
         if kind == "deactivate":
             return [lc.Deactivated()]
         if kind == "activate":
@@ -697,12 +732,13 @@ class LifecycleModel(RuleBasedStateMachine):
     # Hypothesis picks among the rules that apply with equal odds: what moves a workload on (its
     # enqueue, a reservation, its controllers' answers) has several rules, the junk shares one.
 
-    @initialize(max_exec=st.sampled_from([None, None, 900]), eager=st.booleans())
-    def start(self, max_exec, eager):
+    @initialize(max_exec=st.sampled_from([None, None, 900]), eager=st.booleans(), gates=st.sampled_from([0, 0, 1, 2]))
+    def start(self, max_exec, eager, gates):
         """`eager`: its ClusterQueue reserves every ticket at once (see `eager_queue`); else the rules
-        say when the enqueue resolves and the queue reserves."""
+        say when the enqueue resolves and the queue reserves. `gates`: how many admission gates it is
+        submitted with."""
         self.eager = eager
-        self.submit(max_exec)
+        self.submit(max_exec, gates)
 
     @precondition(lambda self: self.enqueuing is not None)
     @rule(found=st.sampled_from(["found", "found", "found", "no-local-queue", "no-cluster-queue"]), seconds=st.integers(0, 2))
@@ -808,6 +844,10 @@ class LifecycleModel(RuleBasedStateMachine):
     @rule(error=st.sampled_from(["", "heartbeat timeout"]), seconds=dt)
     def runner_stops(self, error, seconds):
         self.deliver([("runner", error)], seconds)
+
+    @rule(spec=ungate_spec, seconds=dt)
+    def someone_removes_admission_gates(self, spec, seconds):
+        self.deliver([spec], seconds)
 
     @rule(seconds=dt)
     def someone_deactivates(self, seconds):

@@ -764,12 +764,13 @@ BAD = [
             wl(
                 spec={
                     "podSets": [pod_set()],
-                    "priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"},
+                    "priorityClassRef": {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "high"},
                 }
             )
         ),
         line("Workload", "job", 'spec: Invalid value: "object": priority should not be nil when priorityClassRef is set'),
-        id="priority-class-ref-needs-a-priority",
+        # A WorkloadPriorityClass's value is filled in at submission instead (tests/unit/test_workload_priority.py).
+        id="pod-priority-class-ref-needs-a-priority",
     ),
     pytest.param(
         dump(wl(spec={"podSets": [pod_set()], "maximumExecutionTimeSeconds": 0})),
@@ -939,8 +940,8 @@ BAD = [
     ),
     # The document itself
     pytest.param(
-        dump({"apiVersion": V2, "kind": "WorkloadPriorityClass", "metadata": {"name": "high"}, "value": 1}),
-        line("WorkloadPriorityClass", "high", 'no matches for kind "WorkloadPriorityClass" in version "kueue.x-k8s.io/v1beta2"'),
+        dump({"apiVersion": V2, "kind": "Topology", "metadata": {"name": "default"}, "spec": {"levels": []}}),
+        line("Topology", "default", 'no matches for kind "Topology" in version "kueue.x-k8s.io/v1beta2"'),
         id="kind-admitflow-does-not-take-has-no-matches",
     ),
     pytest.param(

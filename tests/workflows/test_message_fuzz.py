@@ -1,7 +1,7 @@
 """Fuzzing the real WorkloadWorkflow on the time-skipping server: no message, however malformed, may
 fail a workflow task.
 
-Every signal, the update and the check controller's activity result get hypothesis-generated
+Every signal, the updates and the check controller's activity result get hypothesis-generated
 payloads (valid ones, invalid ones, numbers out of int32 such as 10**12, 2**31 and -1, wrong types,
 missing and extra fields, nested junk, None, lists, strings, bytes, no argument, two arguments),
 sent with the plain Temporal client so that nothing typed stands in the way. After each message:
@@ -92,7 +92,7 @@ FUZZ = settings(
 REFUSED = "refused"  # must change nothing, and (public signals) must be recorded
 INERT = "inert"  # must change nothing (an internal notice for another run or ticket)
 ANY = "any"  # may change the workload; only 1. and 3. apply
-RECORDED = ("set_admission_check_state", "set_pods_ready", "finish")
+RECORDED = ("set_admission_check_state", "set_pods_ready", "finish", "remove_admission_gates")
 
 _names = itertools.count()
 
@@ -362,6 +362,21 @@ internal_msg = st.one_of(
     arity(junk, junk).map(lambda a: Msg("queue_available", a, INERT)),
     arity(provisioning_payload, provisioning_payload).map(lambda a: Msg("provisioning_request_updated", a, INERT)),
     arity(provisioning_payload, provisioning_payload).map(lambda a: Msg("provisioning_request_deleted", a, INERT)),
+)
+
+# The fuzzed workloads have no admission gates: every removal, however well-formed, is refused.
+removal_payload = st.one_of(
+    not_dict,
+    st.fixed_dictionaries({}, optional={
+        "gates": st.lists(st.text(max_size=20) | non_str, max_size=3) | non_str,
+        "all": st.booleans() | non_bool,
+    }),
+    st.builds(lambda more: {**more, "gates": ["example.com/a"]}, extras),
+    st.just({"all": True}),
+)
+gate_removal_msg = st.one_of(
+    arity(removal_payload, removal_payload).map(lambda a: Msg("remove_admission_gates", a, REFUSED)),
+    arity(removal_payload, removal_payload).map(lambda a: Msg("apply_admission_gate_removal", a, REFUSED, update=True)),
 )
 
 activation_args = st.one_of(st.just((None,)), st.just(()), junk.map(lambda p: (p,)), st.tuples(junk, junk))
@@ -792,6 +807,20 @@ async def test_a_delete_with_any_payload_deletes_cleanly_or_is_refused(fuzz, arg
                        expect=INERT)],
 )
 async def test_junk_internal_notices_change_nothing(fuzz, holding, admitted):
+    await run(fuzz, holding, admitted)
+
+
+@settings(FUZZ, max_examples=4)
+@given(holding=st.lists(gate_removal_msg, min_size=4, max_size=8), admitted=st.lists(gate_removal_msg, min_size=2, max_size=4))
+@example(holding=[Msg("remove_admission_gates", (), REFUSED), Msg("remove_admission_gates", ({"all": True}, {"all": True}), REFUSED),
+                  *signals("remove_admission_gates", None, {"gates": "example.com/a"}, {"gates": [10**12]}, {"all": True},
+                           {"gates": ["example.com/a"]}, {"gates": ["example.com/a"], "all": True})],
+         admitted=[Msg("apply_admission_gate_removal", (), REFUSED, update=True),
+                   Msg("apply_admission_gate_removal", ({"all": True},), REFUSED, update=True),
+                   Msg("apply_admission_gate_removal", ({"gates": [None]},), REFUSED, update=True)])
+async def test_junk_admission_gate_removals_are_refused_and_change_nothing(fuzz, holding, admitted):
+    """`remove_admission_gates` and `apply_admission_gate_removal` to a workload without gates: the
+    signal is recorded (InvalidAdmissionGateRemoval), the update refused, nothing changes."""
     await run(fuzz, holding, admitted)
 
 
