@@ -60,32 +60,6 @@ def stale(act: WorkflowActivation, last_replayed: float | None, max_age: float, 
     return at <= last_replayed or (time.time() if now is None else now) - at >= max_age
 
 
-def new_events(act: WorkflowActivation) -> bool:
-    """Whether `act` brings events of the history (a workflow task's), not only queries, an
-    eviction or local activities' results (which come in later activations of the same task)."""
-    if not act.HasField("timestamp") or not act.timestamp.seconds:
-        return False
-    for job in act.jobs:
-        kind = job.WhichOneof("variant")
-        if kind in ("query_workflow", "remove_from_cache"):
-            continue
-        if kind == "resolve_activity" and job.resolve_activity.is_local:
-            continue
-        return True
-    return False
-
-
-def replayed_again(act: WorkflowActivation, last_task: float | None) -> bool:
-    """Whether `act`, reaching a run that is cached and live, brings new events on the clock of a
-    workflow task it already ran: the same fallback as above, for a run still in this worker's
-    cache (a query's legacy task after a server restart brought an activity's result this way,
-    14 s after that task started; the real task then grouped the rest of its events otherwise than
-    a replay does). Every new workflow task starts later than the one before it."""
-    if act.is_replaying or last_task is None or not new_events(act):
-        return False
-    return act.timestamp.ToNanoseconds() / 1e9 <= last_task
-
-
 class StaleActivationGuard(WorkflowRunner):
     """Wraps the worker's workflow runner (not the Replayer's: a replayed history that ends in new
     events is meant to run them)."""
@@ -109,8 +83,6 @@ class _Guarded(WorkflowInstance):
         self.instance = instance
         self.max_age = max_age
         self.last_replayed: float | None = None
-        # The clock of the last activation that brought history events (replayed or live).
-        self.last_task: float | None = None
         self.live = False
         # When the run reached this worker: a workflow task's age is judged then, not after its
         # history is replayed, which takes as long as the history is long. Judged after, a replay
@@ -118,12 +90,6 @@ class _Guarded(WorkflowInstance):
         self.arrived: float | None = None
 
     def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
-        if self.live and replayed_again(act, self.last_task):
-            completion = WorkflowActivationCompletion(run_id=act.run_id)
-            completion.failed.failure.message = REFUSED
-            return completion
-        if new_events(act):
-            self.last_task = act.timestamp.ToNanoseconds() / 1e9
         if not self.live:
             if self.arrived is None:
                 self.arrived = time.time()

@@ -93,32 +93,3 @@ def test_a_query_fallback_is_still_refused_however_fast_the_replay(monkeypatch):
     refused = guarded.activate(activation(NOW - 30, "fire_timer"))
     assert refused.failed.failure.message == stale_activations.REFUSED
     assert len(instance.seen) == 2
-
-
-def local_result(at: float) -> WorkflowActivation:
-    act = activation(at, "resolve_activity")
-    act.jobs[0].resolve_activity.is_local = True
-    return act
-
-
-def test_a_cached_run_refuses_new_events_on_the_clock_of_a_task_it_already_ran(monkeypatch):
-    """What the server-restart fault test recorded for workload w053 (its replay then failed with
-    `Activity machine does not handle this event: UpsertWorkflowSearchAttributes`): a run cached
-    and live got an activity's result, 14 s after the restart, on the clock of the workflow task it
-    had run last (a query's legacy task brought it). That activation is refused, as after a
-    replay; a real task's activations, and a local activity's result later in the same task, are
-    not."""
-    from admitflow.worker import stale_activations
-
-    monkeypatch.setattr(stale_activations.time, "time", lambda: NOW)
-    instance = _Instance()
-    guarded = stale_activations._Guarded(instance, MAX_AGE)
-    assert not guarded.activate(activation(NOW - 20, "initialize_workflow")).HasField("failed")
-    assert not guarded.activate(local_result(NOW - 19.9)).HasField("failed")
-    assert not guarded.activate(activation(NOW - 14.0, "resolve_activity")).HasField("failed")
-    assert not guarded.activate(activation(NOW - 14.0, "query_workflow")).HasField("failed")
-    refused = guarded.activate(activation(NOW - 14.0, "resolve_activity"))  # the legacy query's events
-    assert refused.failed.failure.message == stale_activations.REFUSED
-    assert not guarded.activate(activation(NOW - 0.2, "signal_workflow", "resolve_activity")).HasField("failed")
-    assert not guarded.activate(local_result(NOW - 0.1)).HasField("failed")
-    assert len(instance.seen) == 6
