@@ -305,7 +305,7 @@ class LifecycleModel(RuleBasedStateMachine):
         """One workflow task: time passes (a timer due meanwhile fires first, or with the messages),
         the messages are stepped in order, then Settle."""
         target = self.now + timedelta(seconds=seconds)
-        if not timer_in_batch:
+        if not timer_in_batch and not started:  # a new run steps Started first, then sets its timer
             self.fire_timers(target)
         self.now = max(self.now, target)
         events: list[Any] = [lc.Started()] if started else []
@@ -872,10 +872,11 @@ class LifecycleModel(RuleBasedStateMachine):
     def workflow_continues_as_new(self, seconds):
         """After a quiet while, the workflow continues as new (never while its runner runs): what was
         under way is gone, the state goes through the payload converter."""
-        self.fire_timers(self.now + timedelta(seconds=seconds))
+        target = self.now + timedelta(seconds=seconds)
+        self.fire_timers(target)
         if self.runner is not None:
             return
-        self.now += timedelta(seconds=seconds)
+        self.now = max(self.now, target)
         payloads = DATA_CONVERTER.payload_converter.to_payloads([self.state])
         self.state = DATA_CONVERTER.payload_converter.from_payloads(payloads, [WorkloadState])[0]
         self.enqueuing = None
@@ -894,6 +895,24 @@ LifecycleModel.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 TestLifecycleModel = LifecycleModel.TestCase
+
+
+def test_a_new_run_steps_started_before_its_overdue_timer():
+    """CI found this run: the pods-ready timeout fired within a quiet while, the run continued as new
+    after it, and the backoff it set was overdue. The machine fired that timer before the new run's
+    `Started` (and moved the clock twice), so `Started` dropped the enqueue the timer had begun and a
+    second one followed. The workflow steps `Started` first and sets its timer after."""
+    state = LifecycleModel()
+    state.start(max_exec=None, eager=False, gates=0)
+    state.enqueue_is_queued()
+    state.workflow_task(seconds=0, specs=[("verdict", "a", "Ready", None, "none", None), ("verdict-junk", 0)], timer_too=False)
+    state.queue_reserves_with_check_b(seconds=0)
+    state.queue_changes_checks(check_set=(), pods=True, seconds=0)
+    state.workflow_continues_as_new(seconds=300)
+    assert state.seconds() == 300
+    state.timer_fires()
+    assert state.enqueuing == state.state.ticket
+    state.teardown()
 
 
 @pytest.fixture(autouse=True, scope="module")
