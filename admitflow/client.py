@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import Field, ValidationError, computed_field
 from temporalio.api.common.v1 import WorkflowExecution
@@ -99,6 +99,7 @@ _OUTSTANDING = {
     PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED: "scheduled",
     PendingActivityState.PENDING_ACTIVITY_STATE_STARTED: "started",
 }
+T = TypeVar("T")
 # How long a read waits for one workflow to answer a query. A workflow whose task fails never
 # answers: Temporal holds the query for the task's next attempt, and retries it with a backoff of up
 # to ten minutes. Every other call to Temporal gets RPC_TIMEOUT.
@@ -884,48 +885,38 @@ class AdmitflowClient:
 
     async def verdict(self, key: str, verdict: Verdict) -> WorkloadStatus:
         """Apply a check verdict through the workload's update; a refusal is one line."""
-        trouble = await self.trouble(key)
-        if trouble is not None:
-            raise WorkloadNotAnswering(key, trouble)
-        handle = self.client.get_workflow_handle(ids.workload_id(key))
-        try:
-            return await handle.execute_update(
-                contract.APPLY_ADMISSION_CHECK_STATE, verdict, result_type=WorkloadStatus, rpc_timeout=self.query_timeout
-            )
-        except WorkflowUpdateFailedError as err:
-            raise AdmitflowError(_cause(err)) from None
-        except WorkflowUpdateRPCTimeoutOrCancelledError:
-            trouble = await self.trouble(key)
-            why = trouble.summary() if trouble else f"it did not answer within {int(self.query_timeout.total_seconds())}s"
-            raise NotAnswering(f'workloads "{key}": the verdict may not have been applied: {why}') from None
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                raise AdmitflowError(f'workloads "{key}" not found or already finished') from None
-            raise
+        return await self._workload_update(
+            key, contract.APPLY_ADMISSION_CHECK_STATE, verdict, WorkloadStatus, "the verdict may not have been applied"
+        )
 
     async def ungate(self, key: str, gates: Sequence[str] = (), all: bool = False) -> list[str]:
         """Remove admission gates (`kueue.x-k8s.io/admission-gated-by`) through the workload's
         update; returns the gates left. A refusal (not gated, a gate it does not have) is one line."""
+        left = await self._workload_update(
+            key, contract.APPLY_ADMISSION_GATE_REMOVAL, admission_gates.GateRemoval(gates=list(gates), all=all),
+            admission_gates.AdmissionGates, "the gates may not have been removed",
+        )
+        return left.gates
+
+    async def _workload_update(self, key: str, update: str, arg: Any, result_type: type[T], unsure: str) -> T:
+        """Run one of the workload's updates. A workflow that cannot answer is named before anything
+        is sent; a refusal is one line; an update that timed out says `unsure` and why."""
         trouble = await self.trouble(key)
         if trouble is not None:
             raise WorkloadNotAnswering(key, trouble)
         handle = self.client.get_workflow_handle(ids.workload_id(key))
         try:
-            left = await handle.execute_update(
-                contract.APPLY_ADMISSION_GATE_REMOVAL, admission_gates.GateRemoval(gates=list(gates), all=all),
-                result_type=admission_gates.AdmissionGates, rpc_timeout=self.query_timeout,
-            )
+            return await handle.execute_update(update, arg, result_type=result_type, rpc_timeout=self.query_timeout)
         except WorkflowUpdateFailedError as err:
             raise AdmitflowError(_cause(err)) from None
         except WorkflowUpdateRPCTimeoutOrCancelledError:
             trouble = await self.trouble(key)
             why = trouble.summary() if trouble else f"it did not answer within {int(self.query_timeout.total_seconds())}s"
-            raise NotAnswering(f'workloads "{key}": the gates may not have been removed: {why}') from None
+            raise NotAnswering(f'workloads "{key}": {unsure}: {why}') from None
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 raise AdmitflowError(f'workloads "{key}" not found or already finished') from None
             raise
-        return left.gates
 
     async def activate(self, key: str) -> None:
         await self._signal_workload(key, contract.ACTIVATE, None)
