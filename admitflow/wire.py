@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
@@ -45,3 +47,12 @@ class Undecodable(WireModel):
 
     encoding: str = Field(description="The encoding the payload claimed (its `encoding` metadata).")
     reason: str = Field(description="Why it could not be decoded, e.g. `payload encoding binary/zlib does not decompress: ...`.")
+
+
+def after(items: list, last: Any) -> list:
+    """The items after the last one equal to `last` (the whole list if `last` is gone or None):
+    what a loop has not logged yet. Equal, not identical: each step returns a new state."""
+    for i in range(len(items) - 1, -1, -1):
+        if items[i] == last:
+            return items[i + 1 :]
+    return list(items)

@@ -41,7 +41,8 @@ with workflow.unsafe.imports_passed_through():
 
     from admitflow.workflows import arguments
     from admitflow.workflows.provisioning_legacy import LegacyLoop
-    from admitflow.workflows.timer import Timer, after
+    from admitflow.wire import after
+    from admitflow.workflows.timer import Timer
 
 # workflow.patched: the loop over provisioning_attempt.step (histories before ran workflows.provisioning_legacy).
 PROVISIONING_STEP = "provisioning-step"

@@ -7,7 +7,6 @@ UI), and remembers the deadline of the one that fired, which the loop steps as `
 
 import asyncio
 from datetime import datetime, timedelta
-from typing import Any
 
 from temporalio import workflow
 
@@ -40,12 +39,3 @@ class Timer:
         """The deadline of the timer that fired since the last call, if one did."""
         fired, self.fired = self.fired, None
         return fired
-
-
-def after(items: list, last: Any) -> list:
-    """The items after the last one equal to `last` (the whole list if `last` is gone or None):
-    what a loop has not logged yet. Equal, not identical: each step returns a new state."""
-    for i in range(len(items) - 1, -1, -1):
-        if items[i] == last:
-            return items[i + 1 :]
-    return list(items)

@@ -33,10 +33,10 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.workload import WorkloadReport
     from admitflow.api import WorkloadStatus
     from admitflow.messages import Delivery, DeliveryBatch, DeliveryReport, ProvisioningCheckInput, ProvisioningNotice, WorkloadInput
-    from admitflow.wire import Undecodable
+    from admitflow.wire import Undecodable, after
 
     from admitflow.workflows.metrics import emit
-    from admitflow.workflows.timer import Timer, after
+    from admitflow.workflows.timer import Timer
     from admitflow.workflows.workload_legacy import LegacyLoop
 
 # workflow.patched: the loop over lifecycle.step (histories before ran workflows.workload_legacy).

@@ -158,7 +158,10 @@ def after_check_eviction(state: WorkloadState) -> bool:
     )
 
 
-def remember(state: WorkloadState, v: Verdict | None, raw_name: str, raw_state: str, outcome: str, detail: str, now: datetime) -> None:
+def remember(
+    state: WorkloadState, v: Verdict | None, raw_name: str, raw_state: str, outcome: str, detail: str, now: datetime,
+    asked_since: datetime | None = None,
+) -> None:
     state.verdicts.append(
         VerdictRecord(
             time=second(now),
@@ -166,6 +169,7 @@ def remember(state: WorkloadState, v: Verdict | None, raw_name: str, raw_state: 
             state=v.state if v else raw_state,
             outcome=outcome,
             detail=truncate(detail, 1024),
+            waited=None if asked_since is None else max(0.0, (second(now) - asked_since).total_seconds()),
         )
     )
     del state.verdicts[:-MAX_VERDICTS]
@@ -210,13 +214,20 @@ def apply(state: WorkloadState, v: Verdict, now: datetime, random: float = 0.0) 
         }
     )
     state.status.admission_checks[index] = new
+    # How long it was asked: since the reservation, or since the check came if it came later.
+    reserved = cond.find(state.status.conditions, wl.QUOTA_RESERVED)
+    asked_since = (
+        max(reserved.last_transition_time, check.last_transition_time or reserved.last_transition_time)
+        if holding and check.state == "Pending" and v.state != "Pending" and reserved and reserved.last_transition_time
+        else None
+    )
     if v.state != check.state:
         note = f"Admission check {v.name} updated state from {check.state} to {v.state}"
         wl.record(state, "AdmissionCheckUpdated", note + (f" with message: {v.message}" if v.message else ""), now)
     if holding:
         state.answered[v.name] = wl.current_attempt(state, v.name)  # the controller spoke: no need to ask it
     detail = reconcile(state, now) if holding else "kept until quota is reserved"
-    remember(state, v, v.name, v.state, "applied", detail, now)
+    remember(state, v, v.name, v.state, "applied", detail, now, asked_since)
     return detail
 
 

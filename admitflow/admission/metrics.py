@@ -1,6 +1,7 @@
 """Metrics: what a workload's or a ClusterQueue's change adds to Kueue's metrics (docs/metrics.md),
 under the prefix `admitflow_` and with Kueue's labels, plus what Kueue lacks (KEP-3258's beta
-item): admission check retries and the requeue delays set.
+item, kueue#10620, #1994): admission check retries, the requeue delays set, verdicts by check,
+state and outcome, and how long each check was asked before its verdict.
 
 Pure: a workload workflow keeps a `Seen` snapshot and, after each change, asks
 `workload_observations` what happened since; it emits those counters and histograms through
@@ -23,8 +24,8 @@ from admitflow.admission import conditions as cond
 from admitflow.admission import priority
 from admitflow.admission import workload as wl
 from admitflow.admission.cluster_queue import ClusterQueueState, active_condition
-from admitflow.admission.workload import WorkloadState
-from admitflow.wire import WireModel
+from admitflow.admission.workload import VerdictRecord, WorkloadState
+from admitflow.wire import WireModel, after
 
 PREFIX = "admitflow_"
 
@@ -43,19 +44,41 @@ METRICS: dict[str, tuple[str, str]] = {
     "admission_checks_wait_time_seconds": ("histogram", "Time from quota reservation to admission"),
     "evicted_workloads_total": ("counter", "Evictions, per ClusterQueue, reason and underlying cause"),
     "finished_workloads_total": ("counter", "Workloads finished, per ClusterQueue"),
+    "evicted_workloads_once_total": ("counter", "Workloads evicted at least once, per ClusterQueue, reason and underlying cause"),
+    "ready_wait_time_seconds": ("histogram", "Time from creation or the last requeue until the pods are ready"),
+    "admitted_until_ready_wait_time_seconds": ("histogram", "Time from admission until the pods are ready"),
     "admission_check_retries_total": ("counter", "Retries of an admission check (beyond Kueue: KEP-3258's metrics)"),
+    "admission_check_verdicts_total": ("counter", "Check verdicts received, per check, state and outcome (beyond Kueue)"),
+    "admission_check_wait_time_seconds": ("histogram", "Time from a check's request until its verdict, per check and state (beyond Kueue)"),
     "requeue_delay_seconds": ("histogram", "Delays set before a workload goes back to its queue, per reason"),
     "pending_workloads": ("gauge", "Pending workloads, per ClusterQueue and status (active, inadmissible)"),
     "reserving_active_workloads": ("gauge", "Workloads holding quota in a ClusterQueue"),
     "admitted_active_workloads": ("gauge", "Admitted workloads in a ClusterQueue"),
     "cluster_queue_status": ("gauge", "1 for the ClusterQueue's status (pending, active, terminating), else 0"),
 }
+# Kueue's LocalQueue variants: the same observation, labelled by the workload's LocalQueue (`name`,
+# `namespace`) instead of its ClusterQueue.
+LOCAL_QUEUE_TWINS = (
+    "quota_reserved_workloads_total", "quota_reserved_wait_time_seconds", "admitted_workloads_total",
+    "admission_wait_time_seconds", "admission_checks_wait_time_seconds", "evicted_workloads_total",
+    "finished_workloads_total", "ready_wait_time_seconds", "admitted_until_ready_wait_time_seconds",
+)
+METRICS.update({
+    "local_queue_" + name: (kind, what.replace("per ClusterQueue", "per LocalQueue") if "per ClusterQueue" in what else what + ", per LocalQueue")
+    for name, (kind, what) in ((n, METRICS[n]) for n in LOCAL_QUEUE_TWINS)
+})
 BUCKETS: dict[str, list[float]] = {
     PREFIX + "quota_reserved_wait_time_seconds": _buckets(14),
     PREFIX + "admission_wait_time_seconds": _buckets(16),
     PREFIX + "admission_checks_wait_time_seconds": _buckets(14),
     PREFIX + "requeue_delay_seconds": _buckets(14),
+    PREFIX + "ready_wait_time_seconds": _buckets(14),
+    PREFIX + "admitted_until_ready_wait_time_seconds": _buckets(14),
+    PREFIX + "admission_check_wait_time_seconds": _buckets(14),
 }
+BUCKETS.update({PREFIX + "local_queue_" + n.removeprefix(PREFIX): b for n, b in list(BUCKETS.items())
+                if n.removeprefix(PREFIX) in LOCAL_QUEUE_TWINS})
+CHECK_STATES = ("Pending", "Ready", "Retry", "Rejected")
 
 
 class Observation(WireModel):
@@ -82,6 +105,8 @@ class Seen(WireModel):
     evictions: dict[str, int] = Field(default_factory=dict, description="reason/cause -> count")
     retries: dict[str, int] = Field(default_factory=dict, description="check -> retryCount")
     requeue_at: datetime | None = None
+    ready: datetime | None = Field(default=None, description="PodsReady=True's lastTransitionTime, once counted")
+    verdict: VerdictRecord | None = Field(default=None, description="The last verdict counted")
 
 
 def _ltt(state: WorkloadState, type_: str) -> datetime | None:
@@ -103,42 +128,51 @@ def _queued_since(state: WorkloadState) -> datetime:
 
 
 def workload_observations(seen: Seen, state: WorkloadState, emit: bool = True) -> tuple[Seen, list[Observation]]:
-    """What changed since `seen`, as metric observations, and the new snapshot."""
+    """What changed since `seen`, as metric observations, and the new snapshot. Kueue's workload
+    metrics also come as their LocalQueue variants (`local_queue_*`, labelled `name`, `namespace`)."""
     cq = state.cluster_queue or ""
     # Kueue labels them with the name of the priority class the workload refers to, of either kind.
-    base = {"cluster_queue": cq, "priority_class": priority.class_name(state.workload.spec)}
+    pc = {"priority_class": priority.class_name(state.workload.spec)}
+    base = {"cluster_queue": cq, **pc}
+    lq = {"name": state.workload.spec.queue_name or "", "namespace": state.workload.metadata.namespace, **pc}
     out: list[Observation] = []
     now_seen = seen.model_copy(deep=True)
+
+    def kueue(kind: Literal["counter", "histogram"], name: str, value: float, **labels: str) -> None:
+        out.append(Observation(kind=kind, name=PREFIX + name, value=value, labels={**base, **labels}))
+        out.append(Observation(kind=kind, name=PREFIX + "local_queue_" + name, value=value, labels={**lq, **labels}))
+
+    def since(start: datetime, end: datetime) -> float:
+        return max(0.0, (end - start).total_seconds())
 
     reserved = _ltt(state, wl.QUOTA_RESERVED)
     if reserved is not None and reserved != seen.reserved:
         now_seen.reserved = reserved
-        out.append(Observation(kind="counter", name=PREFIX + "quota_reserved_workloads_total", value=1, labels=base))
-        out.append(Observation(
-            kind="histogram", name=PREFIX + "quota_reserved_wait_time_seconds",
-            value=max(0.0, (reserved - _queued_since(state)).total_seconds()), labels=base,
-        ))
+        kueue("counter", "quota_reserved_workloads_total", 1)
+        kueue("histogram", "quota_reserved_wait_time_seconds", since(_queued_since(state), reserved))
     admitted = _ltt(state, wl.ADMITTED)
     if admitted is not None and admitted != seen.admitted:
         now_seen.admitted = admitted
-        out.append(Observation(kind="counter", name=PREFIX + "admitted_workloads_total", value=1, labels=base))
-        out.append(Observation(
-            kind="histogram", name=PREFIX + "admission_wait_time_seconds",
-            value=max(0.0, (admitted - _queued_since(state)).total_seconds()), labels=base,
-        ))
-        since = reserved or admitted
-        out.append(Observation(
-            kind="histogram", name=PREFIX + "admission_checks_wait_time_seconds",
-            value=max(0.0, (admitted - since).total_seconds()), labels=base,
-        ))
+        kueue("counter", "admitted_workloads_total", 1)
+        kueue("histogram", "admission_wait_time_seconds", since(_queued_since(state), admitted))
+        kueue("histogram", "admission_checks_wait_time_seconds", since(reserved or admitted, admitted))
+    ready = _ltt(state, wl.PODS_READY)
+    if ready is not None and ready != seen.ready and admitted is not None:
+        # Once per admission, when its pods are first ready.
+        now_seen.ready = ready
+        kueue("histogram", "ready_wait_time_seconds", since(_queued_since(state), ready))
+        kueue("histogram", "admitted_until_ready_wait_time_seconds", since(admitted, ready))
     stats = state.status.scheduling_stats
     for ev in (stats.evictions if stats else None) or ():
         key = f"{ev.reason}/{ev.underlying_cause}"
-        added = ev.count - seen.evictions.get(key, 0)
+        before = seen.evictions.get(key, 0)
         now_seen.evictions[key] = ev.count
-        if added > 0:
-            labels = {**base, "reason": ev.reason, "underlying_cause": ev.underlying_cause}
-            out.append(Observation(kind="counter", name=PREFIX + "evicted_workloads_total", value=added, labels=labels))
+        if ev.count > before:
+            cause = {"reason": ev.reason, "underlying_cause": ev.underlying_cause}
+            kueue("counter", "evicted_workloads_total", ev.count - before, **cause)
+            if before == 0:  # Kueue's "once": this workload's first eviction for this reason and cause
+                out.append(Observation(kind="counter", name=PREFIX + "evicted_workloads_once_total", value=1,
+                                       labels={**base, **cause}))
     for check in state.status.admission_checks or ():
         count = check.retry_count or 0
         added = count - seen.retries.get(check.name, 0)
@@ -146,6 +180,7 @@ def workload_observations(seen: Seen, state: WorkloadState, emit: bool = True) -
         if added > 0:
             labels = {"cluster_queue": cq, "admission_check": check.name}
             out.append(Observation(kind="counter", name=PREFIX + "admission_check_retries_total", value=added, labels=labels))
+    out += _verdicts(seen, now_seen, state)
     rs = state.status.requeue_state
     requeue_at = rs.requeue_at if rs is not None else None
     if requeue_at is not None and requeue_at != seen.requeue_at:
@@ -154,13 +189,37 @@ def workload_observations(seen: Seen, state: WorkloadState, emit: bool = True) -
         reason = evicted.reason if evicted is not None else ""
         out.append(Observation(
             kind="histogram", name=PREFIX + "requeue_delay_seconds",
-            value=max(0.0, (requeue_at - start).total_seconds()), labels={"cluster_queue": cq, "reason": reason},
+            value=since(start, requeue_at), labels={"cluster_queue": cq, "reason": reason},
         ))
     now_seen.requeue_at = requeue_at
     if wl.is_finished(state) and not seen.finished:
         now_seen.finished = True
-        out.append(Observation(kind="counter", name=PREFIX + "finished_workloads_total", value=1, labels=base))
+        kueue("counter", "finished_workloads_total", 1)
     return now_seen, (out if emit else [])
+
+
+def _verdicts(seen: Seen, now_seen: Seen, state: WorkloadState) -> list[Observation]:
+    """Beyond Kueue: each verdict received (by check, state and outcome: applied, ignored as stale,
+    or rejected as invalid), and for each applied one that ended a check's Pending, how long the
+    check had been asked (`VerdictRecord.waited`). A verdict naming no check of the workload, or no
+    valid state, is labelled `""` and `Invalid`, so junk cannot add series. Two identical verdicts
+    in the same second count once (they are told apart by content)."""
+    cq = state.cluster_queue or ""
+    known = {c.name for c in state.status.admission_checks or ()}
+    out: list[Observation] = []
+    for v in after(state.verdicts, seen.verdict):
+        labels = {
+            "cluster_queue": cq,
+            "admission_check": v.check if v.check in known else "",
+            "state": v.state if v.state in CHECK_STATES else "Invalid",
+        }
+        out.append(Observation(kind="counter", name=PREFIX + "admission_check_verdicts_total", value=1,
+                               labels={**labels, "outcome": v.outcome}))
+        if v.waited is not None:
+            out.append(Observation(kind="histogram", name=PREFIX + "admission_check_wait_time_seconds",
+                                   value=v.waited, labels=labels))
+    now_seen.verdict = state.verdicts[-1] if state.verdicts else None
+    return out
 
 
 def cluster_queue_gauges(state: ClusterQueueState) -> list[Observation]:

@@ -65,6 +65,9 @@ class VerdictRecord(WireModel):
     state: str
     outcome: Literal["applied", "ignored", "rejected"]
     detail: str = ""
+    waited: float | None = Field(
+        default=None, description="Seconds the check had been asked (Pending, quota reserved) when this verdict ended that."
+    )
 
 
 class ProvisioningAttempt(WireModel):

@@ -1,7 +1,7 @@
 """Metrics scraped after a run and checked against what happened.
 
 - A worker's Prometheus endpoint: the counters and histograms of a workload admitted after one Retry
-  of its check, then finished; and no admitflow gauge.
+  of its check, its pods ready, then finished (and their LocalQueue variants); and no admitflow gauge.
 - The exporter (admitflow/gauges.py): with two engine workers, a ClusterQueue's gauges are its
   current figures, served once, whichever worker ran the queue last (the first worker, stopped,
   still serves its own endpoint, as a worker that lost the queue does); a deleted ClusterQueue's
@@ -52,9 +52,9 @@ def scrape(port: int) -> list[tuple[str, dict[str, str], float]]:
     return samples
 
 
-def value(samples, name: str, **labels: str) -> float:
+def value(samples, metric: str, /, **labels: str) -> float:
     """The sum of a metric's samples whose labels include these."""
-    return sum(v for n, ls, v in samples if n == name and all(ls.get(k) == x for k, x in labels.items()))
+    return sum(v for n, ls, v in samples if n == metric and all(ls.get(k) == x for k, x in labels.items()))
 
 
 def gauge_series(*endpoints) -> list[tuple[str, str, str, float]]:
@@ -94,6 +94,7 @@ async def test_the_counters_match_what_happened(engine):
             return report.status.condition("Admitted").status == "True"
 
         await eventually(admitted, timeout=30)
+        await af.pods_ready("default/job")
         await af.finish("default/job")
 
         async def released():
@@ -119,6 +120,18 @@ async def test_the_counters_match_what_happened(engine):
     assert value(samples, "admitflow_finished_workloads_total", **cq) == 1
     assert value(samples, "admitflow_admission_checks_wait_time_seconds_count", **cq) == 1
     assert value(samples, "admitflow_quota_reserved_wait_time_seconds_count", **cq) == 2
+    assert value(samples, "admitflow_evicted_workloads_once_total", reason="AdmissionCheck", underlying_cause="", **cq) == 1
+    assert value(samples, "admitflow_ready_wait_time_seconds_count", **cq) == 1, "its pods were reported ready"
+    assert value(samples, "admitflow_admitted_until_ready_wait_time_seconds_count", **cq) == 1
+    budget = {"admission_check": "budget", **cq}
+    assert value(samples, "admitflow_admission_check_verdicts_total", state="Retry", outcome="applied", **budget) == 1
+    assert value(samples, "admitflow_admission_check_verdicts_total", state="Ready", outcome="applied", **budget) == 1
+    assert value(samples, "admitflow_admission_check_verdicts_total") == 2
+    assert value(samples, "admitflow_admission_check_wait_time_seconds_count", **budget) == 2, "each attempt, asked to answered"
+    lq = {"name": "lq", "namespace": "default"}
+    for name in metrics.LOCAL_QUEUE_TWINS:
+        family = name if name.endswith("_total") else name + "_count"
+        assert value(samples, "admitflow_local_queue_" + family, **lq) == value(samples, "admitflow_" + family, **cq), name
     assert gauge_series(samples) == [], "a worker serves no gauge: the exporter does"
 
 

@@ -10,6 +10,7 @@ from admitflow import gauges
 from admitflow.admission import checks
 from admitflow.admission import cluster_queue as cq
 from admitflow.admission import metrics as m
+from admitflow.admission import pods_ready
 from admitflow.admission import workload as wl
 from admitflow.admission.checks import Verdict
 from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView
@@ -17,11 +18,19 @@ from tests.unit.test_cluster_queue import NOW, entry, run_pass, state_with, view
 from tests.unit.test_workload_status import T0, reserved_notice, submitted
 
 
-def counted(observations) -> dict[tuple, float]:
-    return {(o.name.removeprefix(m.PREFIX), tuple(sorted(o.labels.items()))): o.value for o in observations}
+def counted(observations, local_queue: bool = False) -> dict[tuple, float]:
+    """Each observation by name and labels; the LocalQueue variants only with `local_queue`
+    (test_each_workload_metric_of_kueue_comes_with_its_local_queue_variant checks them)."""
+    out: dict[tuple, float] = {}
+    for o in observations:
+        if local_queue or not o.name.startswith(m.PREFIX + "local_queue_"):
+            key = (o.name.removeprefix(m.PREFIX), tuple(sorted(o.labels.items())))
+            out[key] = out.get(key, 0) + o.value
+    return out
 
 
 CQ = (("cluster_queue", "cq"), ("priority_class", ""))
+VERDICT = (("admission_check", "budget"), ("cluster_queue", "cq"))
 
 
 def test_a_workload_admitted_after_one_retry_then_finished():
@@ -36,6 +45,9 @@ def test_a_workload_admitted_after_one_retry_then_finished():
     seen, obs = m.workload_observations(seen, st)
     assert counted(obs) == {
         ("evicted_workloads_total", CQ + (("reason", "AdmissionCheck"), ("underlying_cause", ""))): 1,
+        ("evicted_workloads_once_total", CQ + (("reason", "AdmissionCheck"), ("underlying_cause", ""))): 1,
+        ("admission_check_verdicts_total", VERDICT + (("outcome", "applied"), ("state", "Retry"))): 1,
+        ("admission_check_wait_time_seconds", VERDICT + (("state", "Retry"),)): 5,
         ("admission_check_retries_total", (("admission_check", "budget"), ("cluster_queue", "cq"))): 1,
         ("requeue_delay_seconds", (("cluster_queue", "cq"), ("reason", "AdmissionCheck"))): 30,
     }
@@ -52,6 +64,8 @@ def test_a_workload_admitted_after_one_retry_then_finished():
         ("admitted_workloads_total", CQ): 1,
         ("admission_wait_time_seconds", CQ): 5,
         ("admission_checks_wait_time_seconds", CQ): 3,
+        ("admission_check_verdicts_total", VERDICT + (("outcome", "applied"), ("state", "Ready"))): 1,
+        ("admission_check_wait_time_seconds", VERDICT + (("state", "Ready"),)): 3,
     }
     wl.finish(st, True, "done", T0 + timedelta(minutes=5))
     seen, obs = m.workload_observations(seen, st)
@@ -63,6 +77,110 @@ def test_a_carried_state_counts_as_counted():
     st = submitted()
     wl.reserve_quota(st, reserved_notice(), T0)
     assert m.workload_observations(m.snapshot(st), st)[1] == []
+
+
+def _admitted_with_budget(seconds_to_verdict: int = 3) -> tuple[wl.WorkloadState, m.Seen, list]:
+    st = submitted()
+    seen = m.snapshot(st)
+    wl.reserve_quota(st, reserved_notice(["budget"]), T0 + timedelta(seconds=5))
+    seen, _ = m.workload_observations(seen, st)
+    checks.receive(st, {"name": "budget", "state": "Ready"}, T0 + timedelta(seconds=5 + seconds_to_verdict))
+    seen, obs = m.workload_observations(seen, st)
+    return st, seen, obs
+
+
+def test_each_verdict_is_counted_by_check_state_and_outcome_and_a_check_s_wait_is_timed():
+    st, seen, obs = _admitted_with_budget(seconds_to_verdict=3)
+    assert counted(obs) == {
+        ("admission_check_verdicts_total", VERDICT + (("outcome", "applied"), ("state", "Ready"))): 1,
+        ("admission_check_wait_time_seconds", VERDICT + (("state", "Ready"),)): 3,
+        ("admitted_workloads_total", CQ): 1,
+        ("admission_wait_time_seconds", CQ): 8,
+        ("admission_checks_wait_time_seconds", CQ): 3,
+    }
+    # A Retry evicts it (12 s after its Ready: no new wait); a Ready for that attempt is then ignored;
+    # junk names no check and no state: it adds no series of its own.
+    checks.receive(st, {"name": "budget", "state": "Retry"}, T0 + timedelta(seconds=20))
+    checks.receive(st, {"name": "budget", "state": "Ready", "attempt": 1}, T0 + timedelta(seconds=21))
+    checks.receive(st, {"name": "x" * 300, "state": "Maybe"}, T0 + timedelta(seconds=22))
+    checks.receive(st, "garbage", T0 + timedelta(seconds=23))
+    seen, obs = m.workload_observations(seen, st)
+    got = counted(obs)
+    assert {k: v for k, v in got.items() if k[0] in ("admission_check_verdicts_total", "admission_check_wait_time_seconds")} == {
+        ("admission_check_verdicts_total", VERDICT + (("outcome", "applied"), ("state", "Retry"))): 1,
+        ("admission_check_verdicts_total", VERDICT + (("outcome", "ignored"), ("state", "Ready"))): 1,
+        ("admission_check_verdicts_total", (("admission_check", ""), ("cluster_queue", "cq"), ("outcome", "rejected"),
+                                            ("state", "Invalid"))): 2,
+    }
+    assert m.workload_observations(seen, st)[1] == [], "each verdict counts once"
+    assert m.workload_observations(m.snapshot(st), st)[1] == [], "a new run does not count past verdicts"
+
+
+def test_a_retry_times_the_attempt_it_ends_and_the_next_attempt_is_timed_from_its_own_reservation():
+    st = submitted()
+    seen = m.snapshot(st)
+    wl.reserve_quota(st, reserved_notice(["budget"]), T0 + timedelta(seconds=5))
+    seen, _ = m.workload_observations(seen, st)
+    checks.receive(st, {"name": "budget", "state": "Pending", "message": "looking"}, T0 + timedelta(seconds=6))
+    checks.receive(st, {"name": "budget", "state": "Retry", "requeueAfterSeconds": 30}, T0 + timedelta(seconds=9))
+    seen, obs = m.workload_observations(seen, st)
+    got = counted(obs)
+    assert got[("admission_check_verdicts_total", VERDICT + (("outcome", "applied"), ("state", "Pending")))] == 1
+    assert got[("admission_check_verdicts_total", VERDICT + (("outcome", "applied"), ("state", "Retry")))] == 1
+    assert got[("admission_check_wait_time_seconds", VERDICT + (("state", "Retry"),))] == 4, "from the reservation at +5"
+    assert ("admission_check_wait_time_seconds", VERDICT + (("state", "Pending"),)) not in got, "Pending ends no wait"
+
+    checks.finish_backoff_if_due(st, T0 + timedelta(seconds=40))
+    st.queued, st.ticket = True, 2
+    wl.reserve_quota(st, reserved_notice(["budget"], ticket=2), T0 + timedelta(seconds=50))
+    seen, _ = m.workload_observations(seen, st)
+    checks.receive(st, {"name": "budget", "state": "Rejected", "message": "no"}, T0 + timedelta(seconds=57))
+    seen, obs = m.workload_observations(seen, st)
+    assert counted(obs)[("admission_check_wait_time_seconds", VERDICT + (("state", "Rejected"),))] == 7
+
+
+def test_pods_ready_times_the_wait_from_the_queue_and_from_admission_once_per_admission():
+    st, seen, _ = _admitted_with_budget(seconds_to_verdict=3)  # admitted at +8, queued since creation
+    pods_ready.report(st, {"ready": True}, T0 + timedelta(seconds=20))
+    seen, obs = m.workload_observations(seen, st)
+    assert counted(obs) == {("ready_wait_time_seconds", CQ): 20, ("admitted_until_ready_wait_time_seconds", CQ): 12}
+    pods_ready.report(st, {"ready": True}, T0 + timedelta(seconds=30))
+    assert m.workload_observations(seen, st)[1] == [], "still ready: nothing new"
+
+
+def test_an_eviction_counts_once_per_reason_and_cause_in_evicted_workloads_once_total():
+    st = submitted()
+    seen = m.snapshot(st)
+    cause = CQ + (("reason", "AdmissionCheck"), ("underlying_cause", ""))
+    for n, at in enumerate((5, 100)):
+        st.queued, st.ticket = True, n + 1
+        wl.reserve_quota(st, reserved_notice(["budget"], ticket=n + 1), T0 + timedelta(seconds=at))
+        checks.receive(st, {"name": "budget", "state": "Retry"}, T0 + timedelta(seconds=at + 1))
+        checks.finish_backoff_if_due(st, T0 + timedelta(seconds=at + 90))
+        seen, obs = m.workload_observations(seen, st)
+        got = counted(obs)
+        assert got[("evicted_workloads_total", cause)] == 1
+        assert got.get(("evicted_workloads_once_total", cause)) == (1 if n == 0 else None)
+
+
+def test_each_workload_metric_of_kueue_comes_with_its_local_queue_variant():
+    st, seen, obs = _admitted_with_budget()
+    pods_ready.report(st, {"ready": True}, T0 + timedelta(seconds=20))
+    seen, more = m.workload_observations(seen, st)
+    obs += more
+    checks.receive(st, {"name": "budget", "state": "Retry"}, T0 + timedelta(seconds=21))  # ignored: admitted
+    wl.evict(st, "Preempted", "preempted", T0 + timedelta(seconds=22))
+    wl.finish(st, True, "done", T0 + timedelta(seconds=30))
+    obs += m.workload_observations(seen, st)[1]
+    lq = (("name", "lq"), ("namespace", "default"), ("priority_class", ""))
+    twins = {(name.removeprefix("local_queue_"), labels): v for (name, labels), v in counted(obs, local_queue=True).items()
+             if name.startswith("local_queue_")}
+    cq_side = {(name, labels): v for (name, labels), v in counted(obs).items() if name in m.LOCAL_QUEUE_TWINS}
+    assert {n for n, _ in cq_side} == set(m.LOCAL_QUEUE_TWINS) - {"quota_reserved_workloads_total",
+                                                                  "quota_reserved_wait_time_seconds"}
+    assert twins == {(n, tuple(sorted((*lq, *(kv for kv in labels if kv[0] not in ("cluster_queue", "priority_class")))))): v
+                     for (n, labels), v in cq_side.items()}
+    assert {m.PREFIX + "local_queue_" + n for n in m.LOCAL_QUEUE_TWINS} <= {m.PREFIX + n for n in m.METRICS}
 
 
 def _after_a_pass(st: ClusterQueueState) -> ClusterQueueState:
