@@ -49,6 +49,9 @@ TELL_QUEUE_IN_TASK = "tell-queue-in-task"
 # of its queue until they are removed. Asked only for such a workload, when its run starts: a run
 # that replays a history from before keeps queueing it as it did.
 ADMISSION_GATED_BY = "admission-gated-by"
+# workflow.patched: a refused start of a ProvisioningRequest attempt probes the run holding its ID
+# in seconds, not minutes (that run may have reported its end before it closed, and say no more).
+REFUSED_START_PROBE = "refused-start-probe"
 NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), maximum_attempts=0)
 # A controller's transient errors are retried for as long as it takes, at most this far apart; the
 # attempts cost no history (only the last one is recorded). A non-retryable error comes back as a
@@ -322,7 +325,9 @@ class WorkloadWorkflow(LegacyLoop):
             )
         except WorkflowAlreadyStartedError:
             del self.children[a.workflow_id]
-            return [lc.ProvisioningStartRefused(check=a.check, attempt=a.attempt, workflow_id=a.workflow_id)]
+            return [lc.ProvisioningStartRefused(
+                check=a.check, attempt=a.attempt, workflow_id=a.workflow_id, probe_soon=workflow.patched(REFUSED_START_PROBE),
+            )]
         def ended(task: Any) -> None:
             # However it ends (deleted as asked, terminated by an operator), the workload hears of it.
             if not task.cancelled():

@@ -51,6 +51,9 @@ from admitflow.wire import Fact, Undecodable, first_error
 # While a ProvisioningRequest attempt is current or being deleted, its workflow is checked this
 # often for being alive (an operator may terminate it, and then nothing would report its end).
 PROBE_INTERVAL = timedelta(minutes=5)
+# After a refused start: the run holding the ID may have reported its end already and be closing
+# (its report came first), so nothing else would say when it is gone.
+REFUSED_PROBE = timedelta(seconds=5)
 MAX_EXECUTION_CAUSE = "MaximumExecutionTimeExceeded"
 MAX_EXECUTION_MESSAGE = "The workload is deactivated due to exceeding the maximum execution time"
 NOT_APPLIED = "EventNotApplied"
@@ -134,6 +137,10 @@ class ProvisioningStartRefused(Fact):
     check: str
     attempt: int
     workflow_id: str
+    probe_soon: bool = Field(
+        default=False,
+        description="Probe that run in REFUSED_PROBE rather than at the next probe (histories before ran without).",
+    )
 
 
 class PodsReadyReported(Fact):
@@ -438,6 +445,9 @@ def _provisioning_refused(st: WorkloadState, ev: ProvisioningStartRefused, now: 
     # It starts again once the run holding the ID has ended (it reports so, or the probe finds it gone).
     if ev.workflow_id not in st.stopping:
         st.stopping.append(ev.workflow_id)
+    if ev.probe_soon:
+        soon = second(now) + REFUSED_PROBE
+        st.probe_at = soon if st.probe_at is None else min(st.probe_at, soon)
     return [TellProvisioning(workflow_id=ev.workflow_id, signal="delete_provisioning_request", reason="restart")]
 
 

@@ -284,6 +284,9 @@ async def test_config_change_makes_the_request_again(engine):
     await setup(af, cfg=config(parameters={"tier": "a"}), group=node_group(gpus="1"))
     await submit(af)
     await has(engine, "job-prov-1", "Provisioned", "False")
+    # The workload has heard of the first request (else the change stops it before its report
+    # arrives, and only the second is told: CI saw that once).
+    await check_state(af, "Pending", "Capacity is not found, CA will try to find it later.")
     await af.apply(loaded(config(parameters={"tier": "b"})))
 
     async def remade():

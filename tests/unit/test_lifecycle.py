@@ -295,6 +295,25 @@ def test_a_provisioning_workflow_found_gone_counts_as_ended():
     assert "prov" not in w.state.provisioning
 
 
+@pytest.mark.parametrize(("probe_soon", "probed_after"), [(True, 5), (False, 300)], ids=["patched", "histories-before"])
+def test_a_refused_start_probes_the_run_holding_its_id_within_seconds(probe_soon, probed_after):
+    """The attempt's earlier run reported its request deleted and was still closing when the next
+    start came (its ID taken): the workload told it to delete and waited for it to report again,
+    which a run that is done never does, so only the probe five minutes later restarted the attempt
+    (CI saw a config change not remade within 20 s)."""
+    w = World()
+    wid = "provisioning/default/job/prov/1"
+    w.state.probe_at = w.now + lc.PROBE_INTERVAL  # as the start that was refused set it
+    out = w.batch(lc.ProvisioningStartRefused(check="prov", attempt=1, workflow_id=wid, probe_soon=probe_soon))
+    assert [(c.signal, c.workflow_id) for c in out if isinstance(c, lc.TellProvisioning)] == [("delete_provisioning_request", wid)]
+    at, summary = lc.next_wake(w.state)
+    assert (at - w.now, summary) == (timedelta(seconds=probed_after), "check that its ProvisioningRequest workflows run")
+    probes = w.batch(lc.TimerFired(at=at), after=probed_after)
+    assert [(c.signal, c.workflow_id) for c in probes if isinstance(c, lc.TellProvisioning)] == [("probe", wid)]
+    w.batch(lc.ProvisioningEnded(workflow_id=wid))  # found gone
+    assert w.state.stopping == []
+
+
 # --- 8. Kueue details ------------------------------------------------------------------------------
 
 
