@@ -1,7 +1,8 @@
 """docker/compose.yaml: valid against the Compose Specification's JSON schema (vendored in
 tests/data/compose-spec), and what a schema cannot say: every image pinned, and to the Temporal the
-tests run against; admitflow's containers not root; the start order (schema, server, setup, then
-the engine and its helpers); files it mounts and runs exist. Nothing here starts a container: no
+tests run against; admitflow's, Prometheus' and Grafana's containers not root; the start order
+(schema, server, setup, then the engine and its helpers; Prometheus, then Grafana); files it mounts
+and runs exist, configuration mounted read-only. Nothing here starts a container: no
 Docker engine is needed (docs/operations.md says what was and was not run)."""
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ DOCKER = ROOT / "docker"
 COMPOSE = DOCKER / "compose.yaml"
 SCHEMA_DIR = ROOT / "tests" / "data" / "compose-spec"
 ADMITFLOW_IMAGE = "admitflow"
+# Prometheus and Grafana (tests/unit/test_dashboard.py checks what they scrape and show).
+MONITORING = ("prometheus", "grafana")
 
 
 def load_compose() -> dict:
@@ -109,7 +112,8 @@ def test_every_image_is_pinned_to_a_version(compose):
         assert "@" not in image or re.search(r"@sha256:[0-9a-f]{64}$", image), f"{name}: {image}"
         repository, _, tag = image.split("@")[0].rpartition(":")
         assert repository and tag != "latest", f"{name}: {image} is not pinned"
-        assert re.fullmatch(r"\d+(\.\d+)+", tag), f"{name}: {image}: the tag is not a version"
+        # Prometheus tags its releases v3.5.0.
+        assert re.fullmatch(r"v?\d+(\.\d+)+", tag), f"{name}: {image}: the tag is not a version"
 
 
 def test_the_admitflow_image_is_tagged_with_the_project_version(compose):
@@ -137,9 +141,31 @@ def test_admitflow_containers_run_as_a_user_that_is_not_root(compose):
         assert service["read_only"] is True, name
 
 
+def test_prometheus_and_grafana_run_as_their_images_users_on_a_read_only_root(compose):
+    """Their images' own users (Prometheus' nobody, Grafana's 472 in group 0, as its image has it);
+    what they write goes to a volume or a tmpfs."""
+    for name in MONITORING:
+        service = services(compose)[name]
+        uid, _, gid = service["user"].partition(":")
+        assert uid.isdigit() and int(uid) != 0 and gid.isdigit(), f"{name} runs as {service['user']}"
+        assert service["read_only"] is True, name
+    assert "prometheus-data:/prometheus" in services(compose)["prometheus"]["volumes"]
+    assert "/var/lib/grafana" in services(compose)["grafana"]["tmpfs"]
+
+
+def test_grafana_shows_the_dashboard_to_anyone_and_lets_only_admin_change_it(compose):
+    environment = services(compose)["grafana"]["environment"]
+    assert environment["GF_AUTH_ANONYMOUS_ENABLED"] == "true"
+    assert environment["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
+    assert environment["GF_USERS_ALLOW_SIGN_UP"] == "false"
+    # From the environment (or an .env file beside compose.yaml), with a default for a trial.
+    assert re.fullmatch(r"\$\{GRAFANA_ADMIN_PASSWORD:-[^}]+\}", environment["GF_SECURITY_ADMIN_PASSWORD"])
+
+
 def test_everything_starts_in_order(compose):
     """postgres healthy -> schema job done -> server healthy -> UI and admitflow setup -> setup done ->
-    workers, exporter, controller, runner -> a healthy worker -> the examples job."""
+    workers, exporter, controller, runner -> a healthy worker -> the examples job. Prometheus waits
+    for nothing (a target that is not up yet is scraped as down); Grafana starts after it."""
     depends = {n: {d: c["condition"] for d, c in s.get("depends_on", {}).items()} for n, s in services(compose).items()}
     assert depends == {
         "postgresql": {},
@@ -152,6 +178,8 @@ def test_everything_starts_in_order(compose):
         "budget-controller": {"admitflow-setup": "service_completed_successfully"},
         "local-runner": {"admitflow-setup": "service_completed_successfully"},
         "admitflow-examples": {"admitflow-worker": "service_healthy"},
+        "prometheus": {},
+        "grafana": {"prometheus": "service_started"},
     }
     # What a service waits for with service_healthy must have a health check to pass.
     for name, conditions in depends.items():
@@ -231,9 +259,11 @@ def test_the_files_it_builds_mounts_and_runs_exist(compose):
             context = (DOCKER / service["build"]["context"]).resolve()
             assert context == ROOT and (context / service["build"]["dockerfile"]).is_file(), name
         for volume in service.get("volumes", []):
-            source = volume.split(":")[0]
+            source, target, *mode = volume.split(":")
             if source.startswith("."):
-                assert (DOCKER / source).is_file(), f"{name} mounts {source}"
+                path = DOCKER / source
+                assert path.is_file() or (path.is_dir() and any(path.iterdir())), f"{name} mounts {source}"
+                assert mode == ["ro"], f"{name} mounts {source} writable"
         for arg in service.get("entrypoint", []):
             if arg.startswith("examples/"):
                 assert (ROOT / arg).exists(), f"{name} runs {arg}"
