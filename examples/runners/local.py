@@ -47,6 +47,7 @@ TASK_QUEUE = "local"
 COMMAND_ANNOTATION = "admitflow.io/command"
 HEARTBEAT_EVERY = 2.0  # seconds; the engine gives up on a runner after 10 s without one
 STOP_GRACE = 5.0  # seconds between SIGTERM and SIGKILL
+REPORT_PATIENCE = 120.0  # seconds a report is tried again while the server cannot be reached (a restart)
 
 
 @dataclass
@@ -155,12 +156,26 @@ class LocalRunner:
         await run.process.wait()
 
     async def _report(self, handle, signal_name: str, payload) -> None:
-        try:
-            await handle.signal(signal_name, payload)
-        except RPCError as err:
-            if err.status != RPCStatusCode.NOT_FOUND:
-                raise
-            activity.logger.warning("workload %s is gone; %s not reported", handle.id, signal_name)
+        """Signal the workload; while the server cannot be reached (a restart), try again for up to
+        REPORT_PATIENCE, heartbeating: giving up would lose the run. A report that arrives twice
+        changes nothing the second time (the workload is ready, or has finished and is gone)."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + REPORT_PATIENCE
+        delay = 1.0
+        while True:
+            try:
+                await handle.signal(signal_name, payload)
+                return
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND:
+                    activity.logger.warning("workload %s is gone; %s not reported", handle.id, signal_name)
+                    return
+                if err.status not in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED) or loop.time() > give_up:
+                    raise
+                activity.logger.warning("%s for %s not reported (%s); trying again in %.0fs", signal_name, handle.id, err, delay)
+            activity.heartbeat()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -134,3 +134,46 @@ async def _is(pending, status: str) -> Any:
 async def _admitted_again(engine) -> bool:
     report = await engine.admitflow.workload("default/long")
     return report.status.condition("Admitted").status == "True" and report.status.requeue_state.count == 1
+
+
+async def test_a_report_waits_out_a_server_restart(tmp_path):
+    """The local runner's report (`set_pods_ready`, `finish`) is tried again while the server cannot
+    be reached, as during a restart: the fault test saw a runner give up after the client's own
+    retries (about 10 s), its run lost, and its workload never finished. Here the server is down
+    for 15 s."""
+    import importlib.util
+
+    from temporalio.client import Client
+    from temporalio.testing import ActivityEnvironment
+
+    from admitflow.codec import DATA_CONVERTER
+    from admitflow.devserver import DevServer
+    from tests.conftest import free_port
+    from tests.replay.record import ROOT
+
+    spec = importlib.util.spec_from_file_location("admitflow_local_runner", ROOT / "examples" / "runners" / "local.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+
+    server = DevServer(port=free_port(), db=tmp_path / "temporal.db", headless=True)
+    await server.start()
+    try:
+        client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
+        # No worker: the server records the signal whoever runs the workflow.
+        handle = await client.start_workflow("Anything", id="workload/default/w", task_queue="nobody")
+        runner = module.LocalRunner(client, tmp_path / "runs")
+        server.stop()
+        report = asyncio.ensure_future(ActivityEnvironment().run(
+            runner._report, handle, "set_pods_ready", module.PodsReadyReport(ready=True)
+        ))
+        await asyncio.sleep(15)
+        assert not report.done(), report
+        await server.start()
+        await asyncio.wait_for(report, 120)
+        history = await handle.fetch_history()
+        signals = [e.workflow_execution_signaled_event_attributes.signal_name for e in history.events
+                   if e.HasField("workflow_execution_signaled_event_attributes")]
+        assert signals == ["set_pods_ready"]
+    finally:
+        server.stop()
