@@ -332,6 +332,7 @@ def admission_check_info(state: CatalogState, ac: AdmissionCheck) -> AdmissionCh
         active=is_true(conditions, "Active"),
         retry_strategy=ac.spec.retry_strategy,
         parameters=parameters_of(state, ac),
+        pending_timeout=ac.spec.pending_timeout,
     )
 
 

@@ -27,7 +27,7 @@ from admitflow.admission.pending_queue import PendingQueue, QueueEntry
 from admitflow.admission.quota_tree import CohortTree
 from admitflow.admission.requests import format_requests
 from admitflow.admission.selectors import Requirement, Taint, Toleration, namespace_labels, selector_matches
-from admitflow.api.admission_check import AdmissionCheckRetryStrategy
+from admitflow.api.admission_check import AdmissionCheckRetryStrategy, PendingTimeout
 from admitflow.api.configuration import WaitForPodsReady
 from admitflow.api import (
     ClusterQueueSpec,
@@ -62,6 +62,7 @@ class AdmissionCheckInfo(WireModel):
     active: bool = False
     retry_strategy: AdmissionCheckRetryStrategy | None = None
     parameters: dict[str, Any] | None = None
+    pending_timeout: PendingTimeout | None = None
 
 
 class LocalQueueInfo(WireModel):

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, ValidationError
 
 from admitflow import ids
-from admitflow.admission import admission_gates, checks, pod_set_updates, pods_ready, provisioning
+from admitflow.admission import admission_gates, check_timeouts, checks, pod_set_updates, pods_ready, provisioning
 from admitflow.admission import conditions as cond
 from admitflow.admission import workload as wl
 from admitflow.admission.catalog import QueueResolution
@@ -54,6 +54,8 @@ PROBE_INTERVAL = timedelta(minutes=5)
 # After a refused start: the run holding the ID may have reported its end already and be closing
 # (its report came first), so nothing else would say when it is gone.
 REFUSED_PROBE = timedelta(seconds=5)
+# The Warning event of a check whose pendingTimeout ran out (admitflow.admission.check_timeouts).
+PENDING_TIMEOUT_REASON = "AdmissionCheckPendingTimeout"
 MAX_EXECUTION_CAUSE = "MaximumExecutionTimeExceeded"
 MAX_EXECUTION_MESSAGE = "The workload is deactivated due to exceeding the maximum execution time"
 NOT_APPLIED = "EventNotApplied"
@@ -514,6 +516,9 @@ def _timer(st: WorkloadState, ev: TimerFired, now: datetime, random: float) -> l
     due = pods_ready.deadline(st, settings)
     if settings is not None and due is not None and due[0] <= at:
         pods_ready.time_out(st, settings, due[1], now, random)
+    for v in check_timeouts.due(st, at, random):
+        wl.record(st, PENDING_TIMEOUT_REASON, f"Admission check {v.name}: {v.message}", now, "Warning")
+        checks.apply(st, v, now, random)
     limit = execution_deadline(st)
     if limit is not None and limit <= at:
         seconds = st.workload.spec.maximum_execution_time_seconds
@@ -706,6 +711,9 @@ def next_wake(st: WorkloadState) -> tuple[datetime, str] | None:
     if wl.has_quota(st):
         for name, at in st.ask_again_at.items():
             found.append((at, f"ask the controller of {name} again"))
+    timeout = check_timeouts.next_deadline(st)
+    if timeout is not None:
+        found.append(timeout)
     limit = execution_deadline(st)
     if limit is not None:
         found.append((limit, f"maximum execution time {st.workload.spec.maximum_execution_time_seconds}s"))

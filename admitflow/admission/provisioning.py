@@ -399,16 +399,10 @@ def on_status(state: WorkloadState, attempt: Attempt, random: float) -> Verdict 
         return None
     if stale(state, attempt.check, attempt.attempt):
         return None
-    retry_count = check.retry_count or 0
-    limit = config.retry_strategy.backoff_limit_count
     admitted = wl.is_admitted(state)
 
     def failed(condition: str, prefix: str) -> Verdict | None:
-        message = _message(pr, condition)
-        if attempt.attempt > limit:
-            return _verdict(check, "Rejected", message)
-        delay = backoff_seconds(config.retry_strategy, retry_count + 1, random)
-        return _verdict(check, "Retry", f"{prefix}: {message}", requeue_after_seconds=delay)
+        return _retry_or_reject(check, config, attempt.attempt, _message(pr, condition), prefix, random)
 
     if pr.is_true(FAILED):
         return failed(FAILED, "Retrying after failure")
@@ -426,6 +420,26 @@ def on_status(state: WorkloadState, attempt: Attempt, random: float) -> Verdict 
     if pr.is_true(ACCEPTED):
         return _verdict(check, "Pending", provisioned.message) if provisioned is not None else None
     return _verdict(check, "Pending", "")
+
+
+def _retry_or_reject(
+    check: AdmissionCheckState, config: ProvisioningRequestConfigSpec, attempt: int, message: str, prefix: str, random: float
+) -> Verdict | None:
+    """Kueue's verdict for a failed attempt: Rejected past the config's backoffLimitCount, else
+    Retry after its backoff."""
+    if attempt > config.retry_strategy.backoff_limit_count:
+        return _verdict(check, "Rejected", message)
+    delay = backoff_seconds(config.retry_strategy, (check.retry_count or 0) + 1, random)
+    return _verdict(check, "Retry", f"{prefix}: {message}", requeue_after_seconds=delay)
+
+
+def retry_verdict(state: WorkloadState, check: AdmissionCheckState, message: str, random: float) -> Verdict | None:
+    """A Retry of a ProvisioningRequest check that did not come from its request (its pendingTimeout
+    ran out): as a failed request's, with the config's backoff and limit."""
+    config = config_of(state, check.name)
+    if config is None:
+        return Verdict(name=check.name, state="Retry", message=message)
+    return _retry_or_reject(check, config, (check.retry_count or 0) + 1, message, "Retrying", random)
 
 
 def _message(pr: ProvisioningRequest, type_: str) -> str:

@@ -1,8 +1,9 @@
 """AdmissionCheck (kueue.x-k8s.io/v1beta2): a gate a workload must pass after quota is reserved.
 
-Source: apis/kueue/v1beta2/admissioncheck_types.go. `spec.retryStrategy` is admitflow's own
-extension (KEP-3258 "Future outlook"): how long to wait after a `Retry` verdict that carries no
-`requeueAfterSeconds`, and when to give up.
+Source: apis/kueue/v1beta2/admissioncheck_types.go. `spec.retryStrategy` and `spec.pendingTimeout`
+are admitflow's own extensions (KEP-3258 "Future outlook"; kueue#3231, #3245): how long to wait after
+a `Retry` verdict that carries no `requeueAfterSeconds`, when to give up, and how long a check may
+stay `Pending` while the workload holds quota.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pydantic import Field
 from . import field_error as fe
 from .base import KueueModel
 from .bounds import FACTOR_MAX, INT32_MAX
+from .duration import GoDuration, parse_duration
 from .field_error import FieldError
 from .meta import Condition, ObjectMeta
 from .names import DNS1123_LABEL_PATTERN, DNS1123_SUBDOMAIN_PATTERN
@@ -107,6 +109,23 @@ class AdmissionCheckRetryStrategy(KueueModel):
         return []
 
 
+class PendingTimeout(KueueModel):
+    """admitflow extension (kueue#3231, #3245): how long a check may stay `Pending` while the workload
+    holds quota, counted from the reservation (or from when the check came, if later). Past it the
+    check is treated as `verdict`, with a message saying so; a Retry then backs off as any Retry of
+    the check does. The same object fits a ProvisioningRequestConfig's `spec.pendingTimeout`."""
+
+    duration: GoDuration = Field(description="How long, as a Go duration greater than 0 (e.g. 24h). Required.")
+    verdict: Literal["Retry", "Rejected"] = Field(
+        default="Retry", description="Retry (default: release the quota, back off, try again) or Rejected (deactivate)."
+    )
+
+    def validation_errors(self, path: str = "") -> list[FieldError]:
+        if parse_duration(self.duration).total_seconds() <= 0 or parse_duration(self.duration).total_seconds() > INT32_MAX:
+            return [fe.invalid(fe.join_path(path, "duration"), self.duration, "must be greater than 0s and at most 596523h14m7s")]
+        return []
+
+
 class AdmissionCheckSpec(KueueModel):
     """The desired state of an AdmissionCheck."""
 
@@ -126,11 +145,16 @@ class AdmissionCheckSpec(KueueModel):
         default=None,
         description="admitflow extension: delay and limit for Retry verdicts without requeueAfterSeconds.",
     )
+    pending_timeout: PendingTimeout | None = Field(
+        default=None,
+        description="admitflow extension: how long the check may stay Pending while quota is reserved, and what then.",
+    )
 
     def validation_errors(self, path: str = "spec") -> list[FieldError]:
-        if self.retry_strategy is None:
-            return []
-        return self.retry_strategy.validation_errors(fe.join_path(path, "retryStrategy"))
+        errors = self.retry_strategy.validation_errors(fe.join_path(path, "retryStrategy")) if self.retry_strategy else []
+        if self.pending_timeout is not None:
+            errors += self.pending_timeout.validation_errors(fe.join_path(path, "pendingTimeout"))
+        return errors
 
 
 class AdmissionCheckStatus(KueueModel):

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints
 
 from . import field_error as fe
+from .admission_check import PendingTimeout
 from .base import KueueModel
 from .bounds import INT32_MAX, INT32_MIN
 from .field_error import FieldError
@@ -123,6 +124,13 @@ class ProvisioningRequestConfigSpec(KueueModel):
             "IdenticalWorkloadSchedulingRequirements."
         ),
     )
+    pending_timeout: PendingTimeout | None = Field(
+        default=None,
+        description=(
+            "admitflow extension: how long the check may stay Pending (the request accepted, not provisioned) "
+            "while quota is reserved, and what then; it overrides the AdmissionCheck's."
+        ),
+    )
 
     def validation_errors(self, path: str = "spec") -> list[FieldError]:
         errors = fe.list_set_duplicates(self.managed_resources or [], fe.join_path(path, "managedResources"))
@@ -132,6 +140,8 @@ class ProvisioningRequestConfigSpec(KueueModel):
                 fe.join_path(path, "podSetUpdates.nodeSelector"),
                 key_name="key",
             )
+        if self.pending_timeout is not None:
+            errors += self.pending_timeout.validation_errors(fe.join_path(path, "pendingTimeout"))
         return errors
 
 

@@ -19,8 +19,8 @@ The machine plays every other party, minimally:
   is answered in the same task and every queued ticket is reserved in the next one (so runs go
   through many reservations); in the others the rules say when;
 - the catalog (the enqueue resolves to ClusterQueue `cq`, or to a missing LocalQueue or ClusterQueue,
-  and later says the queue appeared), two check controllers ("a": no retry strategy; "b": Static
-  30 s, backoffLimitCount 2) answering what they were asked (Ready, Pending, Retry with or without
+  and later says the queue appeared), two check controllers ("a": no retry strategy, a pendingTimeout
+  of 15 minutes; "b": Static 30 s, backoffLimitCount 2) answering what they were asked (Ready, Pending, Retry with or without
   requeueAfterSeconds, Rejected, garbage, a non-retryable error, a verdict about another check or
   attempt), answers and runner ends the workflow would drop (another attempt or admission), anyone
   sending verdicts (valid, stale, premature, out of range, of the wrong type, without a name,
@@ -95,7 +95,7 @@ from admitflow.admission.catalog import QueueResolution
 from admitflow.admission.checks import WrongArguments
 from admitflow.admission.cluster_queue import AdmissionCheckInfo, Notice
 from admitflow.admission.workload import WorkloadState
-from admitflow.api.admission_check import AdmissionCheckRetryStrategy
+from admitflow.api.admission_check import AdmissionCheckRetryStrategy, PendingTimeout
 from admitflow.api.configuration import WaitForPodsReady
 from admitflow.codec import DATA_CONVERTER
 from tests.unit.test_workload_status import T0, reserved_notice, submitted
@@ -104,10 +104,11 @@ from admitflow.workflows.workload import MAX_ROUNDS
 EXAMPLES = int(os.environ.get("ADMITFLOW_MODEL_EXAMPLES", "300"))
 STEPS = 40
 
-# "a" has no retry strategy (a Retry without delay requeues at once); "b" retries after 30 s, twice,
-# then turns Rejected (admitflow's retry strategy). Both are answered by controllers.
+# "a" has no retry strategy (a Retry without delay requeues at once) and may stay Pending 15 minutes
+# (its pendingTimeout: then it is treated as Retry); "b" retries after 30 s, twice, then turns
+# Rejected (admitflow's retry strategy). Both are answered by controllers.
 CHECK_INFO = {
-    "a": AdmissionCheckInfo(controller_name="ctl-a", active=True),
+    "a": AdmissionCheckInfo(controller_name="ctl-a", active=True, pending_timeout=PendingTimeout(duration="15m")),
     "b": AdmissionCheckInfo(controller_name="ctl-b", active=True, retry_strategy=AdmissionCheckRetryStrategy(
         strategy="Static", base_delay_seconds=30, backoff_limit_count=2)),
 }
@@ -397,6 +398,8 @@ class LifecycleModel(RuleBasedStateMachine):
                 self.fail(2, "admitted without quota")
             if after.workload.spec.active is False:
                 self.fail(2, "admitted while inactive")
+        if isinstance(event, lc.TimerFired) and any(e.reason == lc.PENDING_TIMEOUT_REASON for e in after.events[len(before.events):]):
+            STATS["check pending timeouts"] += 1
         # 8. gates are only ever removed; a gated workload never takes quota
         if any(g not in ag.gates(before.workload) for g in ag.gates(after.workload)):
             self.fail(8, f"admission gates went from {ag.gates(before.workload)} to {ag.gates(after.workload)}")

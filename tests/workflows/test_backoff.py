@@ -126,3 +126,21 @@ async def test_the_history_tells_the_story_in_summaries(skipping_env, skipping_e
     assert await describe.static_summary() == "default/job → cq, priority 0"
     details = await describe.static_details()
     assert "its ClusterQueue's AdmissionChecks: `budget`" in details and "| main | 1 | cpu: 1 |" in details
+
+
+async def test_a_check_pending_for_a_day_is_retried_when_its_pending_timeout_runs_out(skipping_env, skipping_engine):
+    """kueue#3245's "accepted but not provisioned for more than a day", with a 24h pendingTimeout:
+    the timer is durable, and the Retry takes the check's retry strategy."""
+    engine = skipping_engine
+    af = engine.admitflow
+    await setup(engine, pendingTimeout={"duration": "24h"}, retryStrategy={"strategy": "Static", "baseDelaySeconds": 3600, "maxDelaySeconds": 3600})
+    await skipping_env.sleep(timedelta(hours=23))
+    await until_phase(engine, "job", "QuotaReserved")
+    await skipping_env.sleep(timedelta(hours=1, seconds=5))
+    await until_phase(engine, "job", "Backoff")
+    report = await af.workload("default/job")
+    check = report.status.admission_checks[0]
+    assert (check.retry_count, check.requeue_after_seconds) == (1, 3600)
+    (event,) = [e for e in report.events if e.reason == "AdmissionCheckPendingTimeout"]
+    assert event.message == "Admission check budget: Pending for longer than its pendingTimeout (24h): treated as Retry; last message: deciding"
+    await replay_all(engine, [ids.workload_id("default/job"), ids.cluster_queue_id("cq")])
