@@ -25,6 +25,7 @@ from admitflow.admission import workload as wl
 from admitflow.admission.conditions import MAX_CONDITION_MESSAGE, second, truncate
 from admitflow.admission.workload import VerdictRecord, WorkloadState
 from admitflow.api import AdmissionCheckState, RequeueState
+from admitflow.api.duration import format_duration, parse_duration
 from admitflow.api.bounds import INT32_MAX
 from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME, AdmissionCheckRetryStrategy
 from admitflow.api import field_error as fe
@@ -192,7 +193,7 @@ def receive(state: WorkloadState, payload: Any, now: datetime, random: float = 0
 def apply(state: WorkloadState, v: Verdict, now: datetime, random: float = 0.0) -> str:
     """Apply a validated verdict. `random` in [0, 1) draws the jitter of a retry strategy."""
     index, check = next((i, c) for i, c in enumerate(state.status.admission_checks) if c.name == v.name)
-    v = _with_strategy(state, check, v, random)
+    v = _with_strategy(state, check, v, now, random)
     holding = wl.has_quota(state)
     backoff = in_backoff(state) or (state.rules >= 1 and after_check_eviction(state))
     if not holding and v.state in ("Retry", "Rejected"):
@@ -231,12 +232,21 @@ def apply(state: WorkloadState, v: Verdict, now: datetime, random: float = 0.0) 
     return detail
 
 
-def _with_strategy(state: WorkloadState, check: AdmissionCheckState, v: Verdict, random: float) -> Verdict:
+def _with_strategy(state: WorkloadState, check: AdmissionCheckState, v: Verdict, now: datetime, random: float) -> Verdict:
     """A Retry without its own delay takes the AdmissionCheck's retry strategy, and past its limit
-    becomes Rejected (admitflow's extension, KEP-3258 "Future outlook")."""
+    (`backoffLimitCount` retries, or `backoffLimitTimeout` after its first Retry since the workload
+    was last admitted) becomes Rejected (admitflow's extension, KEP-3258 "Future outlook")."""
     info = state.checks_info.get(v.name)
     strategy = info.retry_strategy if info is not None else None
-    if v.state != "Retry" or v.requeue_after_seconds is not None or strategy is None:
+    if v.state != "Retry" or strategy is None:
+        return v
+    first = state.first_retry.get(v.name)
+    if strategy.backoff_limit_timeout is not None and first is not None and wl.has_quota(state):
+        budget = parse_duration(strategy.backoff_limit_timeout)
+        if now - first >= budget:
+            message = f"retry time limit of {format_duration(budget)} reached" + (f": {v.message}" if v.message else "")
+            return v.model_copy(update={"state": "Rejected", "message": message})
+    if v.requeue_after_seconds is not None:
         return v
     n = (check.retry_count or 0) + 1
     if strategy.backoff_limit_count is not None and n > strategy.backoff_limit_count:
@@ -338,6 +348,10 @@ def evict_for_retry(state: WorkloadState, retrying: Sequence[AdmissionCheckState
     """Kueue's check-based eviction for Retry: requeueAt from each Retry check's own transition
     time plus its delay (the latest wins), then the eviction resets the checks."""
     _push_requeue_at(state, max_retry_time(retrying), now)
+    for c in retrying:
+        info = state.checks_info.get(c.name)
+        if info is not None and info.retry_strategy is not None and info.retry_strategy.backoff_limit_timeout is not None:
+            state.first_retry.setdefault(c.name, second(now))  # its retry time budget counts from here
     wl.evict(state, "AdmissionCheck", f"Evicted due to {checks_message(retrying, 'Retry')}", now)
     finish_backoff_if_due(state, now)
 

@@ -22,6 +22,7 @@ from admitflow.admission.conditions import second
 from admitflow.admission.workload import NOT_READY_MESSAGE, PODS_READY, WAIT_FOR_START, WorkloadState
 from admitflow.api import RequeueState
 from admitflow.api.configuration import WaitForPodsReady
+from admitflow.api.duration import format_duration, parse_duration
 from admitflow.wire import WireModel, first_error
 
 STARTED = "Started"
@@ -92,6 +93,8 @@ def report(state: WorkloadState, payload: Any, now: datetime) -> str:
     status, reason, message = condition_for(state, r)
     st = state.status
     st.conditions = cond.set_condition(st.conditions, PODS_READY, status, reason, message, now)
+    if status and st.requeue_state is not None and st.requeue_state.first_evicted_at is not None:
+        st.requeue_state.first_evicted_at = None  # ready: backoffLimitTimeout counts afresh
     return f"PodsReady={status} ({reason})"
 
 
@@ -161,13 +164,27 @@ def time_out(state: WorkloadState, settings: WaitForPodsReady, cause: str, now: 
     if limit is not None and count > limit:
         checks.deactivate(state, now, cause=LIMIT_CAUSE, message=LIMIT_MESSAGE)
         return held
+    # Kueue's backoffLimitTimeout: the first eviction starts the clock; one past it deactivates.
+    budget = strategy.backoff_limit_timeout_seconds
+    first = st.requeue_state.first_evicted_at if st.requeue_state else None
+    if budget is not None and first is not None and (now - first).total_seconds() >= budget:
+        checks.deactivate(state, now, cause=LIMIT_CAUSE, message=time_limit_message(strategy.backoff_limit_timeout))
+        return held
     delay = backoff_seconds(strategy.backoff_base_seconds, strategy.backoff_max_seconds, count, random)
     # Kubernetes keeps times to the second: the eviction's transition time plus the whole delay.
-    st.requeue_state = RequeueState(count=count, requeue_at=second(now) + timedelta(seconds=delay))
+    st.requeue_state = RequeueState(
+        count=count, requeue_at=second(now) + timedelta(seconds=delay),
+        first_evicted_at=(first or second(now)) if budget is not None else None,
+    )
     meta = state.workload.metadata
     wl.evict(state, TIMEOUT_REASON, f"Exceeded the PodsReady timeout {meta.namespace}/{meta.name}", now, underlying_cause=cause)
     checks.finish_backoff_if_due(state, now)  # a zero base requeues at once
     return held
+
+
+def time_limit_message(timeout: str) -> str:
+    """Kueue's message when backoffLimitTimeout deactivates a workload (Go's duration format)."""
+    return f"exceeding the maximum time {format_duration(parse_duration(timeout))} for re-queuing retries"
 
 
 def timer_summary(settings: WaitForPodsReady, cause: str) -> str:

@@ -120,6 +120,11 @@ class WorkloadState(WireModel):
         default_factory=dict,
         description="Checks whose controller has answered in this reservation, with the attempt it answered.",
     )
+    first_retry: dict[str, datetime] = Field(
+        default_factory=dict,
+        description="When each check's first Retry since the workload was last admitted was applied "
+        "(its retryStrategy's backoffLimitTimeout counts from it).",
+    )
     flavors: dict[str, ResourceFlavorSpec] = Field(default_factory=dict, description="The flavors it was assigned.")
     pod_sets_info: list[PodSetInfo] | None = Field(default=None, description="Set when admitted.")
     provisioning: dict[str, ProvisioningAttempt] = Field(
@@ -537,6 +542,7 @@ def sync_admitted(state: WorkloadState, now: datetime) -> None:
     checks = st.admission_checks or []
     if all(c.state == "Ready" for c in checks):
         st.conditions = cond.set_condition(st.conditions, ADMITTED, True, "Admitted", "The workload is admitted", now)
+        state.first_retry = {}  # admitted: each check's retry time budget counts afresh
         if not cond.is_true(st.conditions, PODS_READY):
             # What Kueue's job controller writes for an admitted workload whose pods are not up yet.
             st.conditions = cond.set_condition(st.conditions, PODS_READY, False, WAIT_FOR_START, NOT_READY_MESSAGE, now)

@@ -96,17 +96,30 @@ class AdmissionCheckRetryStrategy(KueueModel):
             "Retries allowed before the check becomes Rejected; 0 to 2147483647 (int32); unset means unlimited."
         ),
     )
+    backoff_limit_timeout: GoDuration | None = Field(
+        default=None,
+        description=(
+            "Time from the check's first Retry (since the workload was last admitted) after which a Retry "
+            "becomes Rejected, as Kueue's backoffLimitTimeout does for PodsReady; a Go duration greater than "
+            "0s; unset means no limit."
+        ),
+    )
 
     def validation_errors(self, path: str = "") -> list[FieldError]:
+        errors = []
         if self.max_delay_seconds < self.base_delay_seconds:
-            return [
+            errors.append(
                 fe.invalid(
                     fe.join_path(path, "maxDelaySeconds"),
                     self.max_delay_seconds,
                     f"must be greater than or equal to baseDelaySeconds ({self.base_delay_seconds})",
                 )
-            ]
-        return []
+            )
+        if self.backoff_limit_timeout is not None and not 0 < parse_duration(self.backoff_limit_timeout).total_seconds() <= INT32_MAX:
+            errors.append(fe.invalid(
+                fe.join_path(path, "backoffLimitTimeout"), self.backoff_limit_timeout, "must be greater than 0s and at most 596523h14m7s"
+            ))
+        return errors
 
 
 class PendingTimeout(KueueModel):
@@ -121,7 +134,7 @@ class PendingTimeout(KueueModel):
     )
 
     def validation_errors(self, path: str = "") -> list[FieldError]:
-        if parse_duration(self.duration).total_seconds() <= 0 or parse_duration(self.duration).total_seconds() > INT32_MAX:
+        if not 0 < parse_duration(self.duration).total_seconds() <= INT32_MAX:
             return [fe.invalid(fe.join_path(path, "duration"), self.duration, "must be greater than 0s and at most 596523h14m7s")]
         return []
 

@@ -120,11 +120,30 @@ class RequeuingStrategy(KueueModel):
         json_schema_extra={"minimum": 0, "maximum": INT32_MAX},
         description="Upper bound of one backoff, in seconds; 0 to 2147483647 (int32), default 3600.",
     )
+    backoff_limit_timeout: GoDuration | None = Field(
+        default=None,
+        description=(
+            "Time from the first PodsReady-timeout eviction after which the next one deactivates the workload "
+            "(Kueue's backoffLimitTimeout); cleared once its pods are ready; unset means no limit; a Go duration "
+            "greater than 0s."
+        ),
+    )
 
     @field_validator("backoff_limit_count", "backoff_base_seconds", "backoff_max_seconds")
     @classmethod
     def _int32(cls, value: int | None) -> int | None:
         return _non_negative_int32(value)
+
+    @field_validator("backoff_limit_timeout")
+    @classmethod
+    def _positive_duration(cls, value: str | None) -> str | None:
+        if value is not None and parse_duration_nanos(value) <= 0:
+            raise k8s_error(f"Invalid value: {format_duration_nanos(parse_duration_nanos(value))}: must be greater than 0s")
+        return _bounded_duration(value)
+
+    @property
+    def backoff_limit_timeout_seconds(self) -> float | None:
+        return None if self.backoff_limit_timeout is None else parse_duration_nanos(self.backoff_limit_timeout) / 1e9
 
 
 class WaitForPodsReady(KueueModel):

@@ -188,6 +188,10 @@ class RequeueState(KueueModel):
         default=None, ge=0, le=INT32_MAX, description="Times the workload was requeued; 0 to 2147483647 (int32)."
     )
     requeue_at: Time | None = Field(default=None, description="When the workload goes back to its queue.")
+    first_evicted_at: Time | None = Field(
+        default=None,
+        description="The first PodsReady-timeout eviction since its pods were last ready, kept with backoffLimitTimeout.",
+    )
 
 
 class PodSetUpdate(KueueModel):

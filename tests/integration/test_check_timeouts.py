@@ -1,7 +1,13 @@
-"""A check's `spec.pendingTimeout` on the dev server, through the `admitflow` command: a check whose
-controller keeps saying Pending is treated as Retry when its time is up, backs off, is asked again,
-and past its retry strategy's limit is Rejected (the workload deactivated), each step on record;
-a timeout that is not valid is refused in one line. Hours-long timeouts: tests/workflows/test_backoff.py."""
+"""Timeouts and time limits on the dev server, through the `admitflow` command:
+- a check's `spec.pendingTimeout`: a check whose controller keeps saying Pending is treated as Retry
+  when its time is up, backs off, is asked again, and past its retry strategy's limit is Rejected
+  (the workload deactivated), each step on record;
+- a check's `retryStrategy.backoffLimitTimeout`: a controller that keeps answering Retry is Rejected
+  once that long has passed since its first Retry;
+- WaitForPodsReady's `requeuingStrategy.backoffLimitTimeout`: a workload whose pods never start is
+  deactivated at the first timeout that long after its first;
+- values that are not valid are refused in one line.
+Hours-long ones: tests/workflows/test_backoff.py."""
 
 from __future__ import annotations
 
@@ -10,7 +16,9 @@ import textwrap
 
 import pytest
 
-from admitflow.controller import Controller, pending
+from admitflow.controller import Controller, pending, retry
+from tests.builders import configuration_manifest, flavor_manifest, local_queue_manifest, cluster_queue_manifest
+from tests.integration.test_admission import loaded
 from tests.integration.test_cli import SETUP, run, until, workload_yaml
 
 pytestmark = pytest.mark.integration
@@ -66,3 +74,52 @@ async def test_a_pending_timeout_that_is_not_valid_is_refused_in_one_line(engine
     ]
     r = await run(engine, "get", "admissioncheck", "slow")
     assert r.returncode != 0, "nothing applied"
+
+
+async def test_a_check_retried_past_its_time_limit_is_rejected(engine):
+    async def never(request):
+        return retry("not today", after=1)
+
+    check = CHECK.replace("  pendingTimeout: {duration: 3s}\n", "").replace(
+        "retryStrategy: {strategy: Static, baseDelaySeconds: 1, backoffLimitCount: 1}", "retryStrategy: {backoffLimitTimeout: 5s}"
+    )
+    assert "backoffLimitTimeout: 5s" in check and "pendingTimeout" not in check
+    setup = SETUP.replace("spec:\n  namespaceSelector: {}", "spec:\n  admissionChecksStrategy: {admissionChecks: [{name: slow}]}\n  namespaceSelector: {}")
+    async with Controller("tests.check-timeouts", check=never).worker(engine.client):
+        r = await run(engine, "apply", "-f", "-", stdin=check + "---\n" + setup)
+        assert r.returncode == 0, r.stderr
+        await engine.admitflow.set_admission_check_active("slow")
+        r = await run(engine, "apply", "-f", "-", stdin=workload_yaml("job", "1", 0))
+        assert r.returncode == 0, r.stderr
+        # Retry every ~1 s: one at least 5 s after the first is Rejected. Seconds of slack.
+        r = await until(engine, inactive, "get", "workload", "job", "-o", "json", timeout=40)
+    status = json.loads(r.stdout)["status"]
+    (check_state,) = status["admissionChecks"]
+    assert check_state["retryCount"] >= 2
+    evicted = next(c for c in status["conditions"] if c["type"] == "Evicted")
+    assert evicted["reason"] == "DeactivatedDueToAdmissionCheck"
+    assert evicted["message"].endswith('"slow" (retry time limit of 5s reached: not today)'), evicted["message"]
+
+
+async def test_pods_never_ready_past_the_requeuing_time_limit_deactivate(engine):
+    config = configuration_manifest(timeout="2s", requeuingStrategy={
+        "backoffLimitCount": 100, "backoffLimitTimeout": "5s", "backoffBaseSeconds": 1, "backoffMaxSeconds": 1,
+    })
+    await engine.admitflow.apply(loaded(config, flavor_manifest(), cluster_queue_manifest(), local_queue_manifest()))
+    r = await run(engine, "apply", "-f", "-", stdin=workload_yaml("job", "1", 0))
+    assert r.returncode == 0, r.stderr
+    # No runner: its pods never start. A timeout every ~3 s; one at least 5 s after the first deactivates.
+    r = await until(engine, inactive, "get", "workload", "job", "-o", "json", timeout=40)
+    status = json.loads(r.stdout)["status"]
+    evicted = next(c for c in status["conditions"] if c["type"] == "Evicted")
+    assert (evicted["reason"], evicted["message"]) == (
+        "DeactivatedDueToRequeuingLimitExceeded", "exceeding the maximum time 5s for re-queuing retries"
+    )
+    timeouts = next(e for e in status["schedulingStats"]["evictions"] if e["reason"] == "PodsReadyTimeout")
+    assert timeouts["count"] >= 2
+    r = await run(engine, "apply", "-f", "-", stdin=(
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+        "waitForPodsReady: {timeout: 2s, requeuingStrategy: {backoffLimitTimeout: 0s}}\n"
+    ))
+    assert (r.returncode, r.stdout) == (2, "")
+    assert "backoffLimitTimeout" in r.stderr and "must be greater than 0s" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr

@@ -384,6 +384,44 @@ def test_a_retry_without_delay_takes_the_checks_strategy_and_past_its_limit_is_r
     assert conditions(st)["Evicted"][2].endswith('"a" (retry limit of 1 reached: still no)')
 
 
+TIMED = AdmissionCheckRetryStrategy.model_validate({"strategy": "Static", "baseDelaySeconds": 600, "backoffLimitTimeout": "1h"})
+
+
+@pytest.mark.parametrize(
+    ("retries_at", "readmitted_before_last", "want"),
+    [
+        pytest.param([0], False, "Backoff", id="the-first-retry-starts-the-clock"),
+        pytest.param([0, 30, 59], False, "Backoff", id="within-the-time-limit-it-keeps-retrying"),
+        pytest.param([0, 30, 60], False, "Inactive", id="a-retry-at-the-time-limit-is-rejected"),
+        pytest.param([0, 30, 60], True, "Backoff", id="admitted-in-between-the-clock-starts-again"),
+        pytest.param([0, 61], False, "Inactive", id="even-with-a-delay-of-its-own"),
+    ],
+)
+def test_a_checks_retry_time_limit(retries_at, readmitted_before_last, want):
+    """backoffLimitTimeout on an AdmissionCheck's retryStrategy: a Retry at least that long after the
+    check's first Retry since the workload was last admitted becomes Rejected."""
+    st = holding("a")
+    info = {"a": AdmissionCheckInfo(controller_name="c", retry_strategy=TIMED)}
+    st.checks_info = info
+    for i, minute in enumerate(retries_at):
+        at = T0 + timedelta(minutes=minute)
+        if i:
+            checks.finish_backoff_if_due(st, at - timedelta(seconds=2))
+            st.queued, st.ticket = True, st.ticket + 1
+            wl.reserve_quota(st, reserved_notice(checks=["a"], ticket=st.ticket), at - timedelta(seconds=1))
+            st.checks_info = info
+            if readmitted_before_last and i == len(retries_at) - 1:
+                checks.receive(st, verdict("a", "Ready"), at - timedelta(milliseconds=500))
+                assert wl.is_admitted(st) and st.first_retry == {}
+        own = {"requeueAfterSeconds": 5} if minute == 61 else {}
+        checks.receive(st, verdict("a", "Retry", message="no", **own), at)
+    assert wl.phase(st) == want
+    if want == "Inactive":
+        assert conditions(st)["Evicted"][2].endswith('"a" (retry time limit of 1h0m0s reached: no)')
+    else:
+        assert st.first_retry["a"] == T0 + timedelta(minutes=retries_at[-1] if readmitted_before_last else 0)
+
+
 # --- asking controllers (activity admission_check) ---------------------------------------------------
 
 

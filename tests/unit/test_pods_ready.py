@@ -283,6 +283,59 @@ def test_past_the_backoff_limit_a_timeout_deactivates(limit, requeues, after_rea
     assert st.status.requeue_state == (None if limit == 0 else RequeueState(count=1, requeue_at=T0 + 71 * MIN))
 
 
+@pytest.mark.parametrize(
+    ("timeouts", "ready_between", "want_active", "want_first"),
+    [
+        # Each timeout comes 10 minutes after its admission; the backoffs are 1 s, 2 s, 4 s...
+        pytest.param(1, False, True, 0, id="the-first-eviction-starts-the-clock"),
+        pytest.param(3, False, True, 0, id="within-the-timeout-the-clock-is-kept"),
+        pytest.param(7, False, False, None, id="one-past-the-timeout-deactivates-before-the-count-limit"),
+        pytest.param(7, True, True, 6, id="pods-ready-between-restarts-the-clock"),
+    ],
+)
+def test_backoff_limit_timeout(timeouts, ready_between, want_active, want_first):
+    """Kueue's backoffLimitTimeout (kueue#15255): requeueState.firstEvictedAt is the first
+    PodsReady-timeout eviction since the pods were last ready; a timeout at least that long after it
+    deactivates the workload (RequeuingLimitExceeded), whatever backoffLimitCount allows."""
+    settings = WaitForPodsReady(timeout="10m", requeuingStrategy={
+        "backoffLimitCount": 100, "backoffLimitTimeout": "1h", "backoffBaseSeconds": 1, "backoffMaxSeconds": 3600,
+    })
+    st = admitted()
+    evictions: list[datetime] = []
+    for n in range(timeouts):
+        if n and ready_between and n == timeouts - 1:
+            admitted_at = st.status.condition("Admitted").last_transition_time
+            reported(st, {"ready": True}, admitted_at + MIN)
+            assert st.status.requeue_state.first_evicted_at is None, "ready: the clock is cleared"
+            reported(st, {"ready": False}, admitted_at + 2 * MIN)
+        at, _ = pr.deadline(st, settings)
+        evictions.append(at)
+        assert time_out_at_deadline(st, settings) is True
+        if st.workload.spec.active is not False and n < timeouts - 1:
+            readmit_after_backoff(st)
+    assert (st.workload.spec.active is not False) == want_active
+    if want_active:
+        assert st.status.requeue_state.first_evicted_at == evictions[want_first].replace(microsecond=0)
+    else:
+        assert condition(st, "Evicted") == (
+            "True", "DeactivatedDueToRequeuingLimitExceeded", "exceeding the maximum time 1h0m0s for re-queuing retries"
+        )
+        assert (evictions[-1] - evictions[0]) >= timedelta(hours=1)
+
+
+def test_without_backoff_limit_timeout_no_clock_is_kept():
+    settings = WaitForPodsReady(timeout="10m", requeuingStrategy={"backoffLimitCount": 3})
+    st = admitted()
+    assert time_out_at_deadline(st, settings) is True
+    assert st.status.requeue_state.first_evicted_at is None
+
+
+@pytest.mark.parametrize(("value", "error"), [("0s", "must be greater than 0s"), ("-5m", "must be greater than 0s"), ("soon", "soon")])
+def test_a_backoff_limit_timeout_that_is_not_valid_is_refused(value, error):
+    with pytest.raises(ValueError, match=error):
+        WaitForPodsReady(timeout="10m", requeuingStrategy={"backoffLimitTimeout": value})
+
+
 # --- runner_lost ----------------------------------------------------------------------------------
 
 

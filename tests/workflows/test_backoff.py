@@ -144,3 +144,22 @@ async def test_a_check_pending_for_a_day_is_retried_when_its_pending_timeout_run
     (event,) = [e for e in report.events if e.reason == "AdmissionCheckPendingTimeout"]
     assert event.message == "Admission check budget: Pending for longer than its pendingTimeout (24h): treated as Retry; last message: deciding"
     await replay_all(engine, [ids.workload_id("default/job"), ids.cluster_queue_id("cq")])
+
+
+async def test_a_check_retried_for_three_hours_is_rejected_by_its_time_limit(skipping_env, skipping_engine):
+    """An AdmissionCheck's retryStrategy.backoffLimitTimeout over hours: hourly Retries until one
+    three hours after the first, which is Rejected."""
+    engine = skipping_engine
+    af = engine.admitflow
+    await setup(engine, retryStrategy={"strategy": "Static", "baseDelaySeconds": 3600, "maxDelaySeconds": 3600,
+                                       "backoffLimitTimeout": "3h"})
+    for n in (1, 2, 3):
+        status = await af.verdict("default/job", Verdict(name="budget", state="Retry", message="over budget"))
+        assert status.admission_checks[0].retry_count == n
+        await skipping_env.sleep(timedelta(hours=1, seconds=5))
+        await until_phase(engine, "job", "QuotaReserved")
+    await af.verdict("default/job", Verdict(name="budget", state="Retry", message="over budget"))
+    await until_phase(engine, "job", "Inactive")
+    evicted = (await af.workload("default/job")).status.condition("Evicted")
+    assert evicted.message.endswith('"budget" (retry time limit of 3h0m0s reached: over budget)'), evicted.message
+    await replay_all(engine, [ids.workload_id("default/job"), ids.cluster_queue_id("cq")])

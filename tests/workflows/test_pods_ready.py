@@ -89,6 +89,34 @@ async def test_timeouts_requeue_after_60_120_240s_then_the_limit_deactivates_and
     await replay_all(engine, [ids.workload_id("default/job"), ids.cluster_queue_id("cq")])
 
 
+async def test_backoff_limit_timeout_deactivates_at_the_first_timeout_an_hour_after_the_first(skipping_env, skipping_engine):
+    """Kueue's requeuingStrategy.backoffLimitTimeout over hours: each admission times out after 10
+    minutes and backs off 60 s, 120 s, 240 s...; the timeout at least an hour after the first
+    deactivates the workload, long before backoffLimitCount would."""
+    engine = skipping_engine
+    af = engine.admitflow
+    await setup(engine, "job", requeuingStrategy={"backoffLimitCount": 100, "backoffLimitTimeout": "1h"})
+    await until_phase(engine, "job", "Admitted")
+    first = None
+    for _ in range(10):
+        await until_timed_out(skipping_env, engine, "job", phase="Backoff")
+        rs, evicted = await requeue_state(engine, "job")
+        first = first or evicted.last_transition_time
+        assert rs.first_evicted_at == first, "the clock starts at the first eviction"
+        await sleep_until(skipping_env, rs.requeue_at)
+        await until_phase(engine, "job", "Admitted")
+        admitted = (await af.workload("default/job")).status.condition("Admitted").last_transition_time
+        if admitted + TIMEOUT - first >= timedelta(hours=1):
+            break
+    await until_timed_out(skipping_env, engine, "job", "Inactive")
+    evicted = (await af.workload("default/job")).status.condition("Evicted")
+    assert (evicted.reason, evicted.message) == (
+        "DeactivatedDueToRequeuingLimitExceeded", "exceeding the maximum time 1h0m0s for re-queuing retries"
+    )
+    assert evicted.last_transition_time - first >= timedelta(hours=1)
+    await replay_all(engine, [ids.workload_id("default/job"), ids.cluster_queue_id("cq")])
+
+
 async def test_a_ready_workload_is_not_timed_out(skipping_env, skipping_engine):
     engine = skipping_engine
     await setup(engine, "job")
