@@ -38,22 +38,28 @@ def inactive(r) -> bool:
     return r.returncode == 0 and json.loads(r.stdout)["spec"].get("active") is False
 
 
-async def test_a_check_pending_past_its_timeout_is_retried_then_rejected(engine):
-    async def still_looking(request):
-        return pending("still looking")
-
+async def until_inactive_behind(engine, check_yaml: str, answer) -> dict:
+    """Check `slow` (answered by `answer`) on ClusterQueue cq, one workload submitted through the
+    CLI; waits (seconds of slack for a loaded machine) until it is deactivated; its status."""
     setup = SETUP.replace("spec:\n  namespaceSelector: {}", "spec:\n  admissionChecksStrategy: {admissionChecks: [{name: slow}]}\n  namespaceSelector: {}")
     assert "admissionChecksStrategy" in setup
-    async with Controller("tests.check-timeouts", check=still_looking).worker(engine.client):
-        r = await run(engine, "apply", "-f", "-", stdin=CHECK + "---\n" + setup)
+    async with Controller("tests.check-timeouts", check=answer).worker(engine.client):
+        r = await run(engine, "apply", "-f", "-", stdin=check_yaml + "---\n" + setup)
         assert r.returncode == 0, r.stderr
         await engine.admitflow.set_admission_check_active("slow")
         r = await run(engine, "apply", "-f", "-", stdin=workload_yaml("job", "1", 0))
         assert r.returncode == 0, r.stderr
-        # 3 s Pending -> Retry (retryCount 1), 1 s backoff, reserved again, 3 s Pending -> past the
-        # limit of one retry: Rejected, deactivated. Seconds of slack for a loaded machine.
         r = await until(engine, inactive, "get", "workload", "job", "-o", "json", timeout=40)
-    status = json.loads(r.stdout)["status"]
+    return json.loads(r.stdout)["status"]
+
+
+async def test_a_check_pending_past_its_timeout_is_retried_then_rejected(engine):
+    async def still_looking(request):
+        return pending("still looking")
+
+    # 3 s Pending -> Retry (retryCount 1), 1 s backoff, reserved again, 3 s Pending -> past the
+    # limit of one retry: Rejected, deactivated.
+    status = await until_inactive_behind(engine, CHECK, still_looking)
     (check,) = status["admissionChecks"]
     assert check["retryCount"] == 1
     evicted = next(c for c in status["conditions"] if c["type"] == "Evicted")
@@ -84,16 +90,8 @@ async def test_a_check_retried_past_its_time_limit_is_rejected(engine):
         "retryStrategy: {strategy: Static, baseDelaySeconds: 1, backoffLimitCount: 1}", "retryStrategy: {backoffLimitTimeout: 5s}"
     )
     assert "backoffLimitTimeout: 5s" in check and "pendingTimeout" not in check
-    setup = SETUP.replace("spec:\n  namespaceSelector: {}", "spec:\n  admissionChecksStrategy: {admissionChecks: [{name: slow}]}\n  namespaceSelector: {}")
-    async with Controller("tests.check-timeouts", check=never).worker(engine.client):
-        r = await run(engine, "apply", "-f", "-", stdin=check + "---\n" + setup)
-        assert r.returncode == 0, r.stderr
-        await engine.admitflow.set_admission_check_active("slow")
-        r = await run(engine, "apply", "-f", "-", stdin=workload_yaml("job", "1", 0))
-        assert r.returncode == 0, r.stderr
-        # Retry every ~1 s: one at least 5 s after the first is Rejected. Seconds of slack.
-        r = await until(engine, inactive, "get", "workload", "job", "-o", "json", timeout=40)
-    status = json.loads(r.stdout)["status"]
+    # Retry every ~1 s: one at least 5 s after the first is Rejected.
+    status = await until_inactive_behind(engine, check, never)
     (check_state,) = status["admissionChecks"]
     assert check_state["retryCount"] >= 2
     evicted = next(c for c in status["conditions"] if c["type"] == "Evicted")
