@@ -44,7 +44,7 @@ from admitflow.api import (
 )
 from admitflow.api import field_error as fe
 from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
-from admitflow.api.configuration import SINGLETON_KEY, Configuration, WaitForPodsReady
+from admitflow.api.configuration import SINGLETON_KEY, Configuration, ObjectRetentionPolicies, WaitForPodsReady
 from admitflow.api.meta import ObjectMeta
 from admitflow.api.workload import RUNNER_ANNOTATION
 from admitflow.api.node_group import SimulatedNodeGroup
@@ -421,6 +421,7 @@ def view_of(state: CatalogState, name: str, forest: CohortForest | None = None) 
     return ClusterQueueView(
         name=name, revision=state.revision, spec=spec, flavors=flavors, admission_checks=checks,
         local_queues=dict(sorted(local_queues.items())), wait_for_pods_ready=wait_for_pods_ready(state),
+        workload_retention=(_configuration(state).object_retention_policies or ObjectRetentionPolicies()).workloads,
         cohort_tree=(forest or CohortForest(state)).tree(spec.cohort_name) if spec.cohort_name else None,
         fair_sharing=_configuration(state).fair_sharing_strategies(),
     )

@@ -28,7 +28,7 @@ from admitflow.admission.quota_tree import CohortTree
 from admitflow.admission.requests import format_requests
 from admitflow.admission.selectors import Requirement, Taint, Toleration, namespace_labels, selector_matches
 from admitflow.api.admission_check import AdmissionCheckRetryStrategy, PendingTimeout
-from admitflow.api.configuration import WaitForPodsReady
+from admitflow.api.configuration import WaitForPodsReady, WorkloadRetentionPolicy
 from admitflow.api import (
     ClusterQueueSpec,
     ClusterQueueStatus,
@@ -83,6 +83,9 @@ class ClusterQueueView(WireModel):
     )
     wait_for_pods_ready: WaitForPodsReady | None = Field(
         default=None, description="The Configuration's waitForPodsReady; None when it is off."
+    )
+    workload_retention: WorkloadRetentionPolicy | None = Field(
+        default=None, description="The Configuration's objectRetentionPolicies.workloads; None: workloads are kept."
     )
     cohort_tree: CohortTree | None = Field(
         default=None,
@@ -146,6 +149,9 @@ class Notice(WireModel):
     preemption_reason: str = Field(default="", description="With kind evicted and reason Preempted: why.")
     wait_for_pods_ready: WaitForPodsReady | None = Field(
         default=None, description="With reserved and checks: the waitForPodsReady settings in force (None: off)."
+    )
+    workload_retention: WorkloadRetentionPolicy | None = Field(
+        default=None, description="With reserved and checks: the workload retention policy in force (None: kept)."
     )
     runner: str = Field(default="", description="With reserved: its LocalQueue's runner task queue, if any.")
     gated: bool = Field(
@@ -480,6 +486,7 @@ def sync_reservation_checks(state: ClusterQueueState) -> list[Notice]:
             Notice(
                 key=r.key, uid=r.uid, ticket=r.ticket, kind="checks", admission_checks=wanted,
                 checks_info=checks_info(view, wanted), wait_for_pods_ready=view.wait_for_pods_ready,
+                workload_retention=view.workload_retention,
             )
         )
     return notices

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, ValidationError
 
 from admitflow import ids
-from admitflow.admission import admission_gates, check_timeouts, checks, pod_set_updates, pods_ready, provisioning
+from admitflow.admission import admission_gates, check_timeouts, checks, pod_set_updates, pods_ready, provisioning, retention
 from admitflow.admission import conditions as cond
 from admitflow.admission import workload as wl
 from admitflow.admission.catalog import QueueResolution
@@ -524,6 +524,8 @@ def _timer(st: WorkloadState, ev: TimerFired, now: datetime, random: float) -> l
         seconds = st.workload.spec.maximum_execution_time_seconds
         wl.record(st, MAX_EXECUTION_CAUSE, f"The maximum execution time ({seconds}s) exceeded", now, "Warning")
         checks.deactivate(st, now, cause=MAX_EXECUTION_CAUSE, message=MAX_EXECUTION_MESSAGE)
+    if retention.delete_if_due(st, at, now):
+        return []
     if st.probe_at is not None and st.probe_at <= at:
         return _probes(st, now)
     return []
@@ -711,9 +713,9 @@ def next_wake(st: WorkloadState) -> tuple[datetime, str] | None:
     if wl.has_quota(st):
         for name, at in st.ask_again_at.items():
             found.append((at, f"ask the controller of {name} again"))
-    timeout = check_timeouts.next_deadline(st)
-    if timeout is not None:
-        found.append(timeout)
+    for due in (check_timeouts.next_deadline(st), retention.deletion_due(st)):
+        if due is not None:
+            found.append(due)
     limit = execution_deadline(st)
     if limit is not None:
         found.append((limit, f"maximum execution time {st.workload.spec.maximum_execution_time_seconds}s"))

@@ -580,6 +580,7 @@ class _Cursor:
             checks_info=checks_info(view, checks),
             flavors={f: view.flavors[f] for f in sorted(used) if f in view.flavors},
             wait_for_pods_ready=view.wait_for_pods_ready,
+            workload_retention=view.workload_retention,
             runner=view.local_queues[e.local_queue_key].runner,
         )
         self.result.notices.append(notice)

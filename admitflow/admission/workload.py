@@ -24,7 +24,7 @@ from admitflow.admission.requests import PodSetRequest, format_requests, pod_set
 from admitflow.api import Admission, AdmissionCheckState, ResourceFlavorSpec, Workload, WorkloadStatus
 from admitflow.admission import pod_set_updates
 from admitflow.admission.pod_set_updates import PodSetInfo
-from admitflow.api.configuration import WaitForPodsReady
+from admitflow.api.configuration import WaitForPodsReady, WorkloadRetentionPolicy
 from admitflow.api.provisioning_request import ProvisioningRequest
 from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
 from admitflow.api.workload import RUNNER_ANNOTATION
@@ -135,6 +135,9 @@ class WorkloadState(WireModel):
     )
     wait_for_pods_ready: WaitForPodsReady | None = Field(
         default=None, description="The waitForPodsReady settings its ClusterQueue last gave it; None: off."
+    )
+    workload_retention: WorkloadRetentionPolicy | None = Field(
+        default=None, description="The workload retention policy its ClusterQueue last gave it; None: kept."
     )
     runner: str = Field(default="", description="Its LocalQueue's runner task queue, as of its last reservation.")
     runner_started: int = Field(default=0, description="The ticket (admission) its runner was last asked to start.")
@@ -478,6 +481,7 @@ def reserve_quota(state: WorkloadState, notice: Notice, now: datetime) -> None:
     state.answered = {}
     state.flavors = dict(notice.flavors)
     state.wait_for_pods_ready = notice.wait_for_pods_ready
+    state.workload_retention = notice.workload_retention
     state.runner = notice.runner
     state.gated = notice.gated
     record(
@@ -522,6 +526,7 @@ def take_checks(state: WorkloadState, notice: Notice, now: datetime) -> None:
     state.status.admission_checks = sync_admission_checks(state.status.admission_checks, notice.admission_checks, now)
     state.checks_info = dict(notice.checks_info)
     state.wait_for_pods_ready = notice.wait_for_pods_ready
+    state.workload_retention = notice.workload_retention
 
 
 def set_pod_sets_info(state: WorkloadState) -> None:

@@ -64,7 +64,7 @@ KUEUE_FIELDS_V1BETA2 = (
 KUEUE_FIELDS_V1BETA1 = tuple(f for f in KUEUE_FIELDS_V1BETA2 if f not in ("tls", "visibilityServer")) + (
     "queueVisibility",
 )
-USED_FIELDS = ("apiVersion", "kind", "metadata", "waitForPodsReady", "featureGates", "fairSharing")
+USED_FIELDS = ("apiVersion", "kind", "metadata", "waitForPodsReady", "featureGates", "fairSharing", "objectRetentionPolicies")
 UNUSED_WAIT_FOR_PODS_READY_FIELDS = ("maxTimeoutOnWorkload", "unscheduledTimeout")
 
 LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
@@ -144,6 +144,34 @@ class RequeuingStrategy(KueueModel):
     @property
     def backoff_limit_timeout_seconds(self) -> float | None:
         return None if self.backoff_limit_timeout is None else parse_duration_nanos(self.backoff_limit_timeout) / 1e9
+
+
+class WorkloadRetentionPolicy(KueueModel):
+    """When workloads are deleted (Kueue's objectRetentionPolicies.workloads, KEP-1618)."""
+
+    after_finished: GoDuration | None = Field(
+        default=None,
+        description=(
+            "Accepted for Kueue's sake: a finished workload's workflow completes at once here, and the Temporal "
+            "namespace's retention period says how long its history stays. A Go duration, 0s or more."
+        ),
+    )
+    after_deactivated_by_kueue: GoDuration | None = Field(
+        default=None,
+        description=(
+            "Time after which a workload the engine deactivated (a Rejected check, the requeuing limit, the maximum "
+            "execution time) is deleted, its workflow ended; 0s deletes at once; unset keeps it. A Go duration, 0s or more."
+        ),
+    )
+
+    @field_validator("after_finished", "after_deactivated_by_kueue")
+    @classmethod
+    def _not_negative(cls, value: str | None) -> str | None:
+        return _bounded_duration(value)
+
+
+class ObjectRetentionPolicies(KueueModel):
+    workloads: WorkloadRetentionPolicy | None = Field(default=None, description="Retention of workloads; unset keeps them.")
 
 
 class WaitForPodsReady(KueueModel):
@@ -259,6 +287,9 @@ class Configuration(KueueModel):
             "`enable: false`)."
         ),
     )
+    object_retention_policies: ObjectRetentionPolicies | None = Field(
+        default=None, description="When workloads are deleted (Kueue's KEP-1618); unset keeps them."
+    )
 
     @property
     def key(self) -> str:
@@ -290,6 +321,14 @@ def drop_unused_fields(data: dict[str, Any], known: tuple[str, ...]) -> tuple[di
         for key in UNUSED_WAIT_FOR_PODS_READY_FIELDS:
             if key in wfpr:
                 warnings.append(f"Configuration: field waitForPodsReady.{key} is not used by admitflow")
+    retention = out.get("objectRetentionPolicies")
+    workloads = retention.get("workloads") if isinstance(retention, dict) else None
+    if isinstance(workloads, dict) and "afterFinished" in workloads:
+        # Kept (it is valid Kueue), and said: a finished workload's workflow completes at once here.
+        warnings.append(
+            "Configuration: field objectRetentionPolicies.workloads.afterFinished is not used by admitflow "
+            "(a finished workload's workflow completes at once; the Temporal namespace's retention keeps its history)"
+        )
     gates = out.get("featureGates")
     if isinstance(gates, dict):
         for gate in gates:

@@ -6,6 +6,8 @@
   once that long has passed since its first Retry;
 - WaitForPodsReady's `requeuingStrategy.backoffLimitTimeout`: a workload whose pods never start is
   deactivated at the first timeout that long after its first;
+- `objectRetentionPolicies.workloads.afterDeactivatedByKueue`: a workload deactivated by the engine
+  is deleted (its workflow ends) after it;
 - values that are not valid are refused in one line.
 Hours-long ones: tests/workflows/test_backoff.py."""
 
@@ -16,7 +18,7 @@ import textwrap
 
 import pytest
 
-from admitflow.controller import Controller, pending, retry
+from admitflow.controller import Controller, pending, rejected, retry
 from tests.builders import configuration_manifest, flavor_manifest, local_queue_manifest, cluster_queue_manifest
 from tests.integration.test_admission import loaded
 from tests.integration.test_cli import SETUP, run, until, workload_yaml
@@ -121,3 +123,26 @@ async def test_pods_never_ready_past_the_requeuing_time_limit_deactivate(engine)
     ))
     assert (r.returncode, r.stdout) == (2, "")
     assert "backoffLimitTimeout" in r.stderr and "must be greater than 0s" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+
+
+async def test_a_workload_deactivated_by_the_engine_is_deleted_after_its_retention(engine):
+    config = textwrap.dedent(
+        """\
+        apiVersion: config.kueue.x-k8s.io/v1beta2
+        kind: Configuration
+        objectRetentionPolicies:
+          workloads: {afterDeactivatedByKueue: 3s}
+        """
+    )
+    r = await run(engine, "apply", "-f", "-", stdin=config)
+    assert r.returncode == 0, r.stderr
+
+    async def no(request):
+        return rejected("not allowed")
+
+    check = CHECK.replace("  pendingTimeout: {duration: 3s}\n", "")
+    status = await until_inactive_behind(engine, check, no)
+    evicted = next(c for c in status["conditions"] if c["type"] == "Evicted")
+    assert evicted["reason"] == "DeactivatedDueToAdmissionCheck"
+    r = await until(engine, lambda r: r.returncode != 0, "get", "workload", "job", timeout=30)
+    assert r.stderr.strip() == 'error: workloads "default/job" not found', r.stderr

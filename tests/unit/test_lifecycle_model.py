@@ -27,7 +27,9 @@ The machine plays every other party, minimally:
   duplicated, both checks' Retry in one task or two, late), pods-ready reports (valid and junk), the
   runner stopping with and without an error, deactivate/activate, finish/delete (valid and junk),
   admission gate removals (one gate, all, a gate it does not have, junk) for workloads submitted with
-  none, one or two gates (`kueue.x-k8s.io/admission-gated-by`). Time advances 0..400 s per message.
+  none, one or two gates (`kueue.x-k8s.io/admission-gated-by`); with WaitForPodsReady on, its
+  ClusterQueue also gives it a retention policy (a workload the engine deactivates is deleted 20
+  minutes later). Time advances 0..400 s per message.
 
 A finished or deleted workload's workflow ends; the machine then submits a new one at once (same
 name, new uid), so the rest of the run is not wasted. Hypothesis picks among the rules that apply with equal
@@ -96,7 +98,7 @@ from admitflow.admission.checks import WrongArguments
 from admitflow.admission.cluster_queue import AdmissionCheckInfo, Notice
 from admitflow.admission.workload import WorkloadState
 from admitflow.api.admission_check import AdmissionCheckRetryStrategy, PendingTimeout
-from admitflow.api.configuration import WaitForPodsReady
+from admitflow.api.configuration import WaitForPodsReady, WorkloadRetentionPolicy
 from admitflow.codec import DATA_CONVERTER
 from tests.unit.test_workload_status import T0, reserved_notice, submitted
 from admitflow.workflows.workload import MAX_ROUNDS
@@ -114,6 +116,8 @@ CHECK_INFO = {
 }
 PODS_READY = WaitForPodsReady(timeout="5m", requeuingStrategy={"backoffLimitCount": 3, "backoffBaseSeconds": 10, "backoffMaxSeconds": 60})
 RUNNER = "runner-tq"
+# With WaitForPodsReady on, a workload the engine deactivates is deleted 20 minutes later.
+RETENTION = WorkloadRetentionPolicy(after_deactivated_by_kueue="20m")
 
 # --- what the other parties send ---------------------------------------------------------------------
 
@@ -400,6 +404,8 @@ class LifecycleModel(RuleBasedStateMachine):
                 self.fail(2, "admitted while inactive")
         if isinstance(event, lc.TimerFired) and any(e.reason == lc.PENDING_TIMEOUT_REASON for e in after.events[len(before.events):]):
             STATS["check pending timeouts"] += 1
+        if after.deleted and not before.deleted and isinstance(event, lc.TimerFired):
+            STATS["deleted by retention"] += 1
         # 8. gates are only ever removed; a gated workload never takes quota
         if any(g not in ag.gates(before.workload) for g in ag.gates(after.workload)):
             self.fail(8, f"admission gates went from {ag.gates(before.workload)} to {ag.gates(after.workload)}")
@@ -688,7 +694,8 @@ class LifecycleModel(RuleBasedStateMachine):
         base = reserved_notice(checks=list(check_set), ticket=ticket, uid=uid or self.uid)
         update: dict[str, Any] = {"kind": kind}
         if kind in ("reserved", "checks"):
-            update |= {"checks_info": {c: CHECK_INFO[c] for c in check_set}, "wait_for_pods_ready": PODS_READY if pods else None}
+            update |= {"checks_info": {c: CHECK_INFO[c] for c in check_set}, "wait_for_pods_ready": PODS_READY if pods else None,
+                       "workload_retention": RETENTION if pods else None}
         if kind == "reserved":
             update |= {"runner": RUNNER if runner else "", "gated": gated}
         else:

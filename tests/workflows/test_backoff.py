@@ -10,6 +10,7 @@ import pytest_asyncio
 
 from admitflow import ids
 from admitflow.admission.checks import Verdict
+from admitflow.admission.workload import WorkloadReport
 from admitflow.controller import Controller, pending
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.workflows.test_lifecycle import loaded, replay_all, until_phase
@@ -163,3 +164,23 @@ async def test_a_check_retried_for_three_hours_is_rejected_by_its_time_limit(ski
     evicted = (await af.workload("default/job")).status.condition("Evicted")
     assert evicted.message.endswith('"budget" (retry time limit of 3h0m0s reached: over budget)'), evicted.message
     await replay_all(engine, [ids.workload_id("default/job"), ids.cluster_queue_id("cq")])
+
+
+async def test_a_rejected_workload_is_deleted_a_day_later_by_its_retention_policy(skipping_env, skipping_engine):
+    engine = skipping_engine
+    af = engine.admitflow
+    await af.apply(loaded({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                           "objectRetentionPolicies": {"workloads": {"afterDeactivatedByKueue": "24h"}}}))
+    await setup(engine)
+    await af.verdict("default/job", Verdict(name="budget", state="Rejected", message="no"))
+    await until_phase(engine, "job", "Inactive")
+    await skipping_env.sleep(timedelta(hours=23))
+    assert await af.workload("default/job", missing_ok=True) is not None, "kept until its retention runs out"
+    await skipping_env.sleep(timedelta(hours=1, seconds=5))
+    handle = engine.client.get_workflow_handle(ids.workload_id("default/job"), result_type=WorkloadReport)
+    final = await handle.result()
+    assert final.deleted is True
+    assert [e.message for e in final.events if e.reason == "DeletedByRetentionPolicy"] == [
+        "Deleted 24h after it was deactivated (objectRetentionPolicies.workloads.afterDeactivatedByKueue)"
+    ]
+    await replay_all(engine, [ids.workload_id("default/job")])
