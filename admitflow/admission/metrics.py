@@ -23,7 +23,7 @@ from pydantic import Field
 from admitflow.admission import conditions as cond
 from admitflow.admission import priority
 from admitflow.admission import workload as wl
-from admitflow.admission.cluster_queue import ClusterQueueState, active_condition
+from admitflow.admission.cluster_queue import ClusterQueueState, active_condition, usage
 from admitflow.admission.workload import VerdictRecord, WorkloadState
 from admitflow.wire import WireModel, after
 
@@ -55,6 +55,12 @@ METRICS: dict[str, tuple[str, str]] = {
     "reserving_active_workloads": ("gauge", "Workloads holding quota in a ClusterQueue"),
     "admitted_active_workloads": ("gauge", "Admitted workloads in a ClusterQueue"),
     "cluster_queue_status": ("gauge", "1 for the ClusterQueue's status (pending, active, terminating), else 0"),
+    "cluster_queue_resource_reservation": ("gauge", "Quota reserved in the ClusterQueue, per flavor and resource"),
+    "cluster_queue_resource_usage": ("gauge", "Quota used by admitted workloads in the ClusterQueue, per flavor and resource"),
+    "unadmitted_workloads": ("gauge", "Workloads in the ClusterQueue not admitted, per Admitted reason and QuotaReserved reason"),
+    "local_queue_pending_workloads": ("gauge", "Pending workloads, per LocalQueue and status (active, inadmissible)"),
+    "local_queue_reserving_active_workloads": ("gauge", "Workloads holding quota, per LocalQueue"),
+    "local_queue_admitted_active_workloads": ("gauge", "Admitted workloads, per LocalQueue"),
 }
 # Kueue's LocalQueue variants: the same observation, labelled by the workload's LocalQueue (`name`,
 # `namespace`) instead of its ClusterQueue.
@@ -247,4 +253,69 @@ def cluster_queue_gauges(state: ClusterQueueState) -> list[Observation]:
                     labels={**labels, "status": s})
         for s in ("pending", "active", "terminating")
     ]
+    out += _resource_gauges(state, reserving)
+    out += _unadmitted(state, reserving)
+    out += _local_queue_gauges(state, reserving)
+    return out
+
+
+def _quantity(resource: str, value: int) -> float:
+    """Kueue's float of a resource amount: cores for cpu (held in milli-units), units otherwise."""
+    return value / 1000 if resource == "cpu" else float(value)
+
+
+def _resource_gauges(state: ClusterQueueState, reserving: list) -> list[Observation]:
+    """Kueue's cluster_queue_resource_reservation and _usage: every flavor and resource of the
+    queue's spec, reserved by every workload holding quota, used by the admitted ones."""
+    spec = state.view.spec if state.view else None
+    if spec is None:
+        return []
+    reserved, used = usage(reserving), usage(reserving, admitted_only=True)
+    out = []
+    for rg in spec.resource_groups or ():
+        for fq in rg.flavors:
+            for r in fq.resources:
+                labels = {"cohort": spec.cohort_name or "", "cluster_queue": state.name, "flavor": fq.name, "resource": r.name}
+                for name, amounts in (("cluster_queue_resource_reservation", reserved), ("cluster_queue_resource_usage", used)):
+                    out.append(Observation(kind="gauge", name=PREFIX + name, value=_quantity(r.name, amounts.get((fq.name, r.name), 0)),
+                                           labels=labels))
+    return out
+
+
+def _unadmitted(state: ClusterQueueState, reserving: list) -> list[Observation]:
+    """Kueue's unadmitted_workloads (v0.19) for the workloads the queue knows: pending ones are
+    `NoReservation` with their last pending reason as the cause (`PendingEvaluation` before the
+    first pass); reserved ones waiting for checks are `UnsatisfiedAdmissionChecks`."""
+    counts: dict[tuple[str, str], int] = {}
+    for e in state.pending:
+        key = ("NoReservation", e.notice[0] if e.notice else "PendingEvaluation")
+        counts[key] = counts.get(key, 0) + 1
+    for r in reserving:
+        if not r.admitted:
+            counts[("UnsatisfiedAdmissionChecks", "")] = counts.get(("UnsatisfiedAdmissionChecks", ""), 0) + 1
+    return [
+        Observation(kind="gauge", name=PREFIX + "unadmitted_workloads", value=n,
+                    labels={"cluster_queue": state.name, "reason": reason, "underlying_cause": cause})
+        for (reason, cause), n in sorted(counts.items())
+    ]
+
+
+def _local_queue_gauges(state: ClusterQueueState, reserving: list) -> list[Observation]:
+    """Kueue's LocalQueue gauges, for every LocalQueue pointing at this ClusterQueue."""
+    out = []
+    for key in sorted(state.view.local_queues if state.view else ()):
+        namespace, name = key.split("/", 1)
+        labels = {"name": name, "namespace": namespace}
+        pending = [e for e in state.pending if e.local_queue_key == key]
+        inadmissible = sum(1 for e in pending if e.inadmissible)
+        held = [r for r in reserving if r.local_queue_key == key]
+        out += [
+            Observation(kind="gauge", name=PREFIX + "local_queue_pending_workloads", value=len(pending) - inadmissible,
+                        labels={**labels, "status": "active"}),
+            Observation(kind="gauge", name=PREFIX + "local_queue_pending_workloads", value=inadmissible,
+                        labels={**labels, "status": "inadmissible"}),
+            Observation(kind="gauge", name=PREFIX + "local_queue_reserving_active_workloads", value=len(held), labels=labels),
+            Observation(kind="gauge", name=PREFIX + "local_queue_admitted_active_workloads", value=sum(r.admitted for r in held),
+                        labels=labels),
+        ]
     return out

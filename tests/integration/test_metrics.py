@@ -57,17 +57,28 @@ def value(samples, metric: str, /, **labels: str) -> float:
     return sum(v for n, ls, v in samples if n == metric and all(ls.get(k) == x for k, x in labels.items()))
 
 
-def gauge_series(*endpoints) -> list[tuple[str, str, str, float]]:
-    """Every admitflow gauge sample of these scrapes, as (name, cluster_queue, status, value); the
-    workflow meter's own labels (namespace, task_queue, ...) left out, as an aggregation would."""
+# A worker's meter adds these (and `namespace`, which the LocalQueue gauges use for theirs, as Kueue's do).
+METER_LABELS = {"task_queue", "workflow_type", "service_name"}
+# The per-ClusterQueue gauges `figures` shows; the others are checked by their full labels.
+CQ_GAUGES = {metrics.PREFIX + n for n in ("pending_workloads", "reserving_active_workloads", "admitted_active_workloads",
+                                          "cluster_queue_status")} | {gauges.UP}
+
+
+def gauge_series(*endpoints) -> list[tuple[str, tuple, float]]:
+    """Every admitflow gauge sample of these scrapes, as (name, labels, value); the workflow
+    meter's own labels (task_queue, ...) left out, as an aggregation would."""
     return [
-        (n, ls.get("cluster_queue", ""), ls.get("status", ""), v)
+        (n, tuple(sorted((k, x) for k, x in ls.items() if k not in METER_LABELS)), v)
         for samples in endpoints for n, ls, v in samples if n in GAUGES
     ]
 
 
 def figures(series, cluster_queue: str) -> dict[tuple[str, str], float]:
-    return {(n.removeprefix(metrics.PREFIX), s): v for n, cq, s, v in series if cq == cluster_queue}
+    """The per-ClusterQueue gauges of one queue, by (name, status)."""
+    return {
+        (n.removeprefix(metrics.PREFIX), dict(ls).get("status", "")): v
+        for n, ls, v in series if n in CQ_GAUGES and dict(ls).get("cluster_queue") == cluster_queue
+    }
 
 
 async def test_the_counters_match_what_happened(engine):
@@ -198,9 +209,19 @@ async def test_two_workers_the_gauges_are_the_queues_current_figures_served_once
             await eventually(current, timeout=30)
             a, b, exporter = await scrape_all()
             series = gauge_series(a, b, exporter)
-            once = Counter((n, cq, s) for n, cq, s, _ in series)
+            once = Counter((n, ls) for n, ls, _ in series)
             assert [k for k, n in once.items() if n > 1] == [], f"served more than once (A ran it with {a_ran})"
             assert figures(series, "cq") == expected
+            more = {(n.removeprefix(metrics.PREFIX), ls): v for n, ls, v in series if n not in CQ_GAUGES}
+            res = (("cluster_queue", "cq"), ("cohort", ""), ("flavor", "default"), ("resource", "cpu"))
+            assert more[("cluster_queue_resource_reservation", res)] == 2.0, "two 1-cpu workloads, in cores"
+            assert more[("cluster_queue_resource_usage", res)] == 2.0
+            (cause,) = [ls for n, ls in more if n == "unadmitted_workloads" and dict(ls)["cluster_queue"] == "cq"]
+            assert dict(cause)["reason"] == "NoReservation" and more[("unadmitted_workloads", cause)] == 1, "third"
+            lq = (("name", "lq"), ("namespace", "default"))
+            assert more[("local_queue_reserving_active_workloads", lq)] == 2
+            assert more[("local_queue_admitted_active_workloads", lq)] == 2
+            assert more[("local_queue_pending_workloads", lq + (("status", "inadmissible"),))] == 1
             assert figures(series, "idle")[("reserving_active_workloads", "")] == 0
             # Counters are counted where each event happened: their sum over workers is right.
             cq = {"cluster_queue": "cq"}

@@ -200,7 +200,7 @@ def test_what_each_panel_shows(dashboard):
     expected = {
         "Admissions per ClusterQueue": {"admitflow_admitted_workloads_total", "admitflow_quota_reserved_workloads_total"},
         "Evictions per ClusterQueue by reason": {"admitflow_evicted_workloads_total"},
-        "Pending workloads by cause": {"admitflow_pending_workloads"},
+        "Pending workloads by cause": {"admitflow_pending_workloads", "admitflow_unadmitted_workloads"},
         "Admission wait": {"admitflow_admission_wait_time_seconds_bucket"},
         "Admission checks wait": {"admitflow_admission_checks_wait_time_seconds_bucket"},
         "Check latency per check": {"admitflow_admission_check_wait_time_seconds_bucket"},
@@ -315,7 +315,8 @@ def test_prometheus_scrapes_every_worker_and_the_exporter_where_compose_serves_t
     (static,) = jobs["admitflow-exporter"]["static_configs"]
     port = int(exporter["environment"]["ADMITFLOW_METRICS_PORT"])
     assert static["targets"] == [f"admitflow-exporter:{port}"] and port in published_or_exposed(exporter)
-    assert static["labels"]["namespace"] == exporter["environment"]["TEMPORAL_NAMESPACE"]
+    assert static["labels"]["temporal_namespace"] == exporter["environment"]["TEMPORAL_NAMESPACE"]
+    assert "namespace" not in static["labels"], "it would rename the LocalQueue gauges' own namespace label"
 
     # The Temporal server's own metrics.
     (static,) = jobs["temporal"]["static_configs"]

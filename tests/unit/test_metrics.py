@@ -13,7 +13,7 @@ from admitflow.admission import metrics as m
 from admitflow.admission import pods_ready
 from admitflow.admission import workload as wl
 from admitflow.admission.checks import Verdict
-from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView
+from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView, LocalQueueInfo
 from tests.unit.test_cluster_queue import NOW, entry, run_pass, state_with, view
 from tests.unit.test_workload_status import T0, reserved_notice, submitted
 
@@ -239,9 +239,38 @@ STATUS_ZERO = {("cluster_queue_status", s): 0 for s in ("pending", "active", "te
     ],
 )
 def test_cluster_queue_gauges(state, want):
-    got = m.cluster_queue_gauges(state)
+    got = [o for o in m.cluster_queue_gauges(state) if o.name.removeprefix(m.PREFIX) in {n for n, _ in want}]
     assert {(o.name.removeprefix(m.PREFIX), o.labels.get("status", "")): o.value for o in got} == want
     assert all(o.kind == "gauge" and o.labels["cluster_queue"] == "cq" for o in got)
+
+
+def test_the_resource_unadmitted_and_local_queue_gauges():
+    """Two 2-cpu workloads reserved and admitted on 4 cpus, a third waiting for checks (its pass
+    reserved it in a second LocalQueue's name), one too big for the queue: Kueue's resource gauges
+    in cores, unadmitted_workloads by cause, and the LocalQueue gauges."""
+    v = view(lqs={"default/lq": LocalQueueInfo(), "team/other": LocalQueueInfo()}, cohortName="pool")
+    st = _after_a_pass(state_with(v, entry("a", age=3), entry("b", age=2), entry("big", cpu=9000, age=1)))
+    st.reservations["default/b"].admitted = False  # its checks are not all Ready yet
+    got = {(o.name.removeprefix(m.PREFIX), tuple(sorted(o.labels.items()))): o.value for o in m.cluster_queue_gauges(st)}
+    res = (("cluster_queue", "cq"), ("cohort", "pool"), ("flavor", "default"), ("resource", "cpu"))
+    assert got[("cluster_queue_resource_reservation", res)] == 4.0, "cores, not milli-cores"
+    assert got[("cluster_queue_resource_usage", res)] == 2.0, "admitted only"
+    assert {k: v for k, v in got.items() if k[0] == "unadmitted_workloads"} == {
+        ("unadmitted_workloads", (("cluster_queue", "cq"), ("reason", "NoReservation"), ("underlying_cause", "ExceedsMaxQuota"))): 1,
+        ("unadmitted_workloads", (("cluster_queue", "cq"), ("reason", "UnsatisfiedAdmissionChecks"), ("underlying_cause", ""))): 1,
+    }
+    lq = (("name", "lq"), ("namespace", "default"))
+    other = (("name", "other"), ("namespace", "team"))
+    assert {k: v for k, v in got.items() if k[0].startswith("local_queue_")} == {
+        ("local_queue_pending_workloads", lq + (("status", "active"),)): 0,
+        ("local_queue_pending_workloads", lq + (("status", "inadmissible"),)): 1,
+        ("local_queue_reserving_active_workloads", lq): 2,
+        ("local_queue_admitted_active_workloads", lq): 1,
+        ("local_queue_pending_workloads", other + (("status", "active"),)): 0,
+        ("local_queue_pending_workloads", other + (("status", "inadmissible"),)): 0,
+        ("local_queue_reserving_active_workloads", other): 0,
+        ("local_queue_admitted_active_workloads", other): 0,
+    }
 
 
 # --- the exporter's text (admitflow/gauges.py) ------------------------------------------------------
@@ -257,7 +286,9 @@ def test_the_exposition_gives_each_family_its_help_and_type_once_then_its_sample
         'admitflow_pending_workloads{cluster_queue="cq",status="active"} 0',
         'admitflow_pending_workloads{cluster_queue="cq",status="inadmissible"} 1',
     ]
-    assert sum(line.startswith("# TYPE ") for line in lines) == 5, "four of Kueue's gauges and the exporter's own"
+    families = {line.split()[2] for line in lines if line.startswith("# TYPE ")}
+    assert sum(line.startswith("# TYPE ") for line in lines) == len(families) == 11, "each family once"
+    assert families == {m.PREFIX + n for n, (kind, _) in m.METRICS.items() if kind == "gauge"} | {gauges.UP}
     assert lines[-3:] == [
         "# HELP admitflow_exporter_cluster_queue_up " + gauges.UP_HELP,
         "# TYPE admitflow_exporter_cluster_queue_up gauge",
