@@ -17,7 +17,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from admitflow import contract, ids
     from admitflow.admission import cluster_queue as cq
-    from admitflow.admission import fair_sharing, scheduler
+    from admitflow.admission import fair_sharing, metrics, scheduler
     from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView, ForceReleaseOutcome, Notice, QueueEntry
     from admitflow.admission.pods_ready import GateAnswer
     from admitflow.admission.requests import format_requests
@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.wire import WireModel
 
     from admitflow.workflows import arguments
+    from admitflow.workflows.metrics import emit
     from admitflow.workflows.outbox import Outbox
 
 # Signal names a notice is delivered under, chosen to read well in a workload's history.
@@ -176,7 +177,9 @@ class Owner:
             self.requeue = False
             for state in self.members.values():
                 cq.requeue_inadmissible(state)
+        had_heads = any(not e.inadmissible for state in self.members.values() for e in state.pending)
         results = scheduler.schedule(list(self.members.values()), workflow.now(), hold_for_preemptor, self.root)
+        emit(metrics.admission_attempt(had_heads, sum(len(r.reserved) for r in results.values())))
         for name, result in results.items():
             self.notify(result.notices, name)
             self._gate(name, result)

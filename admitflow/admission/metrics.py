@@ -57,6 +57,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "cluster_queue_status": ("gauge", "1 for the ClusterQueue's status (pending, active, terminating), else 0"),
     "cluster_queue_resource_reservation": ("gauge", "Quota reserved in the ClusterQueue, per flavor and resource"),
     "cluster_queue_resource_usage": ("gauge", "Quota used by admitted workloads in the ClusterQueue, per flavor and resource"),
+    "admission_attempts_total": ("counter", "Scheduling passes that had workloads to try, by result (success: at least one got quota)"),
     "unadmitted_workloads": ("gauge", "Workloads in the ClusterQueue not admitted, per Admitted reason and QuotaReserved reason"),
     "local_queue_pending_workloads": ("gauge", "Pending workloads, per LocalQueue and status (active, inadmissible)"),
     "local_queue_reserving_active_workloads": ("gauge", "Workloads holding quota, per LocalQueue"),
@@ -226,6 +227,17 @@ def _verdicts(seen: Seen, now_seen: Seen, state: WorkloadState) -> list[Observat
                                    value=v.waited, labels=labels))
     now_seen.verdict = state.verdicts[-1] if state.verdicts else None
     return out
+
+
+def admission_attempt(had_heads: bool, reserved: int) -> list[Observation]:
+    """Kueue's admission_attempts_total for one scheduling pass (a ClusterQueue's, or its cohort
+    tree's for all its queues): `success` when it reserved quota for at least one workload,
+    `inadmissible` when it had workloads to try and reserved none; a pass with nothing to try (no
+    workload queued, or only ones set aside as inadmissible) is no attempt."""
+    if not had_heads:
+        return []
+    result = "success" if reserved else "inadmissible"
+    return [Observation(kind="counter", name=PREFIX + "admission_attempts_total", value=1, labels={"result": result})]
 
 
 def cluster_queue_gauges(state: ClusterQueueState) -> list[Observation]:

@@ -131,6 +131,7 @@ async def test_the_counters_match_what_happened(engine):
     assert value(samples, "admitflow_finished_workloads_total", **cq) == 1
     assert value(samples, "admitflow_admission_checks_wait_time_seconds_count", **cq) == 1
     assert value(samples, "admitflow_quota_reserved_wait_time_seconds_count", **cq) == 2
+    assert value(samples, "admitflow_admission_attempts_total", result="success") == 2, "one pass per reservation"
     assert value(samples, "admitflow_evicted_workloads_once_total", reason="AdmissionCheck", underlying_cause="", **cq) == 1
     assert value(samples, "admitflow_ready_wait_time_seconds_count", **cq) == 1, "its pods were reported ready"
     assert value(samples, "admitflow_admitted_until_ready_wait_time_seconds_count", **cq) == 1

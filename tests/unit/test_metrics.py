@@ -315,3 +315,13 @@ def test_the_exposition_gives_each_family_its_help_and_type_once_then_its_sample
 def test_a_sample_line(labels, value, want):
     o = m.Observation(kind="gauge", name=m.PREFIX + "pending_workloads", value=value, labels=labels)
     assert gauges.exposition([o]).splitlines()[2] == want
+
+
+@pytest.mark.parametrize(
+    ("had_heads", "reserved", "want"),
+    [(True, 2, "success"), (True, 0, "inadmissible"), (False, 0, None)],
+    ids=["reserved-some", "reserved-none", "nothing-to-try"],
+)
+def test_an_admission_attempt(had_heads, reserved, want):
+    got = m.admission_attempt(had_heads, reserved)
+    assert [(o.name, o.labels["result"], o.value) for o in got] == ([] if want is None else [(m.PREFIX + "admission_attempts_total", want, 1)])
