@@ -217,6 +217,12 @@ class QueueAvailable(WireModel):
 class FinishRequest(WireModel):
     succeeded: bool = True
     message: str = ""
+    admission: int | None = Field(
+        default=None, ge=1, le=2147483647,
+        description="The admission it is about (a runner's `start_workload` carries it): a report about another "
+        "admission is ignored, so a runner cut off from Temporal cannot speak for a later one. Left out, it is "
+        "taken as about the current one.",
+    )
 
 
 class DeleteWorkload(WireModel):

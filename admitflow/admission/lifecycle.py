@@ -54,6 +54,8 @@ PROBE_INTERVAL = timedelta(minutes=5)
 # After a refused start: the run holding the ID may have reported its end already and be closing
 # (its report came first), so nothing else would say when it is gone.
 REFUSED_PROBE = timedelta(seconds=5)
+# The Warning event of a report (finish) about an admission that is over.
+STALE_REPORT = "StaleRunnerReport"
 # The Warning event of a check whose pendingTimeout ran out (admitflow.admission.check_timeouts).
 PENDING_TIMEOUT_REASON = "AdmissionCheckPendingTimeout"
 MAX_EXECUTION_CAUSE = "MaximumExecutionTimeExceeded"
@@ -492,6 +494,9 @@ def _finish(st: WorkloadState, ev: FinishRequested, now: datetime, random: float
         r = FinishRequest.model_validate(ev.payload if ev.payload is not None else {})
     except ValidationError as err:
         wl.record(st, "InvalidFinishRequest", first_error(err, "finish"), now, "Warning")
+        return []
+    if r.admission is not None and r.admission != st.ticket:
+        wl.record(st, STALE_REPORT, f"finish about admission {r.admission} ignored: the workload is at admission {st.ticket}", now, "Warning")
         return []
     wl.finish(st, r.succeeded, r.message, now)
     return []

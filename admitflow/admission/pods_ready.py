@@ -56,6 +56,12 @@ class PodsReadyReport(WireModel):
         description="Started or Recovered with ready; WaitForStart or WaitForRecovery without. "
         "Left out, it follows from the condition before, as Kueue's job controller decides it.",
     )
+    admission: int | None = Field(
+        default=None, ge=1, le=2147483647,
+        description="The admission it is about (a runner's `start_workload` carries it): a report about another "
+        "admission is ignored, so a runner cut off from Temporal cannot speak for a later one. Left out, it is "
+        "taken as about the current one.",
+    )
 
 
 def parse(payload: Any) -> PodsReadyReport:
@@ -90,6 +96,8 @@ def report(state: WorkloadState, payload: Any, now: datetime) -> str:
     r = parse(payload)
     if wl.is_finished(state) or not wl.is_admitted(state):
         return f"ignored: the workload is {wl.phase(state)}, not admitted"
+    if r.admission is not None and r.admission != state.ticket:
+        return f"ignored: about admission {r.admission}, and the workload is at admission {state.ticket}"
     status, reason, message = condition_for(state, r)
     st = state.status
     st.conditions = cond.set_condition(st.conditions, PODS_READY, status, reason, message, now)

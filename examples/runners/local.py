@@ -77,6 +77,7 @@ class LocalRunner:
         self.client = client
         self.logs = logs
         self.runs: dict[str, Run] = {}  # by workflow ID
+        self.reports: set[asyncio.Future] = set()  # finish reports still being delivered
 
     def worker(self, task_queue: str = TASK_QUEUE) -> Worker:
         # Shutting down cancels the runs at once (no grace): their commands are stopped.
@@ -90,7 +91,8 @@ class LocalRunner:
         handle = self.client.get_workflow_handle(request.workflow_id)
         if not command:
             await self._report(handle, contract.FINISH, FinishRequest(
-                succeeded=False, message=f"nothing to run: the workload has no {COMMAND_ANNOTATION} annotation"))
+                succeeded=False, message=f"nothing to run: the workload has no {COMMAND_ANNOTATION} annotation",
+                admission=request.admission))
             return
         self.logs.mkdir(parents=True, exist_ok=True)
         log_path = self.logs / f"{key.replace('/', '_')}-{request.admission}.log"
@@ -107,8 +109,8 @@ class LocalRunner:
             )
         run = self.runs[request.workflow_id] = Run(process=process, admission=request.admission)
         activity.logger.info("started %s (admission %d): pid %d, output in %s", key, request.admission, process.pid, log_path)
-        await self._report(handle, contract.SET_PODS_READY, PodsReadyReport(ready=True))
         try:
+            await self._report(handle, contract.SET_PODS_READY, PodsReadyReport(ready=True, admission=request.admission))
             while True:
                 activity.heartbeat()
                 try:
@@ -127,8 +129,16 @@ class LocalRunner:
         if run.stopped:
             return
         code = process.returncode
-        await self._report(handle, contract.FINISH, FinishRequest(
-            succeeded=code == 0, message=f"command exited with code {code}" if code else "command succeeded"))
+        finish = FinishRequest(
+            succeeded=code == 0, message=f"command exited with code {code}" if code else "command succeeded",
+            admission=request.admission,
+        )
+        # Told even if this activity is cancelled meanwhile (a server restart can time it out): the
+        # command did end, and the admission number keeps the report from ending a later admission.
+        report = asyncio.ensure_future(self._report(handle, contract.FINISH, finish))
+        self.reports.add(report)
+        report.add_done_callback(self.reports.discard)
+        await asyncio.shield(report)
 
     @activity.defn(name=contract.STOP_WORKLOAD)
     async def stop_workload(self, request: StopWorkload) -> None:
@@ -173,7 +183,10 @@ class LocalRunner:
                 if err.status not in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED) or loop.time() > give_up:
                     raise
                 activity.logger.warning("%s for %s not reported (%s); trying again in %.0fs", signal_name, handle.id, err, delay)
-            activity.heartbeat()
+            try:
+                activity.heartbeat()
+            except Exception:  # noqa: BLE001 - a finish told after its activity was cancelled has no heartbeat to give
+                pass
             await asyncio.sleep(delay)
             delay = min(delay * 2, 10.0)
 

@@ -177,3 +177,48 @@ async def test_a_report_waits_out_a_server_restart(tmp_path):
         assert signals == ["set_pods_ready"]
     finally:
         server.stop()
+
+
+async def test_a_finish_told_while_the_server_restarts_finishes_its_admission(tmp_path):
+    """The server is down for longer than the runner's heartbeat timeout while the command ends:
+    the engine hears `RunnerLost` when it is back, and the runner's finish, tried again through the
+    restart and carrying its admission, still finishes the workload (the fault test saw it lost
+    when the timeout cancelled the report)."""
+    from temporalio.client import Client
+
+    from admitflow.client import AdmitflowClient
+    from admitflow.codec import DATA_CONVERTER
+    from admitflow.devserver import DevServer
+    from admitflow.worker.main import build_worker
+    from tests.conftest import free_port
+    from tests.replay.record import local_runner
+
+    server = DevServer(port=free_port(), db=tmp_path / "temporal.db", headless=True)
+    await server.start()
+    try:
+        client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
+        af = AdmitflowClient(client, "admitflow")
+        lq = local_queue_manifest()
+        lq["metadata"]["annotations"] = {"admitflow.io/runner": "local"}
+        async with build_worker(client, "admitflow"), local_runner(client, tmp_path / "runs"):
+            await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), lq, command_workload("job", "sleep 4")))
+
+            async def ready():
+                report = await af.workload("default/job")
+                return report.status.has_condition("PodsReady")
+
+            await eventually(ready, timeout=30)
+            server.stop()
+            await asyncio.sleep(15)  # the command ends meanwhile; the heartbeat timeout (10 s) passes
+            await server.start()
+
+            async def finished():
+                report = await af.workload("default/job", missing_ok=True)
+                return report is None or report.status.has_condition("Finished")
+
+            await eventually(finished, timeout=60)
+        final = await client.get_workflow_handle(ids.workload_id("default/job")).result()
+        conditions = {c["type"]: c for c in final["status"]["conditions"]}
+        assert (conditions["Finished"]["reason"], conditions["Finished"]["message"]) == ("Succeeded", "command succeeded")
+    finally:
+        server.stop()

@@ -24,11 +24,15 @@ INFO = {name: AdmissionCheckInfo(controller_name=f"ctl-{name}", active=True) for
 
 class World:
     """One workload stepped as its workflow steps it: each batch of events, then Settle; an
-    Enqueue is answered at once (the queue exists); commands are kept for the asserts."""
+    Enqueue is answered at once with `resolution` (by default: the queue exists); commands are kept
+    for the asserts. `annotations` are the workload's at creation."""
 
-    def __init__(self, **spec: Any) -> None:
+    def __init__(self, annotations: dict[str, str] | None = None, resolution: QueueResolution | None = None, **spec: Any) -> None:
         m = workload_manifest("job", cpu="2")
         m["spec"].update(spec)
+        if annotations:
+            m["metadata"]["annotations"] = annotations
+        self.resolution = resolution or QueueResolution(cluster_queue="cq")
         self.state = wl.new_state(manifest(m), "uid-1", T0)
         self.now = T0
         self.commands: list[Any] = []
@@ -44,7 +48,7 @@ class World:
             out += commands
             for c in commands:
                 if isinstance(c, lc.Enqueue):
-                    pending[0:0] = [lc.EnqueueResolved(ticket=c.request.entry.ticket, resolution=QueueResolution(cluster_queue="cq"))]
+                    pending[0:0] = [lc.EnqueueResolved(ticket=c.request.entry.ticket, resolution=self.resolution)]
                     pending.append(lc.Settle())
         self.commands += out
         return out
@@ -383,3 +387,18 @@ def test_a_state_from_the_loop_before_is_adopted_without_repeating_what_it_did(p
             "key": "default/job", "uid": "uid-1", "ticket": 3, "kind": "evicted", "reason": "Preempted", "message": "p",
         }), T0, 0.5)[0]
         assert wl.current_attempt(w_commands, "a") == 3, "and the next one after the reservation ends"
+
+
+@pytest.mark.parametrize(("admission", "finished"), [(None, True), (1, True), (2, False)], ids=["no-admission", "this-admission", "another-admission"])
+def test_a_runners_report_about_another_admission_is_ignored(admission, finished):
+    """A runner cut off from Temporal may report after its admission is over: a report that says
+    which admission it is about (the local runner's do) counts only for that one."""
+    w = World()
+    w.reserve()
+    assert w.phase() == "Admitted" and w.state.ticket == 1
+    w.batch(lc.PodsReadyReported(payload={"ready": True, **({"admission": admission} if admission else {})}))
+    assert (w.state.status.condition(wl.PODS_READY).status == "True") == finished
+    w.batch(lc.FinishRequested(payload={"succeeded": True, "message": "done", **({"admission": admission} if admission else {})}))
+    assert wl.is_finished(w.state) == finished
+    stale = [e.message for e in w.state.events if e.reason == lc.STALE_REPORT]
+    assert stale == ([] if finished else ["finish about admission 2 ignored: the workload is at admission 1"])
