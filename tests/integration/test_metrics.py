@@ -143,7 +143,7 @@ async def test_the_counters_match_what_happened(engine):
     lq = {"name": "lq", "namespace": "default"}
     for name in metrics.LOCAL_QUEUE_TWINS:
         family = name if name.endswith("_total") else name + "_count"
-        assert value(samples, "admitflow_local_queue_" + family, **lq) == value(samples, "admitflow_" + family, **cq), name
+        assert value(samples, "admitflow_local_queue_" + family, **lq) == value(samples, "admitflow_" + family, **cq) > 0, name
     assert gauge_series(samples) == [], "a worker serves no gauge: the exporter does"
 
 
