@@ -107,6 +107,19 @@ UNGATE_DESCRIPTION = (
 )
 
 
+EXPLAIN_DESCRIPTION = (
+    "Why a workload is not admitted now, as one cause from a closed list tried in order (NotAnswering, Deleted, "
+    "Finished, Inactive, Admitted, WaitingForChecks, AdmissionGated, Backoff, QueueMissing, WaitingForPodsReady, "
+    "Inadmissible, NoQuota, Queued): which flavor lacks how much of what, which check it waits for and since "
+    "when, how long its backoff still runs, which gates, its position; and an estimate of when it could be "
+    "admitted, from the workloads ahead of it and the running workloads' maximum execution times (an estimate, "
+    "not a promise: it says what it assumes). For a ClusterQueue: its waiting workloads (in its queue, holding "
+    "quota without being admitted, or kept out of the queue: gated, in backoff, inactive) counted by cause, each "
+    "exactly once, and the total. See docs/beyond-kueue.md, explain."
+)
+EXPLAINED_KINDS = ("Workload", "ClusterQueue")
+
+
 class CLIError(Exception):
     def __init__(self, message: str, code: int = EXIT_BAD_INPUT) -> None:
         super().__init__(message)
@@ -410,6 +423,19 @@ def _parser() -> argparse.ArgumentParser:
     ug.add_argument("rest", nargs="*", metavar="NAME GATE", help="namespace/name (unless given as workload/NAME), then the gates")
     _kueue_namespace_flags(ug)
     ug.add_argument("--all", action="store_true", help="remove every gate")
+
+    xp = sub.add_parser(
+        "explain", parents=[conn],
+        help="why a workload is not admitted now, and when it could be; a ClusterQueue's waiting workloads by cause",
+        description=EXPLAIN_DESCRIPTION,
+    )
+    xp.add_argument("kind", metavar="KIND[/NAME]", help="workload (wl) or clusterqueue (cq)")
+    xp.add_argument("name", nargs="?", help="namespace/name of a workload (or name, in -n's namespace or default); a ClusterQueue's name")
+    _kueue_namespace_flags(xp)
+    xp.add_argument(
+        "-o", "--output", choices=("table", "json", "yaml"), default="table",
+        help="table (default): the cause and what says it, or a ClusterQueue's counts by cause; json or yaml: all of it",
+    )
 
     pr = sub.add_parser(
         "provreq", help="the simulated cluster autoscaler's ProvisioningRequests: list them, set conditions by hand",
@@ -1027,6 +1053,28 @@ async def cmd_ungate(args: argparse.Namespace) -> None:
     print(f"{qualified('Workload', key)} ungated ({removed} removed); {after}")
 
 
+async def cmd_explain(args: argparse.Namespace) -> None:
+    from admitflow.printing import cause_table, explanation_lines
+
+    kind, key = _target(args)
+    if kind not in EXPLAINED_KINDS:
+        raise CLIError("explain takes a workload or a clusterqueue: admitflow explain workload NAMESPACE/NAME, "
+                       "admitflow explain clusterqueue NAME")
+    client = await _client(args)
+    found = await (client.explanation(key) if kind == "Workload" else client.cluster_queue_explanation(key))
+    doc = found.to_wire()
+    if args.output == "json":
+        print(json.dumps(doc, indent=2))
+    elif args.output == "yaml":
+        import yaml
+
+        print(yaml.safe_dump(doc, sort_keys=False).rstrip())
+    elif kind == "Workload":
+        print("\n".join(explanation_lines(doc)))
+    else:
+        print(cause_table(doc))
+
+
 async def cmd_provreq(args: argparse.Namespace) -> None:
     if args.provreq_command == "list":
         from admitflow.printing import no_resources, render
@@ -1280,6 +1328,13 @@ def _words(parser: argparse.ArgumentParser, kinds: Sequence[str]) -> list[str]:
     return []
 
 
+def _explained(kinds: Sequence[str]) -> list[str]:
+    """The kind names `explain` takes (workloads and ClusterQueues), of those completed."""
+    from admitflow.kinds import KIND_NAMES
+
+    return [k for k in kinds if any(k in KIND_NAMES[kind] for kind in EXPLAINED_KINDS)]
+
+
 def completion_script(parser: argparse.ArgumentParser, shell: str, kinds: Sequence[str]) -> str:
     """A bash completion function generated from the parser: commands, their flags, the values of
     flags with choices (-o, --dry-run), kinds for KIND arguments and file names for files. zsh runs
@@ -1290,7 +1345,7 @@ def completion_script(parser: argparse.ArgumentParser, shell: str, kinds: Sequen
     for path, sub in commands.items():
         flags = [s for a in sub._actions for s in a.option_strings]
         flag_cases.append(f'        "{path}") words="{" ".join(sorted(flags))}" ;;')
-        words = _words(sub, [*kinds, "pending-workloads"] if path == "get" else kinds)
+        words = _words(sub, [*kinds, "pending-workloads"] if path == "get" else _explained(kinds) if path == "explain" else kinds)
         if words:
             word_cases.append(f'        "{path}") words="{" ".join(words)}" ;;')
         for a in sub._actions:
@@ -1435,6 +1490,7 @@ COMMANDS = {
     "reset": cmd_reset,
     "release": cmd_release,
     "ungate": cmd_ungate,
+    "explain": cmd_explain,
     "provreq": cmd_provreq,
     "worker": cmd_worker,
     "setup": cmd_setup,

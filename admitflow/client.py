@@ -57,6 +57,7 @@ from admitflow.admission import workload as wl
 from admitflow.admission import pods_ready
 from admitflow.admission import admission_gates
 from admitflow.admission import priority
+from admitflow.admission import explain
 from admitflow.admission.workload import WorkloadReport
 from admitflow.api import LoadedManifest, Workload
 from admitflow.admission.checks import CheckRequest, Verdict
@@ -860,14 +861,104 @@ class AdmitflowClient:
         its workflow tells it: one query per workload found, so narrow the list first. For what a
         table shows, `workload_rows` asks no workflow."""
         listed = await self._listed(self._workloads_query(**filters))
+        reports = await self._reports([key for key in map(ids.workload_key, sorted(listed)) if key])
+        return [r for r in reports.values() if r is not None]
+
+    # --- explain (admitflow/admission/explain.py) ---------------------------------------------------
+
+    async def explanation(self, key: str, now: datetime | None = None) -> explain.Explanation:
+        """Why a workload is not admitted now, and when it could be: its report, its place in its
+        ClusterQueue, and, for one that waits there for quota, the workloads ahead of it and those
+        holding quota (one query each, at most explain.MAX_AHEAD ahead)."""
+        now = now or datetime.now(UTC)
+        report = await self.workload(key)
+        trouble = report.workflow if isinstance(report, UnansweredWorkload) else None
+        lqs = await self.catalog_objects("LocalQueue", _lq_key(report))
+        route = lqs[0].spec.cluster_queue if lqs else ""
+        position = None
+        if trouble is None and route and not wl.holds_quota(report.status) and not _finished(report):
+            found = await self.cluster_queue_report(route, StatusQuery(workload=report.key))
+            position = found.pending[0] if found and found.pending else None
+        cause = explain.cause(
+            report, now, position=position, not_answering=trouble.summary() if trouble else "",
+            last_phase=trouble.phase if trouble else "", cluster_queue=route,
+        )
+        if cause.cause in explain.QUEUE_CAUSES and position is not None:
+            estimate = await self._estimate(report, route, position, now)
+        else:
+            estimate = explain.no_estimate(cause)
+        return explain.Explanation(workload=report.key, cause=cause, estimate=estimate)
+
+    async def _estimate(
+        self, report: WorkloadReport, cluster_queue: str, position: PendingWorkload, now: datetime
+    ) -> explain.Estimate:
+        ahead = position.position_in_cluster_queue
+        if ahead > explain.MAX_AHEAD:
+            return explain.Estimate(unknown=f"{ahead} workloads ahead of it, more than the {explain.MAX_AHEAD} an estimate reads")
+        specs = await self.catalog_objects("ClusterQueue", cluster_queue)
+        found = await self.cluster_queue_report(cluster_queue, StatusQuery(limit=ahead))
+        if not specs or found is None:
+            return explain.Estimate(unknown=f"ClusterQueue {cluster_queue} is gone")
+        quota = explain.capacity(specs[0].spec)
+        ahead_keys = [k for k in (f"{p.namespace}/{p.name}" for p in found.pending) if k != report.key]
+        reports = await self._reports([*ahead_keys, *(f"{r.namespace}/{r.name}" for r in found.reserving)])
+        contenders = [explain.contender(reports[k], quota) for k in ahead_keys if reports.get(k) is not None]
+        holding = [explain.running(r, reports.get(f"{r.namespace}/{r.name}")) for r in found.reserving]
+        return explain.estimate(explain.contender(report, quota), contenders, holding, quota, now)
+
+    async def cluster_queue_explanation(self, name: str, now: datetime | None = None) -> explain.QueueExplanation:
+        """Every workload of a ClusterQueue that waits for admission, once, under its one cause: those
+        in its queue or holding quota there, and those whose LocalQueue leads there but that take no
+        place in it (gated, in backoff, inactive), found by visibility. Each is asked for its report."""
+        now = now or datetime.now(UTC)
+        if not await self.catalog_objects("ClusterQueue", name):
+            raise AdmitflowError(f'clusterqueues "{name}" not found')
+        routes = {lq.key: lq.spec.cluster_queue for lq in await self.catalog_objects("LocalQueue")}
+        rows = await self.workload_rows(cluster_queue=name, finished=False)
+        for lq_key in sorted(k for k, cq in routes.items() if cq == name):
+            namespace, local_queue = ids.split_key(lq_key)
+            rows += await self.workload_rows(namespace=namespace, local_queue=local_queue, finished=False)
+        positions = await self._queue_positions(name)
+        keys = {f"{r['metadata']['namespace']}/{r['metadata']['name']}" for r in rows} | set(positions)
+        causes: dict[str, explain.Cause] = {}
+        for key, report in (await self._reports(sorted(keys))).items():
+            if report is None:
+                continue
+            trouble = report.workflow if isinstance(report, UnansweredWorkload) else None
+            reserved_in = trouble.cluster_queue if trouble is not None and trouble.phase in ("QuotaReserved", "Admitted") else ""
+            if explain.cluster_queue_of(report, routes, reserved_in) != name:
+                continue
+            causes[key] = explain.cause(
+                report, now, position=positions.get(key), not_answering=trouble.summary() if trouble else "",
+                last_phase=trouble.phase if trouble else "", cluster_queue=name,
+            )
+        return explain.tally(name, causes)
+
+    async def _queue_positions(self, name: str) -> dict[str, PendingWorkload | None]:
+        """The workloads a ClusterQueue holds: every page of its queue, with their positions, and
+        its reservations (None)."""
+        held: dict[str, PendingWorkload | None] = {}
+        offset = 0
+        while True:
+            found = await self.cluster_queue_report(name, StatusQuery(limit=LIST_PAGE_SIZE, offset=offset))
+            if found is None:
+                return held
+            held.update({f"{r.namespace}/{r.name}": None for r in found.reserving})
+            held.update({f"{p.namespace}/{p.name}": p for p in found.pending})
+            if len(found.pending) < LIST_PAGE_SIZE:
+                return held
+            offset += LIST_PAGE_SIZE
+
+    async def _reports(self, keys: Sequence[str]) -> dict[str, WorkloadReport | None]:
+        """Each workload's report (None for one that is gone), CONCURRENT_READS at a time."""
         limit = asyncio.Semaphore(CONCURRENT_READS)
 
-        async def one(workflow_id: str) -> WorkloadReport | None:
+        async def one(key: str) -> WorkloadReport | None:
             async with limit:
-                return await self.workload(ids.workload_key(workflow_id) or "", missing_ok=True)
+                return await self.workload(key, missing_ok=True)
 
-        reports = await asyncio.gather(*(one(i) for i in sorted(listed) if ids.workload_key(i)))
-        return [r for r in reports if r is not None]
+        unique = list(dict.fromkeys(keys))
+        return dict(zip(unique, await asyncio.gather(*(one(k) for k in unique))))
 
     # --- lifecycle -------------------------------------------------------------------------------
 

@@ -462,3 +462,70 @@ def trouble_lines(key: str, trouble: dict[str, Any], now: datetime | None = None
     else:
         lines.append(f"Way Out:      start a worker on task queue {trouble.get('taskQueue', '')} (admitflow worker)")
     return lines
+
+
+# --- admitflow explain (admitflow/admission/explain.py) ----------------------------------------------
+
+# Causes whose estimate rests on the model of the queue, and so is shown with what it assumes.
+_QUEUE_CAUSES = ("NoQuota", "Queued")
+# Workloads named per cause in `explain clusterqueue`'s table; -o json lists them all.
+_NAMED_PER_CAUSE = 3
+
+
+def explanation_lines(e: dict[str, Any], now: datetime | None = None) -> list[str]:
+    """`explain workload`: its one cause and what says it, then the estimate."""
+    c = e.get("cause") or {}
+    lines = [f"Workload:   {e.get('workload', '')}", f"Cause:      {c.get('cause', '')}", f"Why:        {c.get('summary', '')}"]
+    if c.get("condition"):
+        said = " ".join(p for p in (c["condition"], c.get("reason", "")) if p)
+        lines.append(f"Kueue:      {said}" + (f": {c['message']}" if c.get("message") else ""))
+    if c.get("since"):
+        lines.append(f"Since:      {c['since']} ({age(c['since'], now)} ago)")
+    for ch in c.get("checks") or ():
+        since = f" since {ch['since']}" if ch.get("since") else ""
+        lines.append(f"Check:      {ch['name']} {ch['state']}{since}" + (f": {ch['message']}" if ch.get("message") else ""))
+    if c.get("gates"):
+        lines.append(f"Gates:      {', '.join(c['gates'])}")
+    for s in c.get("shortfalls") or ():
+        if s.get("kind") == "capacity":
+            lack = f"{s['requested']} {s['resource']} asked, {s['capacity']} at most"
+        else:
+            lack = f"{s['moreNeeded']} more {s['resource']} needed"
+        lines.append(f"Lacks:      flavor {s['flavor']}, pod set {s['podSet']}: {lack}")
+    if c.get("position") is not None:
+        where = f" {c['clusterQueue']}" if c.get("clusterQueue") else ""
+        in_lq = c.get("positionInLocalQueue")
+        lq = f", {in_lq} in LocalQueue {c.get('localQueue', '')}" if in_lq is not None else ""
+        lines.append(f"Position:   {c['position']} in ClusterQueue{where}{lq}")
+    lines.append(f"Estimate:   {estimate_words(e.get('estimate') or {}, now)}")
+    if c.get("cause") in _QUEUE_CAUSES and (e.get("estimate") or {}).get("at"):
+        lines.append(f"Assumes:    {e.get('assumptions', '')}")
+    return lines
+
+
+def estimate_words(est: dict[str, Any], now: datetime | None = None) -> str:
+    at = est.get("at")
+    if not at:
+        return f"unknown: {est['unknown']}" if est.get("unknown") else "unknown"
+    then = datetime.fromisoformat(at.replace("Z", "+00:00"))
+    seconds = int((then - (now or datetime.now(UTC))).total_seconds())
+    when = at + (f" (in {_short(seconds)})" if seconds > 0 else "")
+    return f"{when}: {est['basis']}" if est.get("basis") else when
+
+
+def _short(seconds: int) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size * (2 if unit != "m" else 1):
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def cause_table(q: dict[str, Any]) -> str:
+    """`explain clusterqueue`: its waiting workloads counted by cause, then the total."""
+    rows = []
+    for count in q.get("causes") or ():
+        named = count.get("workloads") or []
+        shown = ", ".join(named[:_NAMED_PER_CAUSE]) + (f", ... (+{len(named) - _NAMED_PER_CAUSE})" if len(named) > _NAMED_PER_CAUSE else "")
+        rows.append([count["cause"], str(count["count"]), shown])
+    rows.append(["TOTAL", str(q.get("total", 0)), ""])
+    return table(["CAUSE", "COUNT", "WORKLOADS"], rows)

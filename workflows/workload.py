@@ -24,7 +24,7 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from admitflow import contract
     from admitflow import search_attributes as sa
-    from admitflow.admission import admission_gates, checks
+    from admitflow.admission import admission_gates, checks, explain
     from admitflow.admission import lifecycle as lc
     from admitflow.admission import metrics
     from admitflow.admission import workload as wl
@@ -400,7 +400,7 @@ class WorkloadWorkflow(LegacyLoop):
         self.seen, observations = metrics.workload_observations(self.seen, st)
         emit(observations)
         self._log()
-        workflow.set_current_details(wl.current_details(st))
+        workflow.set_current_details(explain.current_details(st))
         wanted = wl.search_attributes(st)
         have = workflow.info().typed_search_attributes if self.published is None else self.published
         changes = [k.value_set(v) for k, v in wanted.items() if have.get(k) != v]

@@ -589,7 +589,8 @@ def delete(state: WorkloadState) -> bool:
 
 def current_details(state: WorkloadState) -> str:
     """The UI's current details (markdown): the phase and why, the checks still waited for, the
-    backoff's end, and the PodsReady condition once admitted."""
+    backoff's end, and the PodsReady condition once admitted (`explain.current_details` adds the
+    one cause of its not being admitted)."""
     lines = [f"**{phase(state)}** {condition_summary(state)}"]
     if state.queued and state.cluster_queue:
         lines.append(f"queued in ClusterQueue {state.cluster_queue}: its current details show the positions")

@@ -12,7 +12,7 @@ import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 
 from admitflow import ids
-from tests.integration.test_cli import SETUP, run, until
+from tests.integration.test_cli import SETUP, run, until, workload_yaml
 
 pytestmark = pytest.mark.integration
 
@@ -20,28 +20,8 @@ GATES = "kueue.x-k8s.io/admission-gated-by"
 
 
 def manifest(name: str, cpu: str, priority: int, gates: str | None = None) -> str:
-    """The Workload as YAML (annotations under metadata when given)."""
-    lines = [
-        "apiVersion: kueue.x-k8s.io/v1beta2",
-        "kind: Workload",
-        "metadata:",
-        f"  name: {name}",
-        "  namespace: default",
-    ]
-    if gates is not None:
-        lines += ["  annotations:", f"    {GATES}: {json.dumps(gates)}"]
-    lines += [
-        "spec:",
-        "  queueName: lq",
-        f"  priority: {priority}",
-        "  podSets:",
-        "  - name: main",
-        "    count: 1",
-        "    template:",
-        "      spec:",
-        f'        containers: [{{name: c, image: busybox, resources: {{requests: {{cpu: "{cpu}"}}}}}}]',
-    ]
-    return "\n".join(lines) + "\n"
+    """The Workload as YAML, with its gates annotation when given."""
+    return workload_yaml(name, cpu, priority, annotations={GATES: gates} if gates is not None else None)
 
 
 def quota_reserved(r) -> tuple[str, str, str] | None:

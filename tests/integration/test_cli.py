@@ -51,23 +51,27 @@ SETUP = textwrap.dedent(
 )
 
 
-def workload_yaml(name: str, cpu: str, priority: int) -> str:
-    return textwrap.dedent(
-        f"""\
-        apiVersion: kueue.x-k8s.io/v1beta2
-        kind: Workload
-        metadata: {{name: {name}, namespace: default}}
-        spec:
-          queueName: lq
-          priority: {priority}
-          podSets:
-          - name: main
-            count: 1
-            template:
-              spec:
-                containers: [{{name: c, image: busybox, resources: {{requests: {{cpu: "{cpu}"}}}}}}]
-        """
-    )
+def workload_yaml(
+    name: str, cpu: str, priority: int = 0, queue: str = "lq", annotations: dict[str, str] | None = None,
+    limit: int | None = None,
+) -> str:
+    """A Workload in namespace default as YAML: one pod asking for `cpu`; `limit` is its
+    maximumExecutionTimeSeconds."""
+    lines = ["apiVersion: kueue.x-k8s.io/v1beta2", "kind: Workload", "metadata:", f"  name: {name}", "  namespace: default"]
+    if annotations:
+        lines += ["  annotations:", *(f"    {k}: {json.dumps(v)}" for k, v in annotations.items())]
+    lines += ["spec:", f"  queueName: {queue}", f"  priority: {priority}"]
+    if limit is not None:
+        lines.append(f"  maximumExecutionTimeSeconds: {limit}")
+    lines += [
+        "  podSets:",
+        "  - name: main",
+        "    count: 1",
+        "    template:",
+        "      spec:",
+        f'        containers: [{{name: c, image: busybox, resources: {{requests: {{cpu: "{cpu}"}}}}}}]',
+    ]
+    return "\n".join(lines) + "\n"
 
 
 async def run(engine, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:

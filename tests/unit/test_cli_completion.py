@@ -41,7 +41,14 @@ CASES = [
     pytest.param(["provreq", "l"], "list", id="a-nested-command"),
     pytest.param(["completion", "z"], "zsh", id="a-shell"),
     pytest.param(["ungate", "workload", "--a"], "--all", id="ungates-flag"),
+    pytest.param(["explain", "cl"], "clusterqueue", id="explain-a-clusterqueue"),
+    pytest.param(["explain", "workload", "default/x", "-o", "y"], "yaml", id="explains-output"),
 ]
+
+
+def test_explain_completes_only_the_kinds_it_explains():
+    script = _script("bash")
+    assert '"explain") words="clusterqueue clusterqueues cq wl workload workloads" ;;' in script
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash here")

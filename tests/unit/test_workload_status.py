@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from admitflow.admission import explain
 from admitflow.admission import conditions as cond
 from admitflow.admission import workload as wl
 from admitflow.admission.cluster_queue import Notice
@@ -276,8 +277,12 @@ def test_the_ui_reads_the_backoff_and_the_current_details():
     st = submitted()
     wl.reserve_quota(st, reserved_notice(["budget", "security"]), T0)
     checks.apply(st, Verdict(name="security", state="Ready"), T0 + timedelta(seconds=1))
-    assert wl.current_details(st) == (
-        "**QuotaReserved** Quota reserved in ClusterQueue cq\n\nchecks not Ready: budget (Pending)"
+    assert wl.current_details(st) == "**QuotaReserved** Quota reserved in ClusterQueue cq\n\nchecks not Ready: budget (Pending)"
+    assert explain.current_details(st) == (
+        "**QuotaReserved** Quota reserved in ClusterQueue cq\n\n"
+        "why not admitted (WaitingForChecks): quota reserved in ClusterQueue cq; waits for AdmissionCheck budget "
+        "(Pending) since 2026-11-22T10:00:00Z\n\n"
+        "checks not Ready: budget (Pending)"
     )
     checks.apply(st, Verdict(name="budget", state="Retry", requeue_after_seconds=120), T0 + timedelta(seconds=10))
     assert checks.backoff_summary(st) == "backoff 2m0s after Retry from budget"
