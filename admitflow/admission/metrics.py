@@ -23,7 +23,7 @@ from pydantic import Field
 from admitflow.admission import conditions as cond
 from admitflow.admission import priority
 from admitflow.admission import workload as wl
-from admitflow.admission.cluster_queue import ClusterQueueState, active_condition, usage
+from admitflow.admission.cluster_queue import ClusterQueueState, active_condition, local_queue_status, usage
 from admitflow.admission.workload import VerdictRecord, WorkloadState
 from admitflow.wire import WireModel, after
 
@@ -62,6 +62,10 @@ METRICS: dict[str, tuple[str, str]] = {
     "local_queue_pending_workloads": ("gauge", "Pending workloads, per LocalQueue and status (active, inadmissible)"),
     "local_queue_reserving_active_workloads": ("gauge", "Workloads holding quota, per LocalQueue"),
     "local_queue_admitted_active_workloads": ("gauge", "Admitted workloads, per LocalQueue"),
+    "local_queue_status": ("gauge", "1 for the LocalQueue's Active status (True, False, Unknown), else 0"),
+    "local_queue_unadmitted_workloads": ("gauge", "Workloads not admitted, per LocalQueue, Admitted reason and QuotaReserved reason"),
+    "local_queue_resource_reservation": ("gauge", "Quota reserved by the LocalQueue's workloads, per flavor and resource"),
+    "local_queue_resource_usage": ("gauge", "Quota used by the LocalQueue's admitted workloads, per flavor and resource"),
 }
 # Kueue's LocalQueue variants: the same observation, labelled by the workload's LocalQueue (`name`,
 # `namespace`) instead of its ClusterQueue.
@@ -276,40 +280,56 @@ def _quantity(resource: str, value: int) -> float:
     return value / 1000 if resource == "cpu" else float(value)
 
 
-def _resource_gauges(state: ClusterQueueState, reserving: list) -> list[Observation]:
-    """Kueue's cluster_queue_resource_reservation and _usage: every flavor and resource of the
-    queue's spec, reserved by every workload holding quota, used by the admitted ones."""
+def _resource_gauges(
+    state: ClusterQueueState, reserving: list, prefix: str = "cluster_queue_", owner: dict[str, str] | None = None
+) -> list[Observation]:
+    """Kueue's cluster_queue_resource_reservation and _usage (or, with a LocalQueue's `owner`
+    labels, the local_queue_ ones): every flavor and resource of the queue's spec, reserved by the
+    workloads holding quota, used by the admitted ones."""
     spec = state.view.spec if state.view else None
     if spec is None:
         return []
+    owner = owner if owner is not None else {"cohort": spec.cohort_name or "", "cluster_queue": state.name}
     reserved, used = usage(reserving), usage(reserving, admitted_only=True)
     out = []
     for rg in spec.resource_groups or ():
         for fq in rg.flavors:
             for r in fq.resources:
-                labels = {"cohort": spec.cohort_name or "", "cluster_queue": state.name, "flavor": fq.name, "resource": r.name}
-                for name, amounts in (("cluster_queue_resource_reservation", reserved), ("cluster_queue_resource_usage", used)):
+                labels = {**owner, "flavor": fq.name, "resource": r.name}
+                for name, amounts in ((prefix + "resource_reservation", reserved), (prefix + "resource_usage", used)):
                     out.append(Observation(kind="gauge", name=PREFIX + name, value=_quantity(r.name, amounts.get((fq.name, r.name), 0)),
                                            labels=labels))
     return out
 
 
 def _unadmitted(state: ClusterQueueState, reserving: list) -> list[Observation]:
-    """Kueue's unadmitted_workloads (v0.19) for the workloads the queue knows: pending ones are
-    `NoReservation` with their last pending reason as the cause (`PendingEvaluation` before the
-    first pass); reserved ones waiting for checks are `UnsatisfiedAdmissionChecks`."""
-    counts: dict[tuple[str, str], int] = {}
+    """Kueue's unadmitted_workloads (v0.19) for the workloads the queue knows, and its LocalQueue
+    variant: pending ones are `NoReservation` with their last pending reason as the cause
+    (`PendingEvaluation` before the first pass); reserved ones waiting for checks are
+    `UnsatisfiedAdmissionChecks`."""
+    counts: dict[tuple[str, str, str], int] = {}  # (LocalQueue key, reason, cause) -> workloads
     for e in state.pending:
-        key = ("NoReservation", e.notice[0] if e.notice else "PendingEvaluation")
+        key = (e.local_queue_key, "NoReservation", e.notice[0] if e.notice else "PendingEvaluation")
         counts[key] = counts.get(key, 0) + 1
     for r in reserving:
         if not r.admitted:
-            counts[("UnsatisfiedAdmissionChecks", "")] = counts.get(("UnsatisfiedAdmissionChecks", ""), 0) + 1
-    return [
+            key = (r.local_queue_key, "UnsatisfiedAdmissionChecks", "")
+            counts[key] = counts.get(key, 0) + 1
+    by_queue: dict[tuple[str, str], int] = {}
+    for (_, reason, cause), n in counts.items():
+        by_queue[(reason, cause)] = by_queue.get((reason, cause), 0) + n
+    out = [
         Observation(kind="gauge", name=PREFIX + "unadmitted_workloads", value=n,
                     labels={"cluster_queue": state.name, "reason": reason, "underlying_cause": cause})
-        for (reason, cause), n in sorted(counts.items())
+        for (reason, cause), n in sorted(by_queue.items())
     ]
+    for (lq, reason, cause), n in sorted(counts.items()):
+        namespace, name = lq.split("/", 1)
+        out.append(Observation(
+            kind="gauge", name=PREFIX + "local_queue_unadmitted_workloads", value=n,
+            labels={"name": name, "namespace": namespace, "cluster_queue": state.name, "reason": reason, "underlying_cause": cause},
+        ))
+    return out
 
 
 def _local_queue_gauges(state: ClusterQueueState, reserving: list) -> list[Observation]:
@@ -321,6 +341,12 @@ def _local_queue_gauges(state: ClusterQueueState, reserving: list) -> list[Obser
         pending = [e for e in state.pending if e.local_queue_key == key]
         inadmissible = sum(1 for e in pending if e.inadmissible)
         held = [r for r in reserving if r.local_queue_key == key]
+        active = local_queue_status(state, key).conditions[0].status
+        out += [
+            Observation(kind="gauge", name=PREFIX + "local_queue_status", value=float(s == active), labels={**labels, "active": s})
+            for s in ("True", "False", "Unknown")
+        ]
+        out += _resource_gauges(state, held, "local_queue_", labels)
         out += [
             Observation(kind="gauge", name=PREFIX + "local_queue_pending_workloads", value=len(pending) - inadmissible,
                         labels={**labels, "status": "active"}),

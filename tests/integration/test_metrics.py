@@ -223,6 +223,8 @@ async def test_two_workers_the_gauges_are_the_queues_current_figures_served_once
             assert more[("local_queue_reserving_active_workloads", lq)] == 2
             assert more[("local_queue_admitted_active_workloads", lq)] == 2
             assert more[("local_queue_pending_workloads", lq + (("status", "inadmissible"),))] == 1
+            assert more[("local_queue_status", (("active", "True"),) + lq)] == 1
+            assert more[("local_queue_resource_reservation", (("flavor", "default"),) + lq + (("resource", "cpu"),))] == 2.0
             assert figures(series, "idle")[("reserving_active_workloads", "")] == 0
             # Counters are counted where each event happened: their sum over workers is right.
             cq = {"cluster_queue": "cq"}

@@ -261,7 +261,8 @@ def test_the_resource_unadmitted_and_local_queue_gauges():
     }
     lq = (("name", "lq"), ("namespace", "default"))
     other = (("name", "other"), ("namespace", "team"))
-    assert {k: v for k, v in got.items() if k[0].startswith("local_queue_")} == {
+    gauges_of = ("local_queue_pending_workloads", "local_queue_reserving_active_workloads", "local_queue_admitted_active_workloads")
+    assert {k: v for k, v in got.items() if k[0] in gauges_of} == {
         ("local_queue_pending_workloads", lq + (("status", "active"),)): 0,
         ("local_queue_pending_workloads", lq + (("status", "inadmissible"),)): 1,
         ("local_queue_reserving_active_workloads", lq): 2,
@@ -270,6 +271,15 @@ def test_the_resource_unadmitted_and_local_queue_gauges():
         ("local_queue_pending_workloads", other + (("status", "inadmissible"),)): 0,
         ("local_queue_reserving_active_workloads", other): 0,
         ("local_queue_admitted_active_workloads", other): 0,
+    }
+    lq_res = (("flavor", "default"),) + lq + (("resource", "cpu"),)
+    assert (got[("local_queue_resource_reservation", lq_res)], got[("local_queue_resource_usage", lq_res)]) == (4.0, 2.0)
+    assert {k: v for k, v in got.items() if k[0] == "local_queue_unadmitted_workloads"} == {
+        ("local_queue_unadmitted_workloads", (("cluster_queue", "cq"),) + lq + (("reason", "NoReservation"), ("underlying_cause", "ExceedsMaxQuota"))): 1,
+        ("local_queue_unadmitted_workloads", (("cluster_queue", "cq"),) + lq + (("reason", "UnsatisfiedAdmissionChecks"), ("underlying_cause", ""))): 1,
+    }
+    assert {dict(k[1])["active"]: v for k, v in got.items() if k[0] == "local_queue_status" and dict(k[1])["name"] == "lq"} == {
+        "True": 1, "False": 0, "Unknown": 0,
     }
 
 
@@ -287,7 +297,7 @@ def test_the_exposition_gives_each_family_its_help_and_type_once_then_its_sample
         'admitflow_pending_workloads{cluster_queue="cq",status="inadmissible"} 1',
     ]
     families = {line.split()[2] for line in lines if line.startswith("# TYPE ")}
-    assert sum(line.startswith("# TYPE ") for line in lines) == len(families) == 11, "each family once"
+    assert sum(line.startswith("# TYPE ") for line in lines) == len(families) == 15, "each family once"
     assert families == {m.PREFIX + n for n, (kind, _) in m.METRICS.items() if kind == "gauge"} | {gauges.UP}
     assert lines[-3:] == [
         "# HELP admitflow_exporter_cluster_queue_up " + gauges.UP_HELP,
