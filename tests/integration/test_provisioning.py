@@ -327,3 +327,28 @@ async def test_no_podsets_of_interest_admits_without_a_request(engine):
     assert r.status.admission_checks[0].message == "the provisioning request is not needed"
     assert events(r, "ProvisioningRequestCreated") == []
     assert await requests(engine) == {}
+
+
+async def test_a_refused_start_begins_the_attempt_seconds_after_the_run_holding_its_id_ends(engine):
+    """Another run holds the attempt's workflow ID when the workload starts it (here a stand-in that
+    no worker runs; in life, the attempt's previous run, still closing after it reported its request
+    deleted, which then answers nothing): the start is refused, and the attempt begins within seconds
+    of that run ending, not at the next 5-minute probe (patched 'refused-start-probe'; the engine
+    fixture replays the history after)."""
+    from temporalio.api.enums.v1 import EventType
+
+    from admitflow import ids
+
+    af = engine.admitflow
+    stand_in = await engine.client.start_workflow("StandIn", id="provisioning/default/job/prov/1", task_queue="nobody")
+    await setup(af, cfg=config(parameters={}), group=node_group(gpus="1"))
+    await submit(af)
+
+    async def refused():
+        history = await engine.client.get_workflow_handle(ids.workload_id("default/job")).fetch_history()
+        return any(e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_FAILED for e in history.events)
+
+    await eventually(refused)
+    assert await request(engine, "job-prov-1") is None
+    await stand_in.terminate("the run holding the ID ends")
+    await has(engine, "job-prov-1", "Provisioned", "False")  # within 20 s
