@@ -177,7 +177,7 @@ class Owner:
             self.requeue = False
             for state in self.members.values():
                 cq.requeue_inadmissible(state)
-        had_heads = any(not e.inadmissible for state in self.members.values() for e in state.pending)
+        had_heads = metrics.has_workloads_to_try(self.members.values())
         results = scheduler.schedule(list(self.members.values()), workflow.now(), hold_for_preemptor, self.root)
         emit(metrics.admission_attempt(had_heads, sum(len(r.reserved) for r in results.values())))
         for name, result in results.items():

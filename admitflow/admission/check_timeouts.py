@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from admitflow.admission import conditions as cond
 from admitflow.admission import provisioning
 from admitflow.admission import workload as wl
+from admitflow.admission import checks
 from admitflow.admission.checks import Verdict
 from admitflow.admission.workload import WorkloadState
 from admitflow.api.admission_check import PendingTimeout
@@ -50,8 +51,7 @@ def deadlines(state: WorkloadState) -> dict[str, datetime]:
             length = parse_duration(timeout.duration)
         except ValueError:
             continue  # refused at apply; a state from elsewhere changes nothing
-        since = max(reserved.last_transition_time, c.last_transition_time or reserved.last_transition_time)
-        out[c.name] = since + max(length, timedelta(seconds=1))
+        out[c.name] = checks.waited_since(state, c) + max(length, timedelta(seconds=1))
     return out
 
 

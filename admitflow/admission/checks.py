@@ -215,13 +215,7 @@ def apply(state: WorkloadState, v: Verdict, now: datetime, random: float = 0.0) 
         }
     )
     state.status.admission_checks[index] = new
-    # How long it was asked: since the reservation, or since the check came if it came later.
-    reserved = cond.find(state.status.conditions, wl.QUOTA_RESERVED)
-    asked_since = (
-        max(reserved.last_transition_time, check.last_transition_time or reserved.last_transition_time)
-        if holding and check.state == "Pending" and v.state != "Pending" and reserved and reserved.last_transition_time
-        else None
-    )
+    asked_since = waited_since(state, check) if holding and check.state == "Pending" and v.state != "Pending" else None
     if v.state != check.state:
         note = f"Admission check {v.name} updated state from {check.state} to {v.state}"
         wl.record(state, "AdmissionCheckUpdated", note + (f" with message: {v.message}" if v.message else ""), now)
@@ -230,6 +224,16 @@ def apply(state: WorkloadState, v: Verdict, now: datetime, random: float = 0.0) 
     detail = reconcile(state, now) if holding else "kept until quota is reserved"
     remember(state, v, v.name, v.state, "applied", detail, now, asked_since)
     return detail
+
+
+def waited_since(state: WorkloadState, check: AdmissionCheckState) -> datetime | None:
+    """Since when a check of a workload holding quota has been waited for: the reservation, or the
+    check's own last transition if later (a check that came meanwhile, or was reset)."""
+    reserved = cond.find(state.status.conditions, wl.QUOTA_RESERVED)
+    at = reserved.last_transition_time if reserved is not None else None
+    if at is None or check.last_transition_time is None:
+        return at or check.last_transition_time
+    return max(at, check.last_transition_time)
 
 
 def _with_strategy(state: WorkloadState, check: AdmissionCheckState, v: Verdict, now: datetime, random: float) -> Verdict:

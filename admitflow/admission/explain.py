@@ -322,7 +322,7 @@ def _waiting_for_checks(seen: _Seen) -> Cause | None:
     reserved = cond.find(st.status.conditions, wl.QUOTA_RESERVED)
     at = reserved.last_transition_time if reserved is not None else None
     waits = [
-        CheckWait(name=c.name, state=c.state, message=c.message or "", since=_later(c.last_transition_time, at))
+        CheckWait(name=c.name, state=c.state, message=c.message or "", since=checks.waited_since(st, c))
         for c in st.status.admission_checks or ()
         if c.state != "Ready"
     ]
@@ -658,10 +658,6 @@ def tally(cluster_queue: str, causes: Mapping[str, Cause]) -> QueueExplanation:
 
 
 # --- words ----------------------------------------------------------------------------------------
-
-
-def _later(a: datetime | None, b: datetime | None) -> datetime | None:
-    return max(a, b) if a is not None and b is not None else (a or b)
 
 
 def _when(t: datetime) -> str:

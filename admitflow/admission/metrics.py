@@ -15,6 +15,7 @@ the catalog at scrape time and serves the answers.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Literal
 
@@ -233,6 +234,12 @@ def _verdicts(seen: Seen, now_seen: Seen, state: WorkloadState) -> list[Observat
     return out
 
 
+def has_workloads_to_try(states: Iterable[ClusterQueueState]) -> bool:
+    """Whether a scheduling pass over these queues is an admission attempt: some workload is queued
+    and not set aside as inadmissible. Asked before the pass."""
+    return any(not e.inadmissible for state in states for e in state.pending)
+
+
 def admission_attempt(had_heads: bool, reserved: int) -> list[Observation]:
     """Kueue's admission_attempts_total for one scheduling pass (a ClusterQueue's, or its cohort
     tree's for all its queues): `success` when it reserved quota for at least one workload,
@@ -247,7 +254,6 @@ def admission_attempt(had_heads: bool, reserved: int) -> list[Observation]:
 def cluster_queue_gauges(state: ClusterQueueState) -> list[Observation]:
     """Kueue's per-ClusterQueue gauges, as they stand now."""
     labels = {"cluster_queue": state.name}
-    inadmissible = sum(1 for e in state.pending if e.inadmissible)
     reserving = list(state.reservations.values())
     if state.view is None:
         status = "pending"
@@ -255,15 +261,7 @@ def cluster_queue_gauges(state: ClusterQueueState) -> list[Observation]:
         status = "terminating"
     else:
         status = "active" if active_condition(state.view)[0] else "pending"
-    out = [
-        Observation(kind="gauge", name=PREFIX + "pending_workloads", value=len(state.pending) - inadmissible,
-                    labels={**labels, "status": "active"}),
-        Observation(kind="gauge", name=PREFIX + "pending_workloads", value=inadmissible,
-                    labels={**labels, "status": "inadmissible"}),
-        Observation(kind="gauge", name=PREFIX + "reserving_active_workloads", value=len(reserving), labels=labels),
-        Observation(kind="gauge", name=PREFIX + "admitted_active_workloads", value=sum(r.admitted for r in reserving),
-                    labels=labels),
-    ]
+    out = _workload_gauges("", labels, list(state.pending), reserving)
     out += [
         Observation(kind="gauge", name=PREFIX + "cluster_queue_status", value=float(s == status),
                     labels={**labels, "status": s})
@@ -339,7 +337,6 @@ def _local_queue_gauges(state: ClusterQueueState, reserving: list) -> list[Obser
         namespace, name = key.split("/", 1)
         labels = {"name": name, "namespace": namespace}
         pending = [e for e in state.pending if e.local_queue_key == key]
-        inadmissible = sum(1 for e in pending if e.inadmissible)
         held = [r for r in reserving if r.local_queue_key == key]
         active = local_queue_status(state, key).conditions[0].status
         out += [
@@ -347,13 +344,20 @@ def _local_queue_gauges(state: ClusterQueueState, reserving: list) -> list[Obser
             for s in ("True", "False", "Unknown")
         ]
         out += _resource_gauges(state, held, "local_queue_", labels)
-        out += [
-            Observation(kind="gauge", name=PREFIX + "local_queue_pending_workloads", value=len(pending) - inadmissible,
-                        labels={**labels, "status": "active"}),
-            Observation(kind="gauge", name=PREFIX + "local_queue_pending_workloads", value=inadmissible,
-                        labels={**labels, "status": "inadmissible"}),
-            Observation(kind="gauge", name=PREFIX + "local_queue_reserving_active_workloads", value=len(held), labels=labels),
-            Observation(kind="gauge", name=PREFIX + "local_queue_admitted_active_workloads", value=sum(r.admitted for r in held),
-                        labels=labels),
-        ]
+        out += _workload_gauges("local_queue_", labels, pending, held)
     return out
+
+
+def _workload_gauges(prefix: str, labels: dict[str, str], pending: list, held: list) -> list[Observation]:
+    """Kueue's pending (active, inadmissible), reserving and admitted counts of a ClusterQueue
+    (`prefix` "") or of one of its LocalQueues ("local_queue_")."""
+    inadmissible = sum(1 for e in pending if e.inadmissible)
+    return [
+        Observation(kind="gauge", name=PREFIX + prefix + "pending_workloads", value=len(pending) - inadmissible,
+                    labels={**labels, "status": "active"}),
+        Observation(kind="gauge", name=PREFIX + prefix + "pending_workloads", value=inadmissible,
+                    labels={**labels, "status": "inadmissible"}),
+        Observation(kind="gauge", name=PREFIX + prefix + "reserving_active_workloads", value=len(held), labels=labels),
+        Observation(kind="gauge", name=PREFIX + prefix + "admitted_active_workloads", value=sum(r.admitted for r in held),
+                    labels=labels),
+    ]

@@ -335,3 +335,22 @@ def test_a_sample_line(labels, value, want):
 def test_an_admission_attempt(had_heads, reserved, want):
     got = m.admission_attempt(had_heads, reserved)
     assert [(o.name, o.labels["result"], o.value) for o in got] == ([] if want is None else [(m.PREFIX + "admission_attempts_total", want, 1)])
+
+
+def _set_aside(st: ClusterQueueState) -> ClusterQueueState:
+    for e in st.pending:
+        e.inadmissible = True
+    return st
+
+
+@pytest.mark.parametrize(
+    ("states", "want"),
+    [
+        pytest.param([state_with(view(), entry("a"))], True, id="a-queued-workload"),
+        pytest.param([ClusterQueueState(name="cq")], False, id="nothing-queued"),
+        pytest.param([_set_aside(state_with(view(), entry("big", cpu=9000)))], False, id="only-set-aside-ones"),
+        pytest.param([ClusterQueueState(name="cq"), state_with(view(), entry("a"))], True, id="one-queue-of-a-tree-has-one"),
+    ],
+)
+def test_a_pass_is_an_attempt_when_a_workload_can_be_tried(states, want):
+    assert m.has_workloads_to_try(states) is want
