@@ -52,6 +52,9 @@ ADMISSION_GATED_BY = "admission-gated-by"
 # workflow.patched: a refused start of a ProvisioningRequest attempt probes the run holding its ID
 # in seconds, not minutes (that run may have reported its end before it closed, and say no more).
 REFUSED_START_PROBE = "refused-start-probe"
+# workflow.patched: a runner whose `start_workload` failed (cut off by a server restart, say) may still
+# run the command; it is told to stop when the admission is over. Asked only when a run fails.
+STOP_LOST_RUNNER = "stop-lost-runner"
 NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), maximum_attempts=0)
 # A controller's transient errors are retried for as long as it takes, at most this far apart; the
 # attempts cost no history (only the last one is recorded). A non-retryable error comes back as a
@@ -361,7 +364,9 @@ class WorkloadWorkflow(LegacyLoop):
                 return  # stopped by this workflow: the admission is over
             self.runner = None
             # It stopped on its own: the runner died, shut down, gave up, or the run is over.
-            self.inbox.append(lc.RunnerStopped(admission=admission, error=error))
+            self.inbox.append(lc.RunnerStopped(
+                admission=admission, error=error, stop_when_over=bool(error) and workflow.patched(STOP_LOST_RUNNER),
+            ))
 
         handle.add_done_callback(done)
 

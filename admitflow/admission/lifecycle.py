@@ -159,6 +159,7 @@ class RunnerStopped(Fact):
     kind: Literal["RunnerStopped"] = "RunnerStopped"
     admission: int
     error: str = ""
+    stop_when_over: bool = False  # a run that failed is told to stop when its admission is over (patched)
 
 
 class AdmissionGatesRemoved(Fact):
@@ -469,6 +470,10 @@ def _runner_stopped(st: WorkloadState, ev: RunnerStopped, now: datetime, random:
     st.runner_running = None
     if ev.error and ev.admission == st.ticket:
         pods_ready.runner_lost(st, ev.error, now)
+        if ev.stop_when_over:
+            # A runner cut off from Temporal may still run the command (as a node's pods run on when
+            # the node loses the API server): when the admission ends, it is told to stop.
+            st.runner_lost = ev.admission
     return []
 
 
@@ -630,8 +635,8 @@ def _runner(st: WorkloadState) -> list[Any]:
         return [StartRunner(task_queue=runner, request=StartWorkload(
             workflow_id=workflow_id(st), admission=st.ticket, workload=st.workload.to_wire(), pod_sets_info=st.pod_sets_info or [],
         ))]
-    if not wanted and st.runner_running is not None:
-        st.runner_running = None
+    if not wanted and (st.runner_running is not None or st.runner_lost is not None):
+        st.runner_running = st.runner_lost = None
         return [StopRunner(task_queue=runner, request=StopWorkload(
             workflow_id=workflow_id(st), admission=st.runner_started, reason=wl.phase(st), message=wl.condition_summary(st),
         ))]

@@ -183,6 +183,9 @@ class WorkloadState(WireModel):
     runner_running: int | None = Field(
         default=None, description="The admission whose `start_workload` runs on its runner now."
     )
+    runner_lost: int | None = Field(
+        default=None, description="The admission whose `start_workload` failed (its runner may still run it): told to stop when it is over."
+    )
     probe_at: datetime | None = Field(
         default=None, description="When its ProvisioningRequest attempts' workflows are next checked for being alive."
     )

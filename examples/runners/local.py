@@ -11,7 +11,11 @@ When the engine admits the workload it runs activity `start_workload` here:
 - while it runs, the activity heartbeats; when it exits, the runner reports `finish` with its exit
   code (0: succeeded) and the activity returns;
 - on eviction the engine cancels the activity and runs `stop_workload`: the process group gets
-  SIGTERM, then SIGKILL after a grace period, and no finish is reported.
+  SIGTERM, then SIGKILL after a grace period, and no finish is reported;
+- if Temporal loses track of the activity (a server restart outlasts its heartbeat timeout), the
+  command runs on, as a node's pods run on when the node loses the API server: the engine counts
+  the pods failed (`RunnerLost`), the runner reports them ready again and, when the command exits,
+  its finish; if the admission ends first, the engine's `stop_workload` stops it.
 
 If the runner itself dies, its commands die with it (like a node going down: a small watchdog
 beside each command kills its process group when the runner's end of its stdin closes), the
@@ -31,16 +35,18 @@ import json
 import os
 import signal
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRejectedError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from admitflow import contract
 from admitflow.admission.pods_ready import PodsReadyReport
+from admitflow.admission.workload import WorkloadReport
 from admitflow.messages import FinishRequest, StartWorkload, StopWorkload
 
 TASK_QUEUE = "local"
@@ -55,7 +61,6 @@ class Run:
     process: asyncio.subprocess.Process
     admission: int
     stopped: bool = False
-    done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 # Runs the command in the process group the runner made for it, and takes the whole group down
@@ -77,7 +82,7 @@ class LocalRunner:
         self.client = client
         self.logs = logs
         self.runs: dict[str, Run] = {}  # by workflow ID
-        self.reports: set[asyncio.Future] = set()  # finish reports still being delivered
+        self.reports: set[asyncio.Future] = set()  # reports still being delivered, runs Temporal lost track of
 
     def worker(self, task_queue: str = TASK_QUEUE) -> Worker:
         # Shutting down cancels the runs at once (no grace): their commands are stopped.
@@ -119,26 +124,70 @@ class LocalRunner:
                 except TimeoutError:
                     continue
         except asyncio.CancelledError:
-            # The engine cancelled the run (the workload was evicted or deleted), or lost track of it.
-            await self._stop(run)
+            if not lost_track():
+                # The engine cancelled the run (the workload was evicted or deleted), or the runner shuts down.
+                await self._stop(run)
+                self._forget(request.workflow_id, run)
+                raise
+            # Temporal lost track of the run (a server restart outlasted the heartbeat timeout): the
+            # command runs on, as a node's pods run on when it loses the API server. The engine counts
+            # the pods failed meanwhile; it hears them ready again, then the finish, or it says stop.
+            activity.logger.warning("%s (admission %d): the run timed out on the server; the command runs on", key, request.admission)
+            self._deliver(self._outlive(handle, run, request.workflow_id))
             raise
+        self._forget(request.workflow_id, run)
+        if not run.stopped:
+            # Told even if this activity is cancelled meanwhile (a server restart can time it out): the
+            # command did end, and the admission number keeps the report from ending a later admission.
+            await asyncio.shield(self._deliver(self._finish(handle, run)))
+
+    async def _outlive(self, handle, run: Run, workflow_id: str) -> None:
+        try:
+            if await self._heard_lost(handle):
+                await self._report(handle, contract.SET_PODS_READY, PodsReadyReport(ready=True, admission=run.admission))
+            await run.process.wait()
         finally:
-            run.done.set()
-            if self.runs.get(request.workflow_id) is run:
-                del self.runs[request.workflow_id]
-        if run.stopped:
-            return
-        code = process.returncode
-        finish = FinishRequest(
+            self._forget(workflow_id, run)
+        if not run.stopped:
+            await self._finish(handle, run)
+
+    async def _heard_lost(self, handle) -> bool:
+        """Wait until the engine has taken the lost run's pods for failed (PodsReady is not True),
+        so that the ready report comes after it: a signal and the activity's timeout in one workflow
+        task are applied signal first. False if the workload is no longer admitted, or after
+        REPORT_PATIENCE."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + REPORT_PATIENCE
+        while loop.time() < give_up:
+            try:
+                report = await handle.query(contract.WORKLOAD_QUERY, result_type=WorkloadReport, rpc_timeout=timedelta(seconds=10))
+            except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError) as err:
+                activity.logger.warning("workload %s does not answer (%s); asking again", handle.id, err)
+            else:
+                if report.status.has_condition("Finished") or not report.status.has_condition("Admitted"):
+                    return False
+                if not report.status.has_condition("PodsReady"):
+                    return True
+            await asyncio.sleep(HEARTBEAT_EVERY)
+        return False
+
+    async def _finish(self, handle, run: Run) -> None:
+        code = run.process.returncode
+        await self._report(handle, contract.FINISH, FinishRequest(
             succeeded=code == 0, message=f"command exited with code {code}" if code else "command succeeded",
-            admission=request.admission,
-        )
-        # Told even if this activity is cancelled meanwhile (a server restart can time it out): the
-        # command did end, and the admission number keeps the report from ending a later admission.
-        report = asyncio.ensure_future(self._report(handle, contract.FINISH, finish))
-        self.reports.add(report)
-        report.add_done_callback(self.reports.discard)
-        await asyncio.shield(report)
+            admission=run.admission,
+        ))
+
+    def _deliver(self, report) -> asyncio.Future:
+        """Run a report on its own, beyond the activity that started it (kept until it is done)."""
+        task = asyncio.ensure_future(report)
+        self.reports.add(task)
+        task.add_done_callback(self.reports.discard)
+        return task
+
+    def _forget(self, workflow_id: str, run: Run) -> None:
+        if self.runs.get(workflow_id) is run:
+            del self.runs[workflow_id]
 
     @activity.defn(name=contract.STOP_WORKLOAD)
     async def stop_workload(self, request: StopWorkload) -> None:
@@ -189,6 +238,15 @@ class LocalRunner:
                 pass
             await asyncio.sleep(delay)
             delay = min(delay * 2, 10.0)
+
+
+def lost_track() -> bool:
+    """Whether this activity was cancelled because Temporal lost track of it (it timed out, or the
+    server no longer knows it), not because the engine asked or the worker shuts down."""
+    details = activity.cancellation_details()
+    return details is not None and (details.timed_out or details.not_found) and not (
+        details.cancel_requested or details.worker_shutdown
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

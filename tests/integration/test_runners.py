@@ -5,6 +5,7 @@ workload times out and is requeued, and a new runner runs it again."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -179,11 +180,11 @@ async def test_a_report_waits_out_a_server_restart(tmp_path):
         server.stop()
 
 
-async def test_a_finish_told_while_the_server_restarts_finishes_its_admission(tmp_path):
-    """The server is down for longer than the runner's heartbeat timeout while the command ends:
-    the engine hears `RunnerLost` when it is back, and the runner's finish, tried again through the
-    restart and carrying its admission, still finishes the workload (the fault test saw it lost
-    when the timeout cancelled the report)."""
+@contextlib.asynccontextmanager
+async def restarted_while_running(tmp_path, command: str):
+    """A dev server of its own, the engine and the local runner; a workload runs `command` and is
+    ready; then the server is down for 15 s, longer than the runner's heartbeat timeout (10 s).
+    Yields (client, AdmitflowClient) with the server back and both workers still running."""
     from temporalio.client import Client
 
     from admitflow.client import AdmitflowClient
@@ -201,7 +202,7 @@ async def test_a_finish_told_while_the_server_restarts_finishes_its_admission(tm
         lq = local_queue_manifest()
         lq["metadata"]["annotations"] = {"admitflow.io/runner": "local"}
         async with build_worker(client, "admitflow"), local_runner(client, tmp_path / "runs"):
-            await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), lq, command_workload("job", "sleep 4")))
+            await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), lq, command_workload("job", command)))
 
             async def ready():
                 report = await af.workload("default/job")
@@ -209,16 +210,65 @@ async def test_a_finish_told_while_the_server_restarts_finishes_its_admission(tm
 
             await eventually(ready, timeout=30)
             server.stop()
-            await asyncio.sleep(15)  # the command ends meanwhile; the heartbeat timeout (10 s) passes
+            await asyncio.sleep(15)
             await server.start()
+            yield client, af
+    finally:
+        server.stop()
 
-            async def finished():
-                report = await af.workload("default/job", missing_ok=True)
-                return report is None or report.status.has_condition("Finished")
 
-            await eventually(finished, timeout=60)
+async def finished(af) -> bool:
+    report = await af.workload("default/job", missing_ok=True)
+    return report is None or report.status.has_condition("Finished")
+
+
+async def test_a_finish_told_while_the_server_restarts_finishes_its_admission(tmp_path):
+    """The command ends while the server is down for longer than the runner's heartbeat timeout:
+    the engine hears `RunnerLost` when it is back, and the runner's finish, tried again through the
+    restart and carrying its admission, still finishes the workload (the fault test saw it lost
+    when the timeout cancelled the report)."""
+    async with restarted_while_running(tmp_path, "sleep 4") as (client, af):
+        await eventually(lambda: finished(af), timeout=60)
         final = await client.get_workflow_handle(ids.workload_id("default/job")).result()
         conditions = {c["type"]: c for c in final["status"]["conditions"]}
         assert (conditions["Finished"]["reason"], conditions["Finished"]["message"]) == ("Succeeded", "command succeeded")
-    finally:
-        server.stop()
+
+
+async def test_a_command_that_outlives_a_server_restart_still_finishes_its_admission(tmp_path):
+    """The command runs on through a restart longer than the runner's heartbeat timeout: Temporal
+    loses track of the run, and the engine hears `RunnerLost`. The runner used to stop the command,
+    and the workload waited for its recovery timeout (the chaos test saw it); now the command runs
+    on, the runner reports its pods ready again once the engine has taken them for failed, then its
+    finish, which ends the admission."""
+    from temporalio.api.enums.v1 import EventType
+
+    async with restarted_while_running(tmp_path, "sleep 30") as (client, af):
+        await eventually(lambda: finished(af), timeout=90)
+        handle = client.get_workflow_handle(ids.workload_id("default/job"))
+        final = await handle.result()
+        history = await handle.fetch_history()
+    conditions = {c["type"]: c for c in final["status"]["conditions"]}
+    assert (conditions["Finished"]["reason"], conditions["Finished"]["message"]) == ("Succeeded", "command succeeded")
+    assert conditions["PodsReady"]["reason"] == "Recovered", conditions["PodsReady"]
+    timed_out = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT]
+    assert len(timed_out) == 1, "Temporal lost track of the run"
+
+
+async def test_a_command_that_outlives_a_server_restart_stops_when_its_admission_ends(tmp_path):
+    """The run Temporal lost track of goes on, but it is not forgotten: when its admission ends
+    (here the workload is deactivated), the engine sends `stop_workload`, and the command stops.
+    Before, a lost run got no stop: the command would have run on beside the next admission's."""
+    async with restarted_while_running(tmp_path, "sleep 117") as (client, af):
+        async def recovered():
+            report = await af.workload("default/job")
+            found = report.status.condition("PodsReady")
+            return found is not None and found.reason == "Recovered"
+
+        await eventually(recovered, timeout=60)
+        assert processes_running("sleep 117"), "the command runs on"
+        await af.deactivate("default/job")
+
+        async def stopped():
+            return not processes_running("sleep 117")
+
+        await eventually(stopped, timeout=30)

@@ -402,3 +402,26 @@ def test_a_runners_report_about_another_admission_is_ignored(admission, finished
     assert wl.is_finished(w.state) == finished
     stale = [e.message for e in w.state.events if e.reason == lc.STALE_REPORT]
     assert stale == ([] if finished else ["finish about admission 2 ignored: the workload is at admission 1"])
+
+
+@pytest.mark.parametrize(
+    ("error", "patched", "stopped"),
+    [
+        pytest.param("", True, [], id="a-run-that-returned-is-not-stopped-again"),
+        pytest.param("heartbeat timeout", True, [1], id="a-lost-run-is-stopped-when-its-admission-ends"),
+        pytest.param("heartbeat timeout", False, [], id="a-history-from-before-the-patch-sends-no-stop"),
+    ],
+)
+def test_a_run_the_runner_lost_is_told_to_stop_when_its_admission_ends(error, patched, stopped):
+    """A runner cut off from Temporal (its `start_workload` timed out) may still run the command,
+    as a node's pods run on when it loses the API server: evicting the workload tells it to stop."""
+    w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
+    started = w.reserve()
+    assert [c.request.admission for c in started if isinstance(c, lc.StartRunner)] == [1]
+    w.batch(lc.RunnerStopped(admission=1, error=error, stop_when_over=patched))
+    out = w.batch(lc.QueueNoticed(signal="evicted", payload={
+        "key": "default/job", "uid": "uid-1", "ticket": 1, "kind": "evicted", "reason": "Preempted", "message": "p",
+    }))
+    assert w.phase() != "Admitted"
+    assert [c.request.admission for c in out if isinstance(c, lc.StopRunner)] == stopped
+    assert [c for c in w.batch(lc.Settle()) if isinstance(c, lc.StopRunner)] == [], "told once"

@@ -280,6 +280,7 @@ class LifecycleModel(RuleBasedStateMachine):
         self.enqueuing: int | None = None
         self.controllers: dict[str, int] = {}
         self.runner: int | None = None
+        self.lost: int | None = None  # the admission whose run failed: its runner may still run it
         self.children: set[str] = set()
         # What the invariants remember.
         self.asked: dict[tuple[str, int], int] = {}  # (check, attempt) -> the ticket of its reservation
@@ -519,7 +520,10 @@ class LifecycleModel(RuleBasedStateMachine):
                 self.fail(3, f"runner started for admission {c.request.admission} while admission {self.runner} runs")
             self.runner = c.request.admission
         elif isinstance(c, lc.StopRunner):
-            self.runner = None
+            if c.request.admission not in (self.runner, self.lost):
+                self.fail(3, f"runner told to stop admission {c.request.admission}, which neither runs ({self.runner}) "
+                             f"nor was lost ({self.lost})")
+            self.runner = self.lost = None
         elif isinstance(c, lc.StartProvisioning):
             self.children.add(c.plan.attempt.workflow_id)
         elif isinstance(c, lc.TellProvisioning):
@@ -552,6 +556,9 @@ class LifecycleModel(RuleBasedStateMachine):
             self.fail(3, f"controllers asked {self.controllers}, the state says {s.asking}")
         if self.runner != s.runner_running:
             self.fail(3, f"runner running {self.runner}, the state says {s.runner_running}")
+        if self.lost is not None and not (wl.is_admitted(s) and holds(s) and not wl.is_finished(s) and not s.deleted):
+            self.fail(3, f"the run of admission {self.lost} was lost and its admission is over ({wl.phase(s)}), "
+                         f"and its runner was not told to stop")
         # 8. the gates keep it out of its queue, and say so
         if ag.holds_back(s):
             if held or s.holder is not None or s.queued or s.enqueuing is not None or holds(s):
@@ -648,7 +655,9 @@ class LifecycleModel(RuleBasedStateMachine):
             if self.runner is None:
                 return []
             admission, self.runner = self.runner, None
-            return [lc.RunnerStopped(admission=admission, error=args[0])]
+            if args[0] and admission == s.ticket:
+                self.lost = admission
+            return [lc.RunnerStopped(admission=admission, error=args[0], stop_when_over=bool(args[0]))]
         if kind == "ungate":
             left = ag.gates(s.workload)
             payload = {
@@ -678,7 +687,7 @@ class LifecycleModel(RuleBasedStateMachine):
         if kind == "stale-runner":
             if self.runner == s.ticket + args[0]:
                 return []
-            return [lc.RunnerStopped(admission=max(0, s.ticket + args[0]), error="heartbeat timeout")]
+            return [lc.RunnerStopped(admission=max(0, s.ticket + args[0]), error="heartbeat timeout", stop_when_over=True)]
         if kind == "stale-enqueue":
             if s.enqueuing == s.ticket + args[0]:
                 return []
