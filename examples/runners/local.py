@@ -12,10 +12,11 @@ When the engine admits the workload it runs activity `start_workload` here:
   code (0: succeeded) and the activity returns;
 - on eviction the engine cancels the activity and runs `stop_workload`: the process group gets
   SIGTERM, then SIGKILL after a grace period, and no finish is reported;
-- if Temporal loses track of the activity (a server restart outlasts its heartbeat timeout), the
-  command runs on, as a node's pods run on when the node loses the API server: the engine counts
-  the pods failed (`RunnerLost`), the runner reports them ready again and, when the command exits,
-  its finish; if the admission ends first, the engine's `stop_workload` stops it.
+- if the activity is cut off from Temporal (a server restart outlasts its heartbeat timeout) and
+  its workflow still runs, the command runs on, as a node's pods run on when the node loses the
+  API server: the engine counts the pods failed (`RunnerLost`), the runner reports them ready
+  again and, when the command exits, its finish; if the admission ends first, the engine's
+  `stop_workload` stops it. If its workflow has ended, the command is stopped.
 
 If the runner itself dies, its commands die with it (like a node going down: a small watchdog
 beside each command kills its process group when the runner's end of its stdin closes), the
@@ -40,7 +41,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRejectedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError, WorkflowQueryRejectedError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
@@ -124,16 +125,16 @@ class LocalRunner:
                 except TimeoutError:
                     continue
         except asyncio.CancelledError:
-            if not lost_track():
+            if not cut_off():
                 # The engine cancelled the run (the workload was evicted or deleted), or the runner shuts down.
                 await self._stop(run)
                 self._forget(request.workflow_id, run)
                 raise
-            # Temporal lost track of the run (a server restart outlasted the heartbeat timeout): the
-            # command runs on, as a node's pods run on when it loses the API server. The engine counts
-            # the pods failed meanwhile; it hears them ready again, then the finish, or it says stop.
-            activity.logger.warning("%s (admission %d): the run timed out on the server; the command runs on", key, request.admission)
-            self._deliver(self._outlive(handle, run, request.workflow_id))
+            # Cut off from Temporal: unless its workflow has ended, the command runs on, as a node's pods
+            # run on when it loses the API server. The engine counts the pods failed meanwhile; it hears
+            # them ready again, then the finish, or it says stop.
+            activity.logger.warning("%s (admission %d): the run was cut off from Temporal", key, request.admission)
+            self._deliver(self._outlive(handle, run, request.workflow_id, activity.info().workflow_run_id))
             raise
         self._forget(request.workflow_id, run)
         if not run.stopped:
@@ -141,8 +142,12 @@ class LocalRunner:
             # command did end, and the admission number keeps the report from ending a later admission.
             await asyncio.shield(self._deliver(self._finish(handle, run)))
 
-    async def _outlive(self, handle, run: Run, workflow_id: str) -> None:
+    async def _outlive(self, handle, run: Run, workflow_id: str, run_id: str | None) -> None:
         try:
+            if not await self._still_runs(self.client.get_workflow_handle(workflow_id, run_id=run_id)):
+                await self._stop(run)  # its workflow ended (finished, deleted, terminated): nobody waits
+                return
+            activity.logger.warning("%s (admission %d): its workflow runs on, and so does the command", workflow_id, run.admission)
             if await self._heard_lost(handle):
                 await self._report(handle, contract.SET_PODS_READY, PodsReadyReport(ready=True, admission=run.admission))
             await run.process.wait()
@@ -150,6 +155,22 @@ class LocalRunner:
             self._forget(workflow_id, run)
         if not run.stopped:
             await self._finish(handle, run)
+
+    async def _still_runs(self, handle) -> bool:
+        """Whether the workflow run that started the activity still runs; asked again while the
+        server cannot be reached, for up to REPORT_PATIENCE (then taken as running: the engine's
+        `stop_workload` still ends the command, and a finish nobody takes is dropped)."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + REPORT_PATIENCE
+        while True:
+            try:
+                return (await handle.describe(rpc_timeout=timedelta(seconds=10))).status == WorkflowExecutionStatus.RUNNING
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND:
+                    return False
+                if err.status not in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED) or loop.time() > give_up:
+                    return True
+            await asyncio.sleep(HEARTBEAT_EVERY)
 
     async def _heard_lost(self, handle) -> bool:
         """Wait until the engine has taken the lost run's pods for failed (PodsReady is not True),
@@ -240,9 +261,11 @@ class LocalRunner:
             delay = min(delay * 2, 10.0)
 
 
-def lost_track() -> bool:
-    """Whether this activity was cancelled because Temporal lost track of it (it timed out, or the
-    server no longer knows it), not because the engine asked or the worker shuts down."""
+def cut_off() -> bool:
+    """Whether this activity was cancelled because it timed out or the server no longer knows it,
+    not because the engine asked or the worker shuts down. Either happens when a server restart
+    outlasts the heartbeat timeout (which flags come first is a race), and the second also when
+    its workflow has ended: `LocalRunner._outlive` asks which."""
     details = activity.cancellation_details()
     return details is not None and (details.timed_out or details.not_found) and not (
         details.cancel_requested or details.worker_shutdown
