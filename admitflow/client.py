@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -242,19 +242,26 @@ class AdmitflowClient:
             values = await self.priority_class_values(catalog_items)
         checked = await asyncio.gather(*(self._existing_workload(m, values) for m in workload_items))
         removals = _gate_removals(workload_items, [report for _, report in checked])
+        changes = {
+            w.key: priority.PriorityChange(priority=w.spec.priority or 0, priority_class_ref=w.spec.priority_class_ref)
+            for w, report in checked if report is not None and priority.priority_only(report.spec, w.spec)
+        }
+        configured = {*removals, *changes}
         outcomes: list[Outcome] = []
         if catalog_items:
             outcomes.extend(await self._apply_catalog(catalog_items, dry_run, timeout))
         if dry_run is not None:
-            return _configured(outcomes + [await self.submit(w, report, dry_run=True) for w, report in checked], removals)
+            return _configured(outcomes + [await self.submit(w, report, dry_run=True) for w, report in checked], configured)
         routes = await self.routes() if workload_items else {}
         checks = await self.admission_checks_by_queue() if workload_items else {}
         for w, report in checked:
             cq = routes.get(_lq_key(w))
             outcomes.append(await self.submit(w, report, cq, checks.get(cq or "", [])))
+        for key, change in changes.items():
+            await self.set_priority(key, change)
         for key, gates in removals.items():
             await self.ungate(key, gates)
-        return _configured(outcomes, removals)
+        return _configured(outcomes, configured)
 
     async def priority_class_values(self, applied: Sequence[LoadedManifest] = ()) -> dict[str, int]:
         """WorkloadPriorityClass name -> value: the catalog's, and over them those `applied` in the
@@ -357,11 +364,12 @@ class AdmitflowClient:
         except priority.PriorityError as err:
             raise AdmitflowError(f"{where}: {err}") from None
         if report is not None and report.spec.to_wire() != spec.to_wire():
-            reserved = report.status.has_condition("QuotaReserved")
-            refusal = priority.change_refusal(report.spec, spec, reserved)
-            raise AdmitflowError(
-                f"{where}: {refusal or 'spec: Forbidden: the spec of a submitted workload is immutable; delete it and apply again'}"
-            )
+            if not priority.priority_only(report.spec, spec):
+                raise AdmitflowError(f"{where}: spec: Forbidden: the spec of a submitted workload is immutable but "
+                                     "for its priority; delete it and apply again")
+            refusal = priority.change_refusal(report.spec, spec, report.status.has_condition("QuotaReserved"))
+            if refusal is not None:
+                raise AdmitflowError(f"{where}: {refusal}")
         return wl.model_copy(update={"spec": spec}), report
 
     async def submit(
@@ -989,6 +997,17 @@ class AdmitflowClient:
         )
         return left.gates
 
+    async def set_priority(self, key: str, change: priority.PriorityChange) -> priority.PriorityChange:
+        """Change a submitted workload's priority (and the class it comes from) through its update;
+        returns what it has then. A change Kueue refuses (while quota is reserved) is one line."""
+        got = await self._workload_update(key, contract.APPLY_PRIORITY, change, priority.PriorityChange, "the priority may not have changed")
+        if (got.priority, got.priority_class_ref) != (change.priority, change.priority_class_ref):
+            raise AdmitflowError(
+                f'workloads "{key}": its workflow did not take the priority change (it runs a history from before '
+                "admitflow changed priorities); delete the workload and apply it again"
+            )
+        return got
+
     async def _workload_update(self, key: str, update: str, arg: Any, result_type: type[T], unsure: str) -> T:
         """Run one of the workload's updates. A workflow that cannot answer is named before anything
         is sent; a refusal is one line; an update that timed out says `unsure` and why."""
@@ -1236,10 +1255,12 @@ def _gate_removals(items: Sequence[LoadedManifest], existing: Sequence[WorkloadR
     return out
 
 
-def _configured(outcomes: list[Outcome], removals: dict[str, list[str]]) -> list[Outcome]:
-    """A running workload whose manifest removed admission gates was `configured`, not `unchanged`."""
+def _configured(outcomes: list[Outcome], changed: Iterable[str]) -> list[Outcome]:
+    """A running workload whose manifest removed admission gates or changed its priority was
+    `configured`, not `unchanged`."""
+    keys = set(changed)
     return [
-        o.model_copy(update={"action": "configured"}) if o.kind == "Workload" and o.key in removals and o.action == "unchanged" else o
+        o.model_copy(update={"action": "configured"}) if o.kind == "Workload" and o.key in keys and o.action == "unchanged" else o
         for o in outcomes
     ]
 

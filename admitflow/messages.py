@@ -145,6 +145,12 @@ class Admitted(ReleaseRequest):
     """A workload passed its admission checks: its reservation counts as admitted."""
 
 
+class Reprioritize(ReleaseRequest):
+    """A workload's priority changed: its queue entry, or its reservation, takes the new one."""
+
+    priority: int
+
+
 class ForceRelease(WireModel):
     """An operator gives back what a workload holds in the ClusterQueue (its quota or its place)
     without its workflow, whose task fails (`admitflow release workload`); answered with

@@ -81,6 +81,10 @@ class ClusterQueueWorkflow:
     def admitted(self, *payload: Any) -> None:
         self._take(contract.ADMITTED, payload)
 
+    @workflow.signal(name=contract.REPRIORITIZE)
+    def reprioritize(self, *payload: Any) -> None:
+        self._take(contract.REPRIORITIZE, payload)
+
     @workflow.signal(name=contract.CLUSTER_QUEUE_GATE_ANSWER)
     def pods_ready_gate(self, *payload: Any) -> None:
         self._take(contract.CLUSTER_QUEUE_GATE_ANSWER, payload)

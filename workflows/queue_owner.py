@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         GateUse,
         PendingWorkload,
         ReleaseRequest,
+        Reprioritize,
         ReservingWorkload,
         StatusQuery,
     )
@@ -65,10 +66,11 @@ MESSAGE_TYPES: dict[str, type[WireModel]] = {
     contract.ENQUEUE: QueueEntry,
     contract.RELEASE: ReleaseRequest,
     contract.ADMITTED: Admitted,
+    contract.REPRIORITIZE: Reprioritize,
     contract.CLUSTER_QUEUE_GATE_ANSWER: GateAnswer,
     contract.FORGET: Forget,
 }
-QueueMessage = ClusterQueueView | QueueEntry | ReleaseRequest | Admitted | GateAnswer | Forget
+QueueMessage = ClusterQueueView | QueueEntry | ReleaseRequest | Admitted | Reprioritize | GateAnswer | Forget
 
 
 def signal_of(m: QueueMessage) -> str:
@@ -114,6 +116,9 @@ class Owner:
         elif isinstance(m, Admitted):
             cq.mark_admitted(state, m.key, m.uid, m.ticket)
             return  # usage for the scheduler is unchanged
+        elif isinstance(m, Reprioritize):
+            if not cq.reprioritize(state, m.key, m.uid, m.ticket, m.priority):
+                return
         elif isinstance(m, GateAnswer):
             cq.gate_answer(state, m.granted)
         elif isinstance(m, Forget):

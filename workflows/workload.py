@@ -24,7 +24,7 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from admitflow import contract
     from admitflow import search_attributes as sa
-    from admitflow.admission import admission_gates, checks, explain
+    from admitflow.admission import admission_gates, checks, explain, priority
     from admitflow.admission import lifecycle as lc
     from admitflow.admission import metrics
     from admitflow.admission import workload as wl
@@ -168,6 +168,22 @@ class WorkloadWorkflow(LegacyLoop):
             admission_gates.validate(self.state, admission_gates.parse(_one(payload)))
         except admission_gates.GateError as err:
             raise ApplicationError(str(err), type="InvalidAdmissionGateRemoval", non_retryable=True) from None
+
+    @workflow.update(name=contract.APPLY_PRIORITY)
+    async def apply_priority(self, *payload: Any) -> priority.PriorityChange:
+        """A change of its priority (`admitflow apply`), answered with the priority it has then."""
+        self.inbox.append(lc.PriorityChangeRequested(payload=_one(payload)))
+        mine = self.taken + len(self.inbox)
+        await workflow.wait_condition(lambda: self.handled >= mine)
+        spec = self.state.workload.spec
+        return priority.PriorityChange(priority=spec.priority or 0, priority_class_ref=spec.priority_class_ref)
+
+    @apply_priority.validator
+    def _validate_priority(self, *payload: Any) -> None:
+        try:
+            priority.validate(self.state, priority.parse(_one(payload)))
+        except priority.PriorityError as err:
+            raise ApplicationError(str(err), type="InvalidPriorityChange", non_retryable=True) from None
 
     @workflow.signal(name=contract.PROVISIONING_REQUEST_UPDATED)
     def provisioning_request_updated(self, *payload: Any) -> None:

@@ -22,17 +22,17 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from admitflow.admission import conditions as cond
 from admitflow.admission import workload as wl
-from admitflow.admission.checks import WrongArguments
+from admitflow.admission.checks import parse_payload
 from admitflow.admission.workload import WorkloadState
 from admitflow.api import Workload
 from admitflow.api import field_error as fe
 from admitflow.api.field_error import FieldError
 from admitflow.api.names import dns1123_subdomain_errors, regex_error
-from admitflow.wire import Undecodable, WireModel, first_error
+from admitflow.wire import WireModel
 
 ANNOTATION = "kueue.x-k8s.io/admission-gated-by"
 PATH = f"metadata.annotations[{ANNOTATION}]"
@@ -151,14 +151,7 @@ def removed_by_update(old: str | None, new: str | None) -> list[str]:
 
 def parse(payload: Any) -> GateRemoval:
     """The removal in a signal or update payload, or a GateError saying what is wrong with it."""
-    if isinstance(payload, WrongArguments):
-        raise GateError(f"invalid admission gate removal: expected one payload, got {payload.count} arguments")
-    if isinstance(payload, Undecodable):
-        raise GateError(f"invalid admission gate removal: {payload.reason}")
-    try:
-        removal = GateRemoval.model_validate(payload)
-    except ValidationError as err:
-        raise GateError(f"invalid admission gate removal: {first_error(err, 'removal')}") from None
+    removal = parse_payload(payload, GateRemoval, "admission gate removal", "removal", GateError)
     if removal.all and removal.gates:
         raise GateError("invalid admission gate removal: give either gates or all, not both")
     if not removal.all and not removal.gates:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import Field, ValidationError
 
@@ -78,22 +78,31 @@ class CheckRequest(WireModel):
     workflow_id: str = Field(description="Where verdicts go: signal or update this workflow.")
 
 
+M = TypeVar("M", bound=WireModel)
+
+
 class WrongArguments(WireModel):
     """A message sent with no argument or several, where one payload was expected."""
 
     count: int
 
 
+def parse_payload(payload: Any, model: type[M], what: str, field: str, error: type[Exception]) -> M:
+    """The one payload of a signal or an update as `model`, or `error` saying in one line what is
+    wrong with it (`invalid <what>: ...`, a field named from `field`)."""
+    if isinstance(payload, WrongArguments):
+        raise error(f"invalid {what}: expected one payload, got {payload.count} arguments")
+    if isinstance(payload, Undecodable):
+        raise error(f"invalid {what}: {payload.reason}")
+    try:
+        return model.model_validate(payload)
+    except ValidationError as err:
+        raise error(f"invalid {what}: {first_error(err, field)}") from None
+
+
 def parse(payload: Any) -> Verdict:
     """The verdict in a signal or update payload, or a VerdictError saying what is wrong with it."""
-    if isinstance(payload, WrongArguments):
-        raise VerdictError(f"invalid verdict: expected one payload, got {payload.count} arguments")
-    if isinstance(payload, Undecodable):
-        raise VerdictError(f"invalid verdict: {payload.reason}")
-    try:
-        return Verdict.model_validate(payload)
-    except ValidationError as err:
-        raise VerdictError(f"invalid verdict: {first_error(err, 'verdict')}") from None
+    return parse_payload(payload, Verdict, "verdict", "verdict", VerdictError)
 
 
 def attempt_of(check: AdmissionCheckState) -> int:

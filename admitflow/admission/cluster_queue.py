@@ -464,6 +464,26 @@ def mark_admitted(state: ClusterQueueState, key: str, uid: str, ticket: int) -> 
     return True
 
 
+def reprioritize(state: ClusterQueueState, key: str, uid: str, ticket: int, priority: int) -> bool:
+    """The workload's priority changed. Its queue entry moves to its new place and leaves the
+    inadmissible set (Kueue's queue takes a changed spec back into the active heap); a reservation
+    takes the new priority, which preemption compares, and what was set aside is tried again (as
+    Kueue requeues the inadmissible workloads when an admitted one changes). Returns whether
+    anything changed."""
+    held = state.reservations.get(key)
+    if held is not None and held.uid == uid and held.ticket == ticket:
+        if held.priority == priority:
+            return False
+        held.priority = priority
+        requeue_inadmissible(state)  # what could not preempt it may now
+        return True
+    queued = state.pending.get(key)
+    if queued is None or queued.uid != uid or queued.ticket != ticket or queued.priority == priority:
+        return False
+    state.pending.add(queued.model_copy(update={"priority": priority, "inadmissible": False}))
+    return True
+
+
 def checks_info(view: ClusterQueueView, checks: Iterable[str]) -> dict[str, AdmissionCheckInfo]:
     return {n: view.admission_checks[n] for n in checks if n in view.admission_checks}
 

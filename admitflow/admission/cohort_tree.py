@@ -43,6 +43,7 @@ FORWARDED_SIGNALS = (
     contract.ENQUEUE,
     contract.RELEASE,
     contract.ADMITTED,
+    contract.REPRIORITIZE,
     contract.CLUSTER_QUEUE_GATE_ANSWER,
 )
 
@@ -51,7 +52,7 @@ class Forwarded(WireModel):
     """A message for `cluster_queue`, passed between its home and its tree unchanged."""
 
     cluster_queue: str
-    signal: str = Field(description="The signal it arrived as: one of set_view, enqueue, release, admitted, pods_ready_gate.")
+    signal: str = Field(description="The signal it arrived as: one of FORWARDED_SIGNALS.")
     payload: Any = None
 
 

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, ValidationError
 
 from admitflow import ids
-from admitflow.admission import admission_gates, check_timeouts, checks, pod_set_updates, pods_ready, provisioning, retention
+from admitflow.admission import admission_gates, check_timeouts, checks, pod_set_updates, pods_ready, priority, provisioning, retention
 from admitflow.admission import conditions as cond
 from admitflow.admission import workload as wl
 from admitflow.admission.catalog import QueueResolution
@@ -43,6 +43,7 @@ from admitflow.messages import (
     GateSettled,
     ProvisioningUpdate,
     ReleaseRequest,
+    Reprioritize,
     StartWorkload,
     StopWorkload,
 )
@@ -169,6 +170,13 @@ class AdmissionGatesRemoved(Fact):
     payload: Any = None
 
 
+class PriorityChangeRequested(Fact):
+    """`apply_priority` (update), as sent."""
+
+    kind: Literal["PriorityChangeRequested"] = "PriorityChangeRequested"
+    payload: Any = None
+
+
 class Deactivated(Fact):
     kind: Literal["Deactivated"] = "Deactivated"
     payload: Any = None
@@ -209,7 +217,7 @@ Event = Annotated[
     Union[
         Started, QueueNoticed, QueueAppeared, EnqueueResolved, VerdictReceived, ControllerAnswered,
         ProvisioningReported, ProvisioningEnded, ProvisioningStartRefused, PodsReadyReported, RunnerStopped,
-        AdmissionGatesRemoved, Deactivated, Activated, FinishRequested, DeleteRequested, TimerFired, Settle,
+        AdmissionGatesRemoved, PriorityChangeRequested, Deactivated, Activated, FinishRequested, DeleteRequested, TimerFired, Settle,
     ],
     Field(discriminator="kind"),
 ]
@@ -226,12 +234,12 @@ class Enqueue(Fact):
 
 
 class TellQueue(Fact):
-    """Signal its ClusterQueue: `release` (quota or place given back) or `admitted`."""
+    """Signal its ClusterQueue: `release` (quota or place given back), `admitted`, or `reprioritize`."""
 
     kind: Literal["TellQueue"] = "TellQueue"
-    signal: Literal["release", "admitted"]
+    signal: Literal["release", "admitted", "reprioritize"]
     cluster_queue: str
-    request: ReleaseRequest
+    request: Reprioritize | ReleaseRequest
 
 
 class AskController(Fact):
@@ -482,6 +490,13 @@ def _gates_removed(st: WorkloadState, ev: AdmissionGatesRemoved, now: datetime, 
     return []
 
 
+def _priority_changed(st: WorkloadState, ev: PriorityChangeRequested, now: datetime, random: float) -> list[Any]:
+    if not priority.receive(st, ev.payload, now) or st.holder is None:
+        return []
+    # Its ClusterQueue holds its place or its quota: the entry or the reservation takes the new priority.
+    return [_tell_queue(st, "reprioritize")]
+
+
 def _deactivated(st: WorkloadState, ev: Deactivated, now: datetime, random: float) -> list[Any]:
     if st.workload.spec.active is not False and not wl.is_finished(st) and not st.deleted:
         checks.deactivate(st, now)
@@ -618,12 +633,12 @@ def _release(st: WorkloadState) -> list[Any]:
     return [command]
 
 
-def _tell_queue(st: WorkloadState, signal: Literal["release", "admitted"]) -> TellQueue:
+def _tell_queue(st: WorkloadState, signal: Literal["release", "admitted", "reprioritize"]) -> TellQueue:
     ticket = st.holder if st.holder is not None else st.ticket
-    return TellQueue(
-        signal=signal, cluster_queue=st.holder_queue or st.cluster_queue or "",
-        request=ReleaseRequest(key=st.key, uid=st.workload.metadata.uid, ticket=ticket),
-    )
+    request = ReleaseRequest(key=st.key, uid=st.workload.metadata.uid, ticket=ticket)
+    if signal == "reprioritize":
+        request = Reprioritize(**request.model_dump(), priority=st.workload.spec.priority or 0)
+    return TellQueue(signal=signal, cluster_queue=st.holder_queue or st.cluster_queue or "", request=request)
 
 
 def _runner(st: WorkloadState) -> list[Any]:
@@ -777,6 +792,7 @@ _HANDLERS: dict[type, Any] = {
     PodsReadyReported: _pods_ready,
     RunnerStopped: _runner_stopped,
     AdmissionGatesRemoved: _gates_removed,
+    PriorityChangeRequested: _priority_changed,
     Deactivated: _deactivated,
     Activated: _activated,
     FinishRequested: _finish,

@@ -18,11 +18,14 @@ plays that part when it submits them (`resolve`):
 - no class, or a pod PriorityClass (scheduling.k8s.io, which admitflow does not hold and which
   therefore needs `priority`): nothing to resolve.
 
-A submitted workload's spec cannot be changed in admitflow yet. A change of its priority fields
-only is refused with Kueue's own words where Kueue refuses it too (the Workload CRD's rules while
-quota is reserved: the reference may not be set or removed, its group and kind stay, a pod
-PriorityClass's name stays), and otherwise says that Kueue allows the change and admitflow does
-not yet (`change_refusal`).
+A submitted workload's priority may change as Kueue allows (`change_refusal` says when it may
+not, in Kueue's words: the Workload CRD's rules while quota is reserved: the reference may not be
+set or removed, its group and kind stay, a pod PriorityClass's name stays). `admitflow apply` sends
+the change to the workload (`PriorityChange`, update `apply_priority`); the workload checks it again
+against its own state (`receive`), takes it, and tells its ClusterQueue, which reorders its entry
+(and takes it out of the inadmissible set, as Kueue's queue does for a changed spec) or, for a
+workload holding quota, the reservation's priority that preemption compares. Any other change of
+a submitted workload's spec is refused by the client.
 
 `class_name` is Kueue's `workload.PriorityClassName`: the `priority_class` label of the metrics.
 """
@@ -30,11 +33,20 @@ not yet (`change_refusal`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
 
+from pydantic import Field
+
+from admitflow.admission import workload as wl
+from admitflow.admission.checks import parse_payload
+from admitflow.admission.workload import WorkloadState
 from admitflow.api import field_error as fe
+from admitflow.api.bounds import INT32_MAX, INT32_MIN
 from admitflow.api.field_error import FieldError
-from admitflow.api.workload import WorkloadSpec
+from admitflow.api.workload import PriorityClassRef, WorkloadSpec
 from admitflow.api.workload_priority_class import GROUP, RESOURCE
+from admitflow.wire import WireModel
 
 KIND = "WorkloadPriorityClass"
 POD_PRIORITY_CLASS = ("scheduling.k8s.io", "PriorityClass")
@@ -102,23 +114,69 @@ def update_errors(old: WorkloadSpec, new: WorkloadSpec, quota_reserved: bool) ->
 
 
 def change_refusal(submitted: WorkloadSpec, wanted: WorkloadSpec, quota_reserved: bool) -> str | None:
-    """Why `wanted` may not replace the running workload's `submitted` spec when the two differ in
-    their priority fields only; None when they do not (nothing changed there, or other fields
-    changed too, which is refused as any change of a submitted workload's spec is)."""
-    fields = {"priority": submitted.priority, "priority_class_ref": submitted.priority_class_ref}
-    if wanted.model_copy(update=fields).to_wire() != submitted.to_wire():
-        return None
-    if (wanted.priority, wanted.priority_class_ref) == (submitted.priority, submitted.priority_class_ref):
+    """Why `wanted` may not replace the running workload's `submitted` spec, when the two differ in
+    their priority fields only (Kueue's words); None when the change is allowed, or when other
+    fields changed too (refused by the caller, as any change of a submitted workload's spec is)."""
+    if not priority_only(submitted, wanted):
         return None
     errors = update_errors(submitted, wanted, quota_reserved)
+    return str(errors[0]) if errors else None
+
+
+def priority_only(submitted: WorkloadSpec, wanted: WorkloadSpec) -> bool:
+    """`wanted` differs from `submitted` in `priority` or `priorityClassRef`, and in nothing else."""
+    fields = {"priority": submitted.priority, "priority_class_ref": submitted.priority_class_ref}
+    if wanted.model_copy(update=fields).to_wire() != submitted.to_wire():
+        return False
+    return (wanted.priority, wanted.priority_class_ref) != (submitted.priority, submitted.priority_class_ref)
+
+
+# --- the change, as the workload takes it ------------------------------------------------------------
+
+CHANGED = "PriorityChanged"
+REFUSED = "InvalidPriorityChange"
+
+
+class PriorityChange(WireModel):
+    """`apply_priority` (update): a submitted workload's new priority fields, resolved by `admitflow
+    apply` (a class named without `priority` has its value filled in)."""
+
+    priority: int = Field(ge=INT32_MIN, le=INT32_MAX, description="The new priority; an int32.")
+    priority_class_ref: PriorityClassRef | None = Field(default=None, description="The class it comes from, if any.")
+
+
+def parse(payload: Any) -> PriorityChange:
+    """The change in an update's payload, or a PriorityError saying what is wrong with it."""
+    return parse_payload(payload, PriorityChange, "priority change", "change", PriorityError)
+
+
+def validate(state: WorkloadState, change: PriorityChange) -> WorkloadSpec:
+    """The workload's spec with the change made, or a PriorityError: an ended workload, or a change
+    the Workload CRD refuses while quota is reserved."""
+    if wl.is_finished(state) or state.deleted:
+        raise PriorityError(f"workload {state.key} is finished; its priority no longer matters")
+    spec = state.workload.spec
+    wanted = spec.model_copy(update={"priority": change.priority, "priority_class_ref": change.priority_class_ref})
+    errors = update_errors(spec, wanted, wl.has_quota(state))
     if errors:
-        return str(errors[0])
-    what = "priority class" if wanted.priority_class_ref != submitted.priority_class_ref else "priority"
-    path = "spec.priorityClassRef" if what == "priority class" else "spec.priority"
-    return str(
-        fe.forbidden(
-            path,
-            f"Kueue allows this change of a submitted workload's {what}, admitflow does not make it yet: "
-            "delete the workload and apply it again",
-        )
-    )
+        raise PriorityError(f"workload {state.key}: {errors[0]}")
+    return wanted
+
+
+def receive(state: WorkloadState, payload: Any, now: datetime) -> bool:
+    """A change from an update: made if valid (a Normal event `PriorityChanged` says from what to
+    what), else a Warning event says why and nothing changes. Never raises. Returns whether the
+    priority or its class changed."""
+    try:
+        wanted = validate(state, parse(payload))
+    except PriorityError as err:
+        wl.record(state, REFUSED, str(err), now, "Warning")
+        return False
+    spec = state.workload.spec
+    if (wanted.priority, wanted.priority_class_ref) == (spec.priority, spec.priority_class_ref):
+        return False
+    was, to = class_name(spec), class_name(wanted)
+    classes = f" (class {was or 'none'} -> {to or 'none'})" if was != to else ""
+    wl.record(state, CHANGED, f"Priority changed from {spec.priority or 0} to {wanted.priority}{classes}", now)
+    state.workload.spec = wanted
+    return True

@@ -211,15 +211,17 @@ TABLE: list[Case] = [
          'error: <stdin>: document 2 (AdmissionCheck a): AdmissionCheck "a" is invalid: spec.controllerName: '
          'Invalid value: "elsewhere": field is immutable'),
     Case("manifest-submitted-workload-spec-changed", MANIFEST, JOB, job_changed(cpu="2"),
-         "error: <stdin>: document 1 (Workload job): spec: Forbidden: the spec of a submitted workload is immutable; "
-         "delete it and apply again"),
+         "error: <stdin>: document 1 (Workload job): spec: Forbidden: the spec of a submitted workload is immutable but "
+         "for its priority; delete it and apply again"),
     Case("manifest-workload-names-a-missing-priority-class-applies-nothing", MANIFEST, CATALOG,
          EXTRA_FLAVOR + json.dumps({**workload_manifest("ghost"), "spec": {**workload_manifest("ghost")["spec"],
                                      "priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "nope"}}}),
          'error: <stdin>: document 2 (Workload ghost): workloadpriorityclasses.kueue.x-k8s.io "nope" not found'),
-    Case("manifest-submitted-workload-priority-changed", MANIFEST, JOB, job_changed(priority=5),
-         "error: <stdin>: document 1 (Workload job): spec.priority: Forbidden: Kueue allows this change of a submitted "
-         "workload's priority, admitflow does not make it yet: delete the workload and apply it again"),
+    Case("manifest-submitted-workload-gets-a-priority-class-while-holding-quota", MANIFEST, JOB,
+         json.dumps({**workload_manifest("job"), "spec": {**workload_manifest("job", priority=5)["spec"],
+                     "priorityClassRef": {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "high"}}}),
+         'error: <stdin>: document 1 (Workload job): Invalid value: "object": priorityClassRef is immutable while '
+         "workload quota reserved"),
     # --- CLI arguments ------------------------------------------------------------------------------
     Case("cli-get-unknown-kind", CLI, CATALOG, ("get", "widgets"),
          'error: the server doesn\'t have a resource type "widgets"'),

@@ -749,8 +749,8 @@ async def test_apply_dry_run_client_and_server_change_nothing(engine):
     await run(engine, "apply", "-f", "-", stdin=workload_yaml("planned", "1", 0))
     r = await run(engine, "apply", "--dry-run=server", "-f", "-", stdin=workload_yaml("planned", "2", 0))
     assert (r.returncode, r.stderr.splitlines()) == (2, [
-        "error: <stdin>: document 1 (Workload planned): spec: Forbidden: the spec of a submitted workload is immutable; "
-        "delete it and apply again"
+        "error: <stdin>: document 1 (Workload planned): spec: Forbidden: the spec of a submitted workload is immutable but "
+        "for its priority; delete it and apply again"
     ])
     r = await run(engine, "apply", "--dry-run=server", "--wait", "-f", "-", stdin=SETUP)
     assert (r.returncode, r.stderr.strip()) == (2, "error: --wait follows what was applied, and --dry-run applies nothing: give one of them")

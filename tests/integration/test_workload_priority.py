@@ -1,7 +1,8 @@
 """WorkloadPriorityClass through the `admitflow` command on the dev server: classes in both API
-versions, workloads that name one get its value as their priority and are scheduled by it, a class
-that is not there is refused before anything is applied, and `get`, `describe` and `delete` show and
-remove classes."""
+versions, workloads that name one get its value as their priority and are scheduled by it, a
+submitted workload's priority changes as Kueue allows (its place in the queue, and preemption, follow
+it), a class that is not there is refused before anything is applied, and `get`, `describe` and
+`delete` show and remove classes."""
 
 from __future__ import annotations
 
@@ -94,19 +95,23 @@ async def test_workloads_get_their_class_value_and_are_scheduled_by_it(engine):
     r = await run(engine, "get", "workload", "high-job", "-o", "json")
     assert spec_of(r)["priority"] == 1000
 
-    # Kueue lets a workload's priority change; admitflow cannot yet, and says so in one line.
+    # Kueue lets a pending workload's priority change: high-job drops behind the others, and says so.
     r = await run(engine, "apply", "-f", "-", stdin=class_workload("high-job", "high", priority=1))
-    assert r.returncode == 2
-    assert r.stderr.splitlines() == [
-        "error: <stdin>: document 1 (Workload high-job): spec.priority: Forbidden: Kueue allows this change of a "
-        "submitted workload's priority, admitflow does not make it yet: delete the workload and apply it again"
-    ]
+    assert (r.returncode, r.stdout.strip()) == (0, "workload.kueue.x-k8s.io/default/high-job configured"), r.stderr
+    r = await until(engine, lambda r: [row.split()[2] for row in r.stdout.splitlines()[1:]] == ["plain", "low-job", "high-job"],
+                    "get", "pending-workloads", "cq")
+    r = await run(engine, "get", "workload", "high-job", "-o", "json")
+    assert spec_of(r)["priority"] == 1
+    r = await run(engine, "describe", "workload", "high-job")
+    assert "PriorityChanged" in r.stdout and "Priority changed from 1000 to 1" in r.stdout, r.stdout
+    r = await run(engine, "apply", "-f", "-", stdin=class_workload("high-job", "high", priority=1))
+    assert (r.returncode, r.stdout.strip()) == (0, "workload.kueue.x-k8s.io/default/high-job unchanged"), r.stderr
 
     r = await run(engine, "finish", "default/filler")
     assert r.returncode == 0, r.stderr
-    await until(engine, admitted, "get", "workload", "high-job", "-o", "json")
+    await until(engine, admitted, "get", "workload", "plain", "-o", "json")
     r = await run(engine, "get", "pending-workloads", "cq")
-    assert [row.split()[2] for row in r.stdout.splitlines()[1:]] == ["plain", "low-job"]
+    assert [row.split()[2] for row in r.stdout.splitlines()[1:]] == ["low-job", "high-job"]
 
     # A class goes at once (Kueue has no finalizer on it); the workloads keep their priority.
     r = await run(engine, "delete", "workloadpriorityclass", "low")
@@ -143,3 +148,32 @@ async def test_a_class_that_is_not_there_is_refused_and_nothing_is_applied(engin
     assert r.returncode == 0, r.stderr
     r = await until(engine, admitted, "get", "workload", "ghost", "-o", "json")
     assert spec_of(r)["priority"] == 1000
+
+
+PREEMPTING = SETUP.replace("  namespaceSelector: {}\n", "  namespaceSelector: {}\n  preemption: {withinClusterQueue: LowerPriority}\n")
+
+
+async def test_a_changed_priority_decides_preemption_both_ways(engine):
+    """With `withinClusterQueue: LowerPriority`, a pending workload of equal priority cannot take
+    the quota; raised above the running one it preempts it; lowered again below the one it evicted,
+    it is preempted in turn: the reservation's priority follows the change."""
+    assert "preemption:" in PREEMPTING
+    r = await run(engine, "apply", "-f", "-", stdin=PREEMPTING)
+    assert r.returncode == 0, r.stderr
+    r = await run(engine, "apply", "-f", "-", stdin=workload_yaml("first", "4", 10))
+    assert r.returncode == 0, r.stderr
+    await until(engine, admitted, "get", "workload", "first", "-o", "json")
+    r = await run(engine, "apply", "-f", "-", stdin=workload_yaml("second", "4", 10))
+    assert r.returncode == 0, r.stderr
+    await until(engine, lambda r: len(r.stdout.splitlines()) == 2, "get", "pending-workloads", "cq")
+
+    r = await run(engine, "apply", "-f", "-", stdin=workload_yaml("second", "4", 100))
+    assert (r.returncode, r.stdout.strip()) == (0, "workload.kueue.x-k8s.io/default/second configured"), r.stderr
+    await until(engine, admitted, "get", "workload", "second", "-o", "json")
+    r = await until(engine, lambda r: "Preempted" in r.stdout, "describe", "workload", "first")
+
+    r = await run(engine, "apply", "-f", "-", stdin=workload_yaml("second", "4", 1))
+    assert (r.returncode, r.stdout.strip()) == (0, "workload.kueue.x-k8s.io/default/second configured"), r.stderr
+    await until(engine, admitted, "get", "workload", "first", "-o", "json")
+    r = await run(engine, "get", "workload", "second", "-o", "json")
+    assert not admitted(r) and spec_of(r)["priority"] == 1

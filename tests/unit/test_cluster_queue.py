@@ -162,6 +162,48 @@ def test_releasing_quota_brings_back_what_was_set_aside():
     assert [r.key for r in result.reserved] == ["default/b"]
 
 
+def test_a_new_priority_moves_a_pending_workload_to_its_place():
+    st = state_with(view(), entry("low", priority=1, age=30), entry("high", priority=3), entry("mid", priority=2, age=10))
+    assert cq.reprioritize(st, "default/low", "uid-low", 1, 5) is True
+    assert [(e.key, e.priority) for e in st.pending] == [("default/low", 5), ("default/high", 3), ("default/mid", 2)]
+    assert [r.key for r in run_pass(st).reserved] == ["default/low", "default/high"]
+
+
+def test_a_new_priority_takes_a_workload_out_of_the_inadmissible_set():
+    """Kueue's queue puts a workload whose spec changed back into the active heap."""
+    st = state_with(view(), entry("big", cpu=6000, age=10), entry("small", cpu=1000))
+    run_pass(st)
+    assert st.pending.get("default/big").inadmissible
+    assert cq.reprioritize(st, "default/big", "uid-big", 1, 9) is True
+    assert not st.pending.get("default/big").inadmissible
+
+
+def test_a_new_priority_reaches_a_reservation_and_what_was_set_aside_is_tried_again():
+    """Preemption compares the priorities of the reservations."""
+    st = state_with(view(), entry("a", cpu=4000), entry("b", cpu=4000, age=-1))
+    run_pass(st)
+    assert st.pending.get("default/b").inadmissible
+    assert cq.reprioritize(st, "default/a", "uid-a", 1, -5) is True
+    assert st.reservations["default/a"].priority == -5
+    assert not st.pending.get("default/b").inadmissible
+
+
+@pytest.mark.parametrize(
+    ("key", "uid", "ticket", "new"),
+    [
+        pytest.param("default/a", "uid-a", 1, 0, id="the-same-priority"),
+        pytest.param("default/a", "uid-a", 2, 7, id="another-ticket"),
+        pytest.param("default/a", "uid-other", 1, 7, id="another-run"),
+        pytest.param("default/nobody", "uid-nobody", 1, 7, id="a-workload-it-does-not-hold"),
+    ],
+)
+def test_a_priority_change_that_is_not_about_what_the_queue_holds_changes_nothing(key, uid, ticket, new):
+    st = state_with(view(), entry("a"), entry("b", cpu=6000))
+    before = st.model_copy(deep=True)
+    assert cq.reprioritize(st, key, uid, ticket, new) is False
+    assert st == before
+
+
 @pytest.mark.parametrize(
     ("v", "lq", "want"),
     [

@@ -425,3 +425,34 @@ def test_a_run_the_runner_lost_is_told_to_stop_when_its_admission_ends(error, pa
     assert w.phase() != "Admitted"
     assert [c.request.admission for c in out if isinstance(c, lc.StopRunner)] == stopped
     assert [c for c in w.batch(lc.Settle()) if isinstance(c, lc.StopRunner)] == [], "told once"
+
+
+def _priority_told(commands: list[Any]) -> list[tuple[str, int, int]]:
+    return [(c.cluster_queue, c.request.ticket, c.request.priority) for c in commands
+            if isinstance(c, lc.TellQueue) and c.signal == "reprioritize"]
+
+
+@pytest.mark.parametrize("where", ["queued", "reserved", "inactive"])
+def test_a_new_priority_reaches_the_queue_that_holds_the_workload_and_its_next_enqueue(where):
+    """`apply_priority`: the workload's spec takes it; the ClusterQueue that holds its place or its
+    quota is told (`reprioritize`, with the ticket it holds); a later enqueue carries it."""
+    w = World()
+    if where == "reserved":
+        w.reserve()
+    if where == "inactive":
+        w.batch(lc.Deactivated())
+    out = w.batch(lc.PriorityChangeRequested(payload={"priority": 42}))
+    assert w.state.workload.spec.priority == 42
+    assert _priority_told(out) == ([] if where == "inactive" else [("cq", 1, 42)])
+    assert [e.reason for e in w.state.events][-1] == "PriorityChanged"
+    if where == "inactive":
+        enqueued = [c for c in w.batch(lc.Activated()) if isinstance(c, lc.Enqueue)]
+        assert [c.request.entry.priority for c in enqueued] == [42]
+
+
+def test_a_refused_priority_change_tells_nobody():
+    w = World()
+    w.reserve()
+    out = w.batch(lc.PriorityChangeRequested(payload={"priority": "high"}))
+    assert (_priority_told(out), w.state.workload.spec.priority) == ([], None)
+    assert w.state.events[-1].reason == "InvalidPriorityChange"

@@ -143,6 +143,10 @@ JUNK_ENDS = ["finish-junk", "finish-junk-type", "finish-args", "finish-list"]
 # reservation first.
 END_KINDS = st.sampled_from([*ENDS, *JUNK_ENDS * 4])
 GATES = ("example.com/a", "example.com/b")
+PRIORITIES = {
+    "up": {"priority": 1000}, "down": {"priority": -5}, "zero": {"priority": 0}, "junk-none": None,
+    "junk-str": {"priority": "high"}, "junk-range": {"priority": 2**31}, "junk-args": WrongArguments(count=2),
+}
 UNGATES = ["first", "second", "all", "both", "absent", "junk-none", "junk-str", "junk-both", "junk-args"]
 STALE = st.tuples(st.sampled_from(["reserved", "pending", "evicted", "dequeued", "checks"]),
                   st.sampled_from(["old-ticket", "next-ticket", "other-uid", "just-released"]))
@@ -479,6 +483,8 @@ class LifecycleModel(RuleBasedStateMachine):
             if self.held():
                 self.fail(3, f"enqueued ticket {c.request.entry.ticket} while its queue holds {self.held()}")
             self.enqueuing = c.request.entry.ticket
+            if c.request.entry.priority != (self.state.workload.spec.priority or 0):
+                self.fail(3, f"enqueued with priority {c.request.entry.priority}, its spec says {self.state.workload.spec.priority}")
         elif isinstance(c, lc.TellQueue):
             key = (c.request.uid, c.request.ticket)
             if c.request.uid != self.uid:
@@ -492,6 +498,11 @@ class LifecycleModel(RuleBasedStateMachine):
                 self.evicting.discard(key)
                 self.released.add(key)
                 self.last_released = key
+            elif c.signal == "reprioritize":
+                if key in self.released:
+                    self.fail(3, f"reprioritize told for ticket {key[1]}, released before")
+                if c.request.priority != (self.state.workload.spec.priority or 0):
+                    self.fail(3, f"reprioritize told priority {c.request.priority}, its spec says {self.state.workload.spec.priority}")
             else:
                 if self.queue.get(key) != "reserved":
                     self.fail(3, f"admitted told for ticket {key[1]}, which the queue holds as {self.queue.get(key)}")
@@ -658,6 +669,8 @@ class LifecycleModel(RuleBasedStateMachine):
             if args[0] and admission == s.ticket:
                 self.lost = admission
             return [lc.RunnerStopped(admission=admission, error=args[0], stop_when_over=bool(args[0]))]
+        if kind == "priority":
+            return [lc.PriorityChangeRequested(payload=PRIORITIES[args[0]])]
         if kind == "ungate":
             left = ag.gates(s.workload)
             payload = {
@@ -869,6 +882,10 @@ class LifecycleModel(RuleBasedStateMachine):
     @rule(spec=ungate_spec, seconds=dt)
     def someone_removes_admission_gates(self, spec, seconds):
         self.deliver([spec], seconds)
+
+    @rule(change=st.sampled_from(sorted(PRIORITIES)), seconds=dt)
+    def someone_changes_its_priority(self, change, seconds):
+        self.deliver([("priority", change)], seconds)
 
     @rule(seconds=dt)
     def someone_deactivates(self, seconds):

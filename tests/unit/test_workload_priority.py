@@ -196,49 +196,94 @@ def test_a_missing_class_is_refused_with_kueues_not_found():
 # --- changes of a submitted workload's priority ---------------------------------------------------
 
 QUOTA_IMMUTABLE = 'Invalid value: "object": priorityClassRef is immutable while workload quota reserved'
-ADMITFLOW_NOT_YET = (
-    "{path}: Forbidden: Kueue allows this change of a submitted workload's {what}, admitflow does not make it yet: "
-    "delete the workload and apply it again"
-)
 
 
 @pytest.mark.parametrize(
-    ("submitted", "wanted", "reserved", "refusal"),
+    ("submitted", "wanted", "reserved", "only", "refusal"),
     [
-        pytest.param(spec(100, HIGH), spec(100, HIGH), True, None, id="nothing-changed-nothing-to-refuse"),
-        pytest.param(spec(100, HIGH), spec(5, HIGH, queueName="other"), False, None, id="other-fields-changed-too-the-callers-refusal"),
+        pytest.param(spec(100, HIGH), spec(100, HIGH), True, False, None, id="nothing-changed-nothing-to-refuse"),
+        pytest.param(spec(100, HIGH), spec(5, HIGH, queueName="other"), False, False, None,
+                     id="other-fields-changed-too-the-callers-refusal"),
+        pytest.param(spec(100, HIGH), spec(5, HIGH), False, True, None, id="priority-while-pending-kueue-allows-it"),
+        pytest.param(spec(100, HIGH), spec(5, HIGH), True, True, None, id="priority-while-holding-quota-kueue-allows-it"),
+        pytest.param(spec(100, HIGH), spec(1, LOW), True, True, None,
+                     id="another-workload-priority-class-while-holding-quota-kueue-allows-it"),
+        pytest.param(spec(1), spec(100, HIGH), False, True, None, id="a-class-added-while-pending-kueue-allows-it"),
+        pytest.param(spec(100, HIGH), spec(100), False, True, None, id="a-class-removed-while-pending-kueue-allows-it"),
+        pytest.param(spec(1), spec(100, HIGH), True, True, QUOTA_IMMUTABLE, id="a-class-added-while-holding-quota-kueue-refuses-it"),
+        pytest.param(spec(100, HIGH), spec(100), True, True, QUOTA_IMMUTABLE, id="a-class-removed-while-holding-quota-kueue-refuses-it"),
         pytest.param(
-            spec(100, HIGH), spec(5, HIGH), False, ADMITFLOW_NOT_YET.format(path="spec.priority", what="priority"),
-            id="priority-while-pending-kueue-allows-it",
-        ),
-        pytest.param(
-            spec(100, HIGH), spec(5, HIGH), True, ADMITFLOW_NOT_YET.format(path="spec.priority", what="priority"),
-            id="priority-while-holding-quota-kueue-allows-it",
-        ),
-        pytest.param(
-            spec(100, HIGH), spec(1, LOW), True, ADMITFLOW_NOT_YET.format(path="spec.priorityClassRef", what="priority class"),
-            id="another-workload-priority-class-while-holding-quota-kueue-allows-it",
-        ),
-        pytest.param(
-            spec(1), spec(100, HIGH), False, ADMITFLOW_NOT_YET.format(path="spec.priorityClassRef", what="priority class"),
-            id="a-class-added-while-pending-kueue-allows-it",
-        ),
-        pytest.param(spec(1), spec(100, HIGH), True, QUOTA_IMMUTABLE, id="a-class-added-while-holding-quota-kueue-refuses-it"),
-        pytest.param(spec(100, HIGH), spec(100), True, QUOTA_IMMUTABLE, id="a-class-removed-while-holding-quota-kueue-refuses-it"),
-        pytest.param(
-            spec(100, {**POD_PC, "name": "high"}), spec(1, {**POD_PC, "name": "low"}), True,
+            spec(100, {**POD_PC, "name": "high"}), spec(1, {**POD_PC, "name": "low"}), True, True,
             'Invalid value: "object": priorityClassRef.name is immutable for scheduling.k8s.io/priorityclass while workload quota reserved',
             id="another-pod-priority-class-while-holding-quota-kueue-refuses-it",
         ),
         pytest.param(
-            spec(100, HIGH), spec(100, {**POD_PC, "name": "high"}), True,
+            spec(100, HIGH), spec(100, {**POD_PC, "name": "high"}), True, True,
             'Invalid value: "object": priorityClassRef.group is immutable while workload quota reserved',
             id="from-a-workload-to-a-pod-priority-class-while-holding-quota-kueue-refuses-it",
         ),
     ],
 )
-def test_which_changes_of_a_submitted_workloads_priority_are_refused_and_how(submitted, wanted, reserved, refusal):
+def test_which_changes_of_a_submitted_workloads_priority_are_refused_and_how(submitted, wanted, reserved, only, refusal):
+    assert priority.priority_only(submitted, wanted) == only
     assert priority.change_refusal(submitted, wanted, reserved) == refusal
+
+
+def _state(reserved: bool, ref: dict | None = HIGH) -> wl.WorkloadState:
+    doc = workload_manifest("job", priority=100)
+    if ref is not None:
+        doc["spec"]["priorityClassRef"] = ref
+    st = wl.new_state(manifest(doc), "uid-1", T0)
+    if reserved:
+        st.cluster_queue, st.ticket, st.queued = "cq", 1, True
+        wl.reserve_quota(st, reserved_notice(), T0)
+        assert wl.has_quota(st)
+    return st
+
+
+@pytest.mark.parametrize(
+    ("payload", "reserved", "changed", "event"),
+    [
+        pytest.param({"priority": 5, "priorityClassRef": HIGH}, False, (5, "high"),
+                     ("Normal", "PriorityChanged", "Priority changed from 100 to 5"), id="pending-priority"),
+        pytest.param({"priority": 1, "priorityClassRef": LOW}, True, (1, "low"),
+                     ("Normal", "PriorityChanged", "Priority changed from 100 to 1 (class high -> low)"),
+                     id="holding-quota-another-class"),
+        pytest.param({"priority": 100, "priorityClassRef": HIGH}, True, None, None, id="the-same-changes-nothing-and-says-nothing"),
+        pytest.param({"priority": 7}, True, None,
+                     ("Warning", "InvalidPriorityChange", f"workload default/job: {QUOTA_IMMUTABLE}"),
+                     id="a-class-removed-while-holding-quota-is-refused-with-kueues-words"),
+        pytest.param({"priority": 2**31}, False, None,
+                     ("Warning", "InvalidPriorityChange",
+                      "invalid priority change: priority: Input should be less than or equal to 2147483647"),
+                     id="out-of-int32-range"),
+        pytest.param({"priority": "high"}, False, None,
+                     ("Warning", "InvalidPriorityChange", "invalid priority change: priority: Input should be a valid integer, "
+                      "unable to parse string as an integer"), id="not-a-number"),
+        pytest.param(None, False, None, ("Warning", "InvalidPriorityChange", "invalid priority change: change: Input should be "
+                                         "a valid dictionary or instance of PriorityChange"), id="no-payload"),
+    ],
+)
+def test_a_priority_change_as_the_workload_takes_it(payload, reserved, changed, event):
+    """`apply_priority` as the workload's lifecycle takes it: made, or refused with a Warning event
+    and nothing changed. It never raises, whatever the payload."""
+    st = _state(reserved)
+    before = st.workload.spec.model_copy(deep=True)
+    assert priority.receive(st, payload, T0) == (changed is not None)
+    if changed is None:
+        assert st.workload.spec == before
+    else:
+        assert (st.workload.spec.priority, priority.class_name(st.workload.spec)) == changed
+    last = st.events[-1] if st.events else None
+    got = (last.type, last.reason, last.message) if last is not None and last.reason.startswith(("Priority", "Invalid")) else None
+    assert got == event
+
+
+def test_a_finished_workloads_priority_is_not_changed():
+    st = _state(False)
+    wl.finish(st, True, "done", T0)
+    with pytest.raises(priority.PriorityError, match="is finished"):
+        priority.validate(st, priority.PriorityChange(priority=5))
 
 
 # --- metrics -------------------------------------------------------------------------------------

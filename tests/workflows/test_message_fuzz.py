@@ -379,6 +379,16 @@ gate_removal_msg = st.one_of(
     arity(removal_payload, removal_payload).map(lambda a: Msg("apply_admission_gate_removal", a, REFUSED, update=True)),
 )
 
+# Every change here is invalid: not a dict, no priority, a priority that is no int32, or a class that
+# may not be set while quota is held (the fuzzed workloads hold it).
+priority_payload = st.one_of(
+    not_dict,
+    st.fixed_dictionaries({}, optional={"priorityClassRef": junk}),
+    st.fixed_dictionaries({"priority": non_int | st.sampled_from([2**31, -(2**31) - 1, 10**30])}),
+    st.just({"priority": 5, "priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"}}),
+)
+priority_msg = arity(priority_payload, priority_payload).map(lambda a: Msg("apply_priority", a, REFUSED, update=True))
+
 activation_args = st.one_of(st.just((None,)), st.just(()), junk.map(lambda p: (p,)), st.tuples(junk, junk))
 activation_msg = st.tuples(st.sampled_from(["deactivate", "activate"]), activation_args).map(lambda t: Msg(t[0], t[1], ANY))
 
@@ -821,6 +831,18 @@ async def test_junk_internal_notices_change_nothing(fuzz, holding, admitted):
 async def test_junk_admission_gate_removals_are_refused_and_change_nothing(fuzz, holding, admitted):
     """`remove_admission_gates` and `apply_admission_gate_removal` to a workload without gates: the
     signal is recorded (InvalidAdmissionGateRemoval), the update refused, nothing changes."""
+    await run(fuzz, holding, admitted)
+
+
+@settings(FUZZ, max_examples=3)
+@given(holding=st.lists(priority_msg, min_size=3, max_size=6), admitted=st.lists(priority_msg, min_size=2, max_size=4))
+@example(holding=[Msg("apply_priority", (), REFUSED, update=True), Msg("apply_priority", ({"priority": 1}, {"priority": 1}), REFUSED, update=True),
+                  Msg("apply_priority", ({"priority": 2**31},), REFUSED, update=True)],
+         admitted=[Msg("apply_priority", (None,), REFUSED, update=True),
+                   Msg("apply_priority", ({"priority": "high"},), REFUSED, update=True)])
+async def test_junk_priority_changes_are_refused_and_change_nothing(fuzz, holding, admitted):
+    """`apply_priority` with a payload that is not a change it may make: the update is refused, no
+    task fails, nothing changes."""
     await run(fuzz, holding, admitted)
 
 
