@@ -138,9 +138,7 @@ class WorkloadWorkflow(LegacyLoop):
 
     @workflow.update(name=contract.APPLY_ADMISSION_CHECK_STATE)
     async def apply_admission_check_state(self, *payload: Any) -> WorkloadStatus:
-        self.inbox.append(lc.VerdictReceived(payload=_one(payload)))
-        mine = self.taken + len(self.inbox)
-        await workflow.wait_condition(lambda: self.handled >= mine)
+        await self._applied(lc.VerdictReceived(payload=_one(payload)))
         return self.state.status
 
     @apply_admission_check_state.validator
@@ -157,9 +155,7 @@ class WorkloadWorkflow(LegacyLoop):
 
     @workflow.update(name=contract.APPLY_ADMISSION_GATE_REMOVAL)
     async def apply_admission_gate_removal(self, *payload: Any) -> admission_gates.AdmissionGates:
-        self.inbox.append(lc.AdmissionGatesRemoved(payload=_one(payload)))
-        mine = self.taken + len(self.inbox)
-        await workflow.wait_condition(lambda: self.handled >= mine)
+        await self._applied(lc.AdmissionGatesRemoved(payload=_one(payload)))
         return admission_gates.AdmissionGates(gates=admission_gates.gates(self.state.workload))
 
     @apply_admission_gate_removal.validator
@@ -172,9 +168,7 @@ class WorkloadWorkflow(LegacyLoop):
     @workflow.update(name=contract.APPLY_PRIORITY)
     async def apply_priority(self, *payload: Any) -> priority.PriorityChange:
         """A change of its priority (`admitflow apply`), answered with the priority it has then."""
-        self.inbox.append(lc.PriorityChangeRequested(payload=_one(payload)))
-        mine = self.taken + len(self.inbox)
-        await workflow.wait_condition(lambda: self.handled >= mine)
+        await self._applied(lc.PriorityChangeRequested(payload=_one(payload)))
         spec = self.state.workload.spec
         return priority.PriorityChange(priority=spec.priority or 0, priority_class_ref=spec.priority_class_ref)
 
@@ -205,6 +199,12 @@ class WorkloadWorkflow(LegacyLoop):
     @workflow.signal(name=contract.ACTIVATE)
     def activate(self, *payload: Any) -> None:
         self.inbox.append(lc.Activated(payload=_undecodable(payload)))
+
+    async def _applied(self, event: Any) -> None:
+        """An update's event, in the inbox in order with every message; back once the loop has applied it."""
+        self.inbox.append(event)
+        mine = self.taken + len(self.inbox)
+        await workflow.wait_condition(lambda: self.handled >= mine)
 
     @workflow.query(name=contract.WORKLOAD_QUERY)
     def workload(self) -> WorkloadReport:
