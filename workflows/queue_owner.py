@@ -183,8 +183,10 @@ class Owner:
             for state in self.members.values():
                 cq.requeue_inadmissible(state)
         had_heads = metrics.has_workloads_to_try(self.members.values())
+        started = metrics.pass_clock()
         results = scheduler.schedule(list(self.members.values()), workflow.now(), hold_for_preemptor, self.root)
-        emit(metrics.admission_attempt(had_heads, sum(len(r.reserved) for r in results.values())))
+        took = metrics.pass_clock() - started
+        emit(metrics.admission_attempt(had_heads, sum(len(r.reserved) for r in results.values()), took))
         for name, result in results.items():
             self.notify(result.notices, name)
             self._gate(name, result)

@@ -333,8 +333,10 @@ def test_a_sample_line(labels, value, want):
     ids=["reserved-some", "reserved-none", "nothing-to-try"],
 )
 def test_an_admission_attempt(had_heads, reserved, want):
-    got = m.admission_attempt(had_heads, reserved)
-    assert [(o.name, o.labels["result"], o.value) for o in got] == ([] if want is None else [(m.PREFIX + "admission_attempts_total", want, 1)])
+    got = m.admission_attempt(had_heads, reserved, 0.25)
+    assert [(o.name, o.labels["result"], o.value) for o in got] == ([] if want is None else [
+        (m.PREFIX + "admission_attempts_total", want, 1), (m.PREFIX + "admission_attempt_duration_seconds", want, 0.25),
+    ])
 
 
 def _set_aside(st: ClusterQueueState) -> ClusterQueueState:
