@@ -482,20 +482,41 @@ async def history_figures(e: Engine, run: Run, keys: list[str]) -> dict:
 
 async def entity_task_figures(e: Engine, workflow_id: str) -> dict:
     """An entity workflow's tasks over all its runs: count, wall time from task start to completion,
-    runs (continue-as-new) and history events."""
-    durations, runs, events = [], 0, 0
+    runs (continue-as-new) and history events; and its message rate: signals and updates received,
+    signals it sent, over its active span (first to last event), and in its busiest 10 s."""
+    durations, runs, events, sent, stamps, arrivals = [], 0, 0, 0, [], []
     async for wf in e.client.list_workflows(f"WorkflowId = '{workflow_id}'"):
         runs += 1
         history = await e.client.get_workflow_handle(workflow_id, run_id=wf.run_id).fetch_history()
         events += len(history.events)
         started = None
         for ev in history.events:
+            at = ev.event_time.ToDatetime()
+            stamps.append(at.timestamp())
             if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
-                started = ev.event_time.ToDatetime()
+                started = at
             elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED and started is not None:
-                durations.append((ev.event_time.ToDatetime() - started).total_seconds())
+                durations.append((at - started).total_seconds())
+            elif ev.event_type in (EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED):
+                arrivals.append(at.timestamp())
+            elif ev.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
+                sent += 1
+    span = max(stamps) - min(stamps) if stamps else 0.0
+    arrivals.sort()
+    busiest, lo = 0, 0
+    for hi, t in enumerate(arrivals):
+        while arrivals[lo] < t - 10:
+            lo += 1
+        busiest = max(busiest, hi - lo + 1)
+
+    def per_s(n: int) -> float:
+        return round(n / span, 1) if span else 0.0
+
     return {"tasks": len(durations), "mean_s": round(mean(durations), 3), "max_s": round(max(durations, default=0), 3),
-            "total_s": round(sum(durations), 1), "runs": runs, "events": events}
+            "total_s": round(sum(durations), 1), "runs": runs, "events": events, "active_s": round(span, 1),
+            "messages_received": len(arrivals), "signals_sent": sent, "events_per_s": per_s(events),
+            "messages_received_per_s": per_s(len(arrivals)), "busiest_10s_messages_per_s": round(busiest / 10, 1),
+            "tasks_per_s": per_s(len(durations))}
 
 
 def mean(xs) -> float:
@@ -736,6 +757,7 @@ async def main() -> None:
                 sampled = await history_figures(e, run, random.Random(9).sample(keys, min(100, len(keys))))
                 tree_tasks = {root: await entity_task_figures(e, ids.cohort_id(root)) for root in shape.roots()}
                 queue_tasks = {cq: await entity_task_figures(e, ids.cluster_queue_id(cq)) for cq in queues}
+                catalog_tasks = await entity_task_figures(e, ids.CATALOG_ID)
 
                 bare_after = await bare_rate(e.client, args.bare, "after", bare_cpu[1])
                 print(f"bare Temporal after: {bare_after:.1f} wf/s", flush=True)
@@ -874,6 +896,7 @@ async def main() -> None:
             # The ClusterQueues' own workflows: standalone they schedule; in a cohort they forward.
             "cluster_queue_tasks": queue_tasks,
             "cluster_queue_task_time_share_of_wall": round(sum(q["total_s"] for q in queue_tasks.values()) / wall, 2),
+            "catalog_tasks": catalog_tasks,
             "pure_pass": pure,
         },
         "kueue_ci": KUEUE,
@@ -921,6 +944,10 @@ async def main() -> None:
             f"{f['total_s']} s in all, {f['runs']} run(s), {f['events']} events" for root, f in tree_tasks.items()))
     print(f"ClusterQueue workflows: {sum(q['tasks'] for q in queue_tasks.values())} workflow tasks, "
           f"{sum(q['total_s'] for q in queue_tasks.values()):.1f} s in all, max {max(q['max_s'] for q in queue_tasks.values())} s")
+    for name, f in [*(("cohort/" + r, f) for r, f in tree_tasks.items()), *(("clusterqueue/" + q, f) for q, f in queue_tasks.items()),
+                    ("catalog", catalog_tasks)]:
+        print(f"  {name}: {f['messages_received_per_s']} messages/s received ({f['busiest_10s_messages_per_s']} in its busiest 10 s), "
+              f"{f['events_per_s']} events/s, {f['tasks_per_s']} workflow tasks/s over {f['active_s']} s")
     print(f"worker log: {dict(core.counts + tally.counts) or 'no warnings or errors'}")
     print(f"limits: {out['limits']}")
     write_json(json_path, out)
