@@ -946,6 +946,9 @@ async def main() -> None:
           f"{sum(q['total_s'] for q in queue_tasks.values()):.1f} s in all, max {max(q['max_s'] for q in queue_tasks.values())} s")
     for name, f in [*(("cohort/" + r, f) for r, f in tree_tasks.items()), *(("clusterqueue/" + q, f) for q, f in queue_tasks.items()),
                     ("catalog", catalog_tasks)]:
+        if f["active_s"] < 10:  # busy only at setup: a rate over a moment says nothing
+            print(f"  {name}: {f['messages_received']} messages, {f['events']} events, {f['tasks']} workflow tasks in all")
+            continue
         print(f"  {name}: {f['messages_received_per_s']} messages/s received ({f['busiest_10s_messages_per_s']} in its busiest 10 s), "
               f"{f['events_per_s']} events/s, {f['tasks_per_s']} workflow tasks/s over {f['active_s']} s")
     print(f"worker log: {dict(core.counts + tally.counts) or 'no warnings or errors'}")
