@@ -239,7 +239,8 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--context", help="with the kubernetes backend: the kubeconfig context to use (kubectl's "
                    "--context; default: the kubeconfig's current-context)")
     for flag, default, what in WORKER_SETTINGS:
-        w.add_argument(f"--{flag}", type=_at_least_one, metavar="N", help=f"{what} (default: the SDK's, {default})")
+        w.add_argument(f"--{flag}", type=_at_least(WORKER_SETTING_MINIMUM.get(flag, 1)), metavar="N",
+                       help=f"{what} (default: the SDK's, {default})")
     for parser in (w, dev):
         parser.add_argument(
             "--metrics-port", type=int, default=_env_int("ADMITFLOW_METRICS_PORT"),
@@ -513,23 +514,31 @@ def _target(args: argparse.Namespace, default_kind: str | None = None) -> tuple[
 
 
 # `admitflow worker`'s settings of the SDK worker (docs/operations.md, "Worker settings"): flag, the
-# SDK's default, what it bounds. Each flag maps to the Worker option of its name.
+# SDK's default, what it bounds. Each flag maps to the Worker option of its name, but for the
+# pollers, which set a poller behaviour (worker.main.sdk_options).
 WORKER_SETTINGS = (
     ("max-cached-workflows", 1000, "workflow runs kept in memory between their workflow tasks; a run not "
      "kept replays its whole history on its next task"),
     ("max-concurrent-workflow-tasks", 100, "workflow tasks run at once"),
     ("max-concurrent-activities", 100, "activities (deliveries, enqueues, provisioning calls) run at once"),
+    ("workflow-task-pollers", 5, "workflow task polls open at once, at least 2 (a share of them on the worker's own sticky queue)"),
+    ("activity-task-pollers", 5, "activity task polls open at once"),
 )
+# The SDK refuses one workflow task poller while it caches workflows: the sticky queue needs its own.
+WORKER_SETTING_MINIMUM = {"workflow-task-pollers": 2}
 
 
-def _at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f'"{text}": must be a whole number of at least 1')
-    return value
+def _at_least(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f'"{text}": must be a whole number of at least {minimum}')
+        return value
+
+    return parse
 
 
 def _env_int(name: str) -> int | None:
@@ -1117,7 +1126,7 @@ async def cmd_completion(args: argparse.Namespace) -> None:
 
 async def cmd_worker(args: argparse.Namespace) -> None:
     from admitflow.worker.logging import configure
-    from admitflow.worker.main import build_worker, metrics_runtime, provisioning_backend, run_until_signalled
+    from admitflow.worker.main import build_worker, metrics_runtime, provisioning_backend, run_until_signalled, sdk_options
 
     configure(args.log_level)
     client = await _client(args, metrics_runtime(args.metrics_port))
@@ -1138,7 +1147,7 @@ async def cmd_worker(args: argparse.Namespace) -> None:
         for flag, _, _ in WORKER_SETTINGS
         if getattr(args, flag.replace("-", "_")) is not None
     }
-    await run_until_signalled(build_worker(client.client, client.task_queue, provisioning=backend, **settings))
+    await run_until_signalled(build_worker(client.client, client.task_queue, provisioning=backend, **sdk_options(**settings)))
 
 
 async def cmd_setup(args: argparse.Namespace) -> None:

@@ -43,7 +43,7 @@ and a PNG under bench/results/.
 
     .venv/bin/python bench/kueue_baseline.py [--cohorts 1] [--cqs-per-cohort 6] [--per-cq 500]
         [--standalone | --cqs N] [--preemption LowerPriority|Never] [--reclaim Any|LowerPriority|Never]
-        [--cache N] [--workflow-tasks N] [--bare 500] [--out PATH]
+        [--cache N] [--workflow-tasks N] [--pollers N] [--bare 500] [--out PATH]
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ from admitflow.admission.workload import WorkloadReport  # noqa: E402
 from admitflow.api import parse_manifest  # noqa: E402
 from admitflow.api.quantity import parse_quantity  # noqa: E402
 from admitflow.messages import ClusterQueueReport, StatusQuery  # noqa: E402
+from admitflow.worker.main import sdk_options  # noqa: E402
 from bench.harness import (  # noqa: E402
     CpuMeter,
     Engine,
@@ -676,6 +677,7 @@ async def main() -> None:
                    help="reclaimWithinCohort of every ClusterQueue in a cohort (Kueue's baseline: Any)")
     p.add_argument("--cache", type=int, help="the engine worker's max_cached_workflows (default: the SDK's, 1000)")
     p.add_argument("--workflow-tasks", type=int, help="the engine worker's max_concurrent_workflow_tasks (default: the SDK's, 100)")
+    p.add_argument("--pollers", type=int, help="the engine worker's workflow and activity task pollers, each (default: the SDK's, 5)")
     p.add_argument("--bare", type=int, default=500, help="bare workflows measured before and after")
     p.add_argument("--poll", type=float, default=0.25, help="seconds between the runner's visibility lists")
     p.add_argument("--minutes", type=float, default=9.0, help="give up on the workloads after this long (the run stays near ten minutes)")
@@ -703,8 +705,9 @@ async def main() -> None:
     logging.getLogger().addHandler(tally)
     try:
         with core:
-            settings = {"max_cached_workflows": args.cache, "max_concurrent_workflow_tasks": args.workflow_tasks}
-            async with engine(**{k: v for k, v in settings.items() if v}) as e:
+            settings = {"max_cached_workflows": args.cache, "max_concurrent_workflow_tasks": args.workflow_tasks,
+                        "workflow_task_pollers": args.pollers, "activity_task_pollers": args.pollers}
+            async with engine(**sdk_options(**{k: v for k, v in settings.items() if v})) as e:
                 bare_cpu = [CpuMeter(e.server), CpuMeter(e.server)]
                 bare_before = await bare_rate(e.client, args.bare, "before", bare_cpu[0])
                 print(f"bare Temporal before: {bare_before:.1f} wf/s", flush=True)
@@ -889,6 +892,7 @@ async def main() -> None:
             "live_workloads_peak": max(run.live, default=0),
             "worker_max_cached_workflows": args.cache or 1000,
             "worker_max_concurrent_workflow_tasks": args.workflow_tasks or 100,
+            "worker_task_pollers": args.pollers or 5,
             "history_sample": sampled["sample"],
             # Where each cohort's scheduling happens: its tree's entity, cohort/<root>.
             "cohort_tree_tasks": tree_tasks,

@@ -10,11 +10,12 @@ import signal
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import structlog
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
-from temporalio.worker import Replayer, Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, Replayer, Worker
 from temporalio.worker.workflow_sandbox import (
     SandboxedWorkflowRunner,
     SandboxRestrictions,
@@ -109,6 +110,18 @@ def provisioning_backend(
 
         return SimulatedBackend(client)
     raise ValueError(f'unknown provisioning backend "{name}": must be one of {", ".join(PROVISIONING_BACKENDS)}')
+
+
+def sdk_options(**settings: int) -> dict[str, Any]:
+    """`admitflow worker`'s settings as the SDK Worker's options: each is the option of its name,
+    but `workflow_task_pollers` and `activity_task_pollers`, which set the simple poller behaviour
+    (at most N polls open at once; the SDK's default is 5)."""
+    options: dict[str, Any] = dict(settings)
+    for kind in ("workflow", "activity"):
+        pollers = options.pop(f"{kind}_task_pollers", None)
+        if pollers is not None:
+            options[f"{kind}_task_poller_behavior"] = PollerBehaviorSimpleMaximum(maximum=pollers)
+    return options
 
 
 def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBackend | None = None, **options) -> Worker:

@@ -1,31 +1,48 @@
 """`admitflow worker`'s SDK settings (docs/operations.md, "Worker settings"): each flag is a Worker
-option of the same name, a value below 1 is refused in one line, and what is not given is left to
-the SDK."""
+option of the same name (the pollers: the simple poller behaviour), a value below 1 is refused in
+one line, and what is not given is left to the SDK."""
 
 from __future__ import annotations
 
 import inspect
 
 import pytest
-from temporalio.worker import Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from admitflow import cli
+from admitflow.worker.main import sdk_options
 
 
 def parse(*argv: str):
     return cli._parser().parse_args(["worker", *argv])
 
 
-def test_each_flag_is_the_worker_option_of_its_name():
+def test_each_flag_is_a_worker_option_with_the_default_it_says():
+    """The option of its name, or for the pollers the poller behaviour, whose SDK default's maximum
+    is the default the help states."""
     options = inspect.signature(Worker.__init__).parameters
+    defaults = {f: d for f, d, _ in cli.WORKER_SETTINGS}
     for flag, default, _ in cli.WORKER_SETTINGS:
-        assert flag.replace("-", "_") in options, flag
-    assert options["max_cached_workflows"].default == dict((f, d) for f, d, _ in cli.WORKER_SETTINGS)["max-cached-workflows"]
+        (name, value), = sdk_options(**{flag.replace("-", "_"): default}).items()
+        assert name in options, flag
+        if isinstance(value, PollerBehaviorSimpleMaximum):
+            assert options[name].default == value, flag
+    assert options["max_cached_workflows"].default == defaults["max-cached-workflows"]
+    assert options["max_concurrent_workflow_tasks"].default is None, "the SDK's own default applies (100)"
+
+
+def test_pollers_become_the_simple_poller_behaviour():
+    assert sdk_options(workflow_task_pollers=2, activity_task_pollers=9, max_cached_workflows=10) == {
+        "workflow_task_poller_behavior": PollerBehaviorSimpleMaximum(maximum=2),
+        "activity_task_poller_behavior": PollerBehaviorSimpleMaximum(maximum=9),
+        "max_cached_workflows": 10,
+    }
 
 
 def test_given_settings_are_read_and_the_others_left_unset():
-    args = parse("--max-cached-workflows", "2000", "--max-concurrent-activities", "7")
+    args = parse("--max-cached-workflows", "2000", "--max-concurrent-activities", "7", "--workflow-task-pollers", "3")
     assert (args.max_cached_workflows, args.max_concurrent_activities, args.max_concurrent_workflow_tasks) == (2000, 7, None)
+    assert (args.workflow_task_pollers, args.activity_task_pollers) == (3, None)
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "many"])
@@ -35,3 +52,14 @@ def test_a_value_below_one_is_refused_in_one_line(value, capsys):
     assert exit.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f'admitflow worker: error: argument --max-concurrent-workflow-tasks: "{value}": must be a whole number of at least 1']
+
+
+def test_one_workflow_task_poller_is_refused_in_one_line(capsys):
+    """The SDK needs two while it caches workflows (one for the sticky queue); it would refuse one
+    with a traceback when the worker starts."""
+    with pytest.raises(SystemExit):
+        parse("--workflow-task-pollers", "1")
+    assert capsys.readouterr().err.strip().splitlines() == [
+        'admitflow worker: error: argument --workflow-task-pollers: "1": must be a whole number of at least 2'
+    ]
+    assert parse("--workflow-task-pollers", "2", "--activity-task-pollers", "1").workflow_task_pollers == 2
