@@ -157,14 +157,16 @@ class LocalRunner:
             await self._finish(handle, run)
 
     async def _still_runs(self, handle) -> bool:
-        """Whether the workflow run that started the activity still runs; asked again while the
-        server cannot be reached, for up to REPORT_PATIENCE (then taken as running: the engine's
-        `stop_workload` still ends the command, and a finish nobody takes is dropped)."""
+        """Whether the workflow run that started the activity still runs, or continued as new (the
+        workload lives on in the next run); asked again while the server cannot be reached, for up
+        to REPORT_PATIENCE (then taken as running: the engine's `stop_workload` still ends the
+        command, and a finish nobody takes is dropped)."""
         loop = asyncio.get_running_loop()
         give_up = loop.time() + REPORT_PATIENCE
         while True:
             try:
-                return (await handle.describe(rpc_timeout=timedelta(seconds=10))).status == WorkflowExecutionStatus.RUNNING
+                status = (await handle.describe(rpc_timeout=timedelta(seconds=10))).status
+                return status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
             except RPCError as err:
                 if err.status == RPCStatusCode.NOT_FOUND:
                     return False
