@@ -158,21 +158,14 @@ class LocalRunner:
 
     async def _still_runs(self, handle) -> bool:
         """Whether the workflow run that started the activity still runs, or continued as new (the
-        workload lives on in the next run); asked again while the server cannot be reached, for up
-        to REPORT_PATIENCE (then taken as running: the engine's `stop_workload` still ends the
-        command, and a finish nobody takes is dropped)."""
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + REPORT_PATIENCE
-        while True:
-            try:
-                status = (await handle.describe(rpc_timeout=timedelta(seconds=10))).status
-                return status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
-            except RPCError as err:
-                if err.status == RPCStatusCode.NOT_FOUND:
-                    return False
-                if err.status not in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED) or loop.time() > give_up:
-                    return True
-            await asyncio.sleep(HEARTBEAT_EVERY)
+        workload lives on in the next run). When the server cannot say (not reached within
+        REPORT_PATIENCE), taken as running: the engine's `stop_workload` still ends the command,
+        and a finish nobody takes is dropped."""
+        try:
+            description = await patiently(lambda: handle.describe(rpc_timeout=timedelta(seconds=10)), "describe", handle.id)
+        except RPCError as err:
+            return err.status != RPCStatusCode.NOT_FOUND
+        return description.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
 
     async def _heard_lost(self, handle) -> bool:
         """Wait until the engine has taken the lost run's pods for failed (PodsReady is not True),
@@ -241,26 +234,34 @@ class LocalRunner:
         """Signal the workload; while the server cannot be reached (a restart), try again for up to
         REPORT_PATIENCE, heartbeating: giving up would lose the run. A report that arrives twice
         changes nothing the second time (the workload is ready, or has finished and is gone)."""
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + REPORT_PATIENCE
-        delay = 1.0
-        while True:
-            try:
-                await handle.signal(signal_name, payload)
-                return
-            except RPCError as err:
-                if err.status == RPCStatusCode.NOT_FOUND:
-                    activity.logger.warning("workload %s is gone; %s not reported", handle.id, signal_name)
-                    return
-                if err.status not in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED) or loop.time() > give_up:
-                    raise
-                activity.logger.warning("%s for %s not reported (%s); trying again in %.0fs", signal_name, handle.id, err, delay)
-            try:
-                activity.heartbeat()
-            except Exception:  # noqa: BLE001 - a finish told after its activity was cancelled has no heartbeat to give
-                pass
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 10.0)
+        try:
+            await patiently(lambda: handle.signal(signal_name, payload), signal_name, handle.id)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            activity.logger.warning("workload %s is gone; %s not reported", handle.id, signal_name)
+
+
+async def patiently(call, what: str, workflow_id: str):
+    """`call()`'s result, tried again while the server cannot be reached (a restart) for up to
+    REPORT_PATIENCE, 1 s apart and doubling to 10 s, heartbeating meanwhile; any other error, or
+    the last one, is raised."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + REPORT_PATIENCE
+    delay = 1.0
+    while True:
+        try:
+            return await call()
+        except RPCError as err:
+            if err.status not in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED) or loop.time() > give_up:
+                raise
+            activity.logger.warning("%s for %s failed (%s); trying again in %.0fs", what, workflow_id, err, delay)
+        try:
+            activity.heartbeat()
+        except Exception:  # noqa: BLE001 - a report told after its activity was cancelled has no heartbeat to give
+            pass
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 10.0)
 
 
 def cut_off() -> bool:
