@@ -22,6 +22,9 @@ over `admitflow.admission.lifecycle.step`, marked `workflow.patched("lifecycle-s
 built): two ClusterQueues that name a cohort the code then ignored, one holding a workload and one
 waiting, the other's finished; they replay because the handover to a cohort tree is taken only on
 a view that carries the tree, marked `workflow.patched("cohorts")`.
+`notice-in-task/` and `notice-in-task-edges/` (the main job and the edges again) were written while
+the workload sent its notices to the ClusterQueue (`admitted`, `release`) by local activity in the
+deciding task, marked `workflow.patched("tell-queue-in-task")`.
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """
