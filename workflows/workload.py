@@ -45,6 +45,11 @@ LIFECYCLE_STEP = "lifecycle-step"
 # in the workflow task that decides it. As a SignalExternalWorkflowExecution it cost a second
 # workflow task (its completion) before anything after it, so `Admitted` took two tasks.
 TELL_QUEUE_IN_TASK = "tell-queue-in-task"
+# workflow.patched: `admitted` goes out as a signal that the deciding task does not wait for, so
+# that one task applies the last `Ready`, publishes `Admitted` and answers the verdict's update
+# (the local activity kept that task open for its delivery). Its delivery costs a workflow task
+# later, off the verdict's path; the next notice to a queue waits for it, which keeps their order.
+ADMITTED_WITHOUT_WAITING = "admitted-without-waiting"
 # workflow.patched: a workload whose kueue.x-k8s.io/admission-gated-by annotation names gates stays out
 # of its queue until they are removed. Asked only for such a workload, when its run starts: a run
 # that replays a history from before keeps queueing it as it did.
@@ -82,6 +87,8 @@ class WorkloadWorkflow(LegacyLoop):
         # What is under way in this run (never carried: lifecycle's Started asks again).
         self.asking: dict[str, workflow.ActivityHandle] = {}
         self.runner: workflow.ActivityHandle | None = None
+        # An `admitted` on its way to the ClusterQueue (ADMITTED_WITHOUT_WAITING).
+        self.telling: asyncio.Task | None = None
         # The run of each attempt's workflow started by this run (an ID is reused when an attempt
         # starts again): only the latest one's end is news.
         self.children: dict[str, Any] = {}
@@ -235,10 +242,12 @@ class WorkloadWorkflow(LegacyLoop):
                 await self._settle(events)
                 self.handled = self.taken
                 continue
+            await self._told()
             await workflow.wait_condition(workflow.all_handlers_finished)
             if not self.inbox:
                 workflow.continue_as_new(WorkloadInput(workload=input.workload, state=self.state))
         self.timer.set(None)
+        await self._told()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.state.report()
 
@@ -271,18 +280,22 @@ class WorkloadWorkflow(LegacyLoop):
             )
             return [lc.EnqueueResolved(ticket=c.request.entry.ticket, resolution=resolution)]
         if isinstance(c, lc.TellQueue):
-            if workflow.patched(TELL_QUEUE_IN_TASK):
+            await self._told()
+            queue = contract.cluster_queue_id(c.cluster_queue)
+            if c.signal == contract.ADMITTED and workflow.patched(ADMITTED_WITHOUT_WAITING):
+                self.telling = asyncio.create_task(_signal(queue, c.signal, c.request))
+            elif workflow.patched(TELL_QUEUE_IN_TASK):
                 # Sent again if the task is retried: the ClusterQueue ignores a notice it has had. A
                 # refusal (the queue's per-run signal limit) is tried again for as long as it takes,
                 # as before: in the task for a few seconds, then after durable timers.
-                notice = Delivery(workflow_id=contract.cluster_queue_id(c.cluster_queue), signal=c.signal, payload=c.request.to_wire())
+                notice = Delivery(workflow_id=queue, signal=c.signal, payload=c.request.to_wire())
                 await workflow.execute_local_activity(
                     contract.DELIVER_SIGNALS, DeliveryBatch(deliveries=[notice]), result_type=DeliveryReport,
                     start_to_close_timeout=timedelta(seconds=30), retry_policy=NOTICE_RETRY,
                     local_retry_threshold=timedelta(seconds=5), summary=f"{c.signal} to ClusterQueue {c.cluster_queue}",
                 )
             else:
-                await _signal(contract.cluster_queue_id(c.cluster_queue), c.signal, c.request)
+                await _signal(queue, c.signal, c.request)
         elif isinstance(c, lc.AskController):
             self._ask(c)
         elif isinstance(c, lc.StopAsking):
@@ -301,6 +314,12 @@ class WorkloadWorkflow(LegacyLoop):
         elif isinstance(c, lc.TellGate):
             await _signal(contract.PODS_READY_GATE_ID, c.signal, c.request)
         return []
+
+    async def _told(self) -> None:
+        """The `admitted` sent without waiting has reached its queue (at once when it already has)."""
+        if self.telling is not None:
+            telling, self.telling = self.telling, None
+            await telling
 
     def _ask(self, c: lc.AskController) -> None:
         req = c.request

@@ -105,6 +105,12 @@ async def test_admitted_once_every_check_is_ready(engine, names):
     await eventually(lambda: _admitted_count(af, 1))
 
 
+async def _released(notices) -> list[str]:
+    """The queue's notices once a `release` is among them, else nothing."""
+    got = await notices()
+    return got if "release" in got else []
+
+
 async def _admitted_count(af, n: int) -> bool:
     return await usage(af) == n
 
@@ -364,7 +370,8 @@ async def test_pod_set_updates_are_merged_and_a_conflict_fails_the_start(engine)
 
 async def test_the_task_that_applies_the_last_ready_admits_and_publishes_it(engine):
     """One workflow task from the verdict to `Admitted`, in the search attributes and in the
-    update's answer: the notice to the ClusterQueue does not cost a task of its own."""
+    update's answer: the notice to the ClusterQueue neither costs a task of its own nor keeps that
+    one open until it is delivered."""
     af = engine.admitflow
     await setup(af, "a")
     await submit(af)
@@ -386,3 +393,20 @@ async def test_the_task_that_applies_the_last_ready_admits_and_publishes_it(engi
     answered = next(i for i, e in enumerate(events) if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED)
     assert answered > published
     assert not [e for e in events[published:answered] if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED]
+    # The same task signals the queue `admitted` and does not wait for it: no local activity ran in it.
+    markers = [e.marker_recorded_event_attributes.marker_name for e in events[accepted:answered]
+               if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
+    assert "core_local_activity" not in markers, markers
+    told = [e.signal_external_workflow_execution_initiated_event_attributes.signal_name for e in events[accepted:]
+            if e.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED]
+    assert told[:1] == ["admitted"], told
+    # Finished at once, it tells the queue `release` after `admitted` reached it: the queue takes them in order.
+    await af.finish("default/job")
+
+    async def notices() -> list[str]:
+        queue = await engine.client.get_workflow_handle(ids.cluster_queue_id("cq")).fetch_history()
+        received = [e.workflow_execution_signaled_event_attributes.signal_name for e in queue.events
+                    if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED]
+        return [s for s in received if s in ("admitted", "release")]
+
+    assert await eventually(lambda: _released(notices)) == ["admitted", "release"]
