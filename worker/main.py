@@ -14,8 +14,9 @@ from typing import Any
 
 import structlog
 from temporalio.client import Client
+from temporalio.converter import DataConverter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
-from temporalio.worker import PollerBehaviorSimpleMaximum, Replayer, Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, Replayer, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import (
     SandboxedWorkflowRunner,
     SandboxRestrictions,
@@ -29,6 +30,7 @@ from admitflow.activities.provisioning.simulated import AutoscalerActivities
 from admitflow.activities.queue_lookup import QueueLookupActivities
 from admitflow.admission import metrics
 from admitflow.codec import data_converter, for_workers
+from admitflow.worker.context_free import ContextFreeRunner, context_free
 from admitflow.worker.stale_activations import StaleActivationGuard
 from admitflow.workflows.autoscaler import SimulatedAutoscalerWorkflow
 from admitflow.workflows.catalog import CatalogWorkflow
@@ -88,10 +90,17 @@ def workflow_runner() -> SandboxedWorkflowRunner:
     return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH))
 
 
+def without_context(runner: WorkflowRunner, converter: DataConverter) -> WorkflowRunner:
+    """`runner`, whose workflows skip the sandbox's serialization-context question when `converter`
+    takes no context (worker/context_free.py)."""
+    return ContextFreeRunner(runner) if context_free(converter) else runner
+
+
 def replayer() -> Replayer:
     """Replays recorded histories against the current workflow code, with the worker's settings
     (and its encryption keys, from the environment, for histories written encrypted)."""
-    return Replayer(workflows=list(WORKFLOWS), data_converter=for_workers(data_converter()), workflow_runner=workflow_runner())
+    converter = for_workers(data_converter())
+    return Replayer(workflows=list(WORKFLOWS), data_converter=converter, workflow_runner=without_context(workflow_runner(), converter))
 
 
 def provisioning_backend(
@@ -145,7 +154,10 @@ def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBack
             autoscaler.fetch_node_groups, *provreq.all(),
         ],
         # Never run workflow code on the stale clock of a query's fallback (worker/stale_activations.py).
-        workflow_runner=StaleActivationGuard(workflow_runner(), options.get("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)),
+        workflow_runner=without_context(
+            StaleActivationGuard(workflow_runner(), options.get("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)),
+            polling.data_converter,
+        ),
         graceful_shutdown_timeout=timedelta(seconds=10),
         **options,
     )

@@ -107,6 +107,9 @@ class _Guarded(WorkflowInstance):
     def get_info(self) -> Any:
         return self.instance.get_info()
 
+    def get_thread_id(self) -> int | None:
+        return self.instance.get_thread_id()
+
     def get_serialization_context(self, command_info: Any) -> Any:
         return self.instance.get_serialization_context(command_info)
 
