@@ -49,6 +49,10 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
+# workflow.patched: a home whose state is in a cohort tree forwards by local activity, in the task
+# that takes the messages (it was an activity: a second workflow task and an activity task per batch).
+FORWARD_IN_TASK = "forward-in-task"
+
 
 @workflow.defn(name=contract.CLUSTER_QUEUE_WORKFLOW)
 class ClusterQueueWorkflow:
@@ -161,13 +165,13 @@ class ClusterQueueWorkflow:
             )
             now = workflow.now()
             self._drain_inbox(now)
-            delivered = self.outbox.step(holding=continue_as_new_suggested())
+            delivered = self.outbox.step(holding=continue_as_new_suggested(), in_task=self._forwarding)
             if delivered is not None:
                 self._execute(self.home.gone(self.owner.forget_missing(delivered)), now)
             self._execute(self.home.place(lambda: workflow.patched("cohorts")), now)
             if self.owner.needs_pass:
                 self.owner.run_pass(preemptor_holds_its_queue)
-                self.outbox.step(holding=continue_as_new_suggested())
+                self.outbox.step(holding=continue_as_new_suggested(), in_task=self._forwarding)
             if self.home.away is None:
                 workflow.set_current_details(cq.current_details(self.home.state))
             else:
@@ -182,6 +186,11 @@ class ClusterQueueWorkflow:
                             away=self.home.away, handovers=self.home.handovers,
                         )
                     )
+
+    def _forwarding(self) -> bool:
+        """While its state is in a cohort tree, the home's deliveries are a few messages forwarded to
+        the tree: they go in the task that decides them (Outbox.step), not by an activity of their own."""
+        return self.home.away is not None and workflow.patched(FORWARD_IN_TASK)
 
     def _quiet(self) -> bool:
         """Nothing half-done: the inbox is empty, the pass is run, and no delivery is in flight."""

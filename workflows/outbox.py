@@ -8,6 +8,7 @@ activity per pass). One delivery activity in flight also keeps a workload's mess
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -57,26 +58,36 @@ class Outbox:
         """What a workflow continuing as new carries to its next run."""
         return list(self._queue)
 
-    def step(self, holding: bool = False) -> DeliveryReport | None:
+    def step(self, holding: bool = False, in_task: Callable[[], bool] = lambda: False) -> DeliveryReport | None:
         """Collect a finished delivery, then start the next batch unless holding (a workflow about
-        to continue as new holds, so that nothing is in flight when it does); never waits."""
+        to continue as new holds, so that nothing is in flight when it does); never waits. When
+        `in_task()` says so, the batch goes by local activity: the workflow task that starts it
+        stays open until it is delivered, and no activity task or second workflow task is needed
+        (for a few signals to one workflow: a ClusterQueue forwarding to its cohort tree)."""
         report = None
         if self._task is not None and self._task.done():
             report = self._task.result()
             self._task = None
         if self._task is None and self._queue and not holding:
             batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
-            self._task = asyncio.ensure_future(
-                workflow.execute_activity(
-                    contract.DELIVER_SIGNALS,
-                    DeliveryBatch(deliveries=batch),
-                    result_type=DeliveryReport,
-                    start_to_close_timeout=timedelta(minutes=2),
-                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                    retry_policy=_RETRY,
-                    summary=_summary(batch),
+            deliveries = DeliveryBatch(deliveries=batch)
+            if in_task():
+                self._task = workflow.start_local_activity(
+                    contract.DELIVER_SIGNALS, deliveries, result_type=DeliveryReport,
+                    start_to_close_timeout=timedelta(seconds=30), retry_policy=_RETRY, summary=_summary(batch),
                 )
-            )
+            else:
+                self._task = asyncio.ensure_future(
+                    workflow.execute_activity(
+                        contract.DELIVER_SIGNALS,
+                        deliveries,
+                        result_type=DeliveryReport,
+                        start_to_close_timeout=timedelta(minutes=2),
+                        heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                        retry_policy=_RETRY,
+                        summary=_summary(batch),
+                    )
+                )
         return report
 
 

@@ -1,4 +1,4 @@
-"""Record the histories that tests/replay replays: `python -m tests.replay.record NAME [main|edges|cohorts]`.
+"""Record the histories that tests/replay replays: `python -m tests.replay.record NAME [main|edges|cohorts|forwarding]`.
 
 `edges` records what the main job does not reach (`record_edges`); `main`, the default:
 
@@ -174,7 +174,36 @@ async def record_cohorts(out: Path) -> list[str]:
             return await save(client, out)
 
 
-SCENARIOS = {"main": record, "edges": record_edges, "cohorts": record_cohorts}
+async def record_forwarding(out: Path) -> list[str]:
+    """Two ClusterQueues in cohort `team`, each home forwarding its queue's messages to the tree:
+    a2 borrows, a3 waits until a1 finishes, b1 finishes."""
+    queues = []
+    for name in ("cq-a", "cq-b"):
+        queue = cluster_queue_manifest(name, quotas={"default": {"cpu": "4"}})
+        queue["spec"]["cohortName"] = "team"
+        queues.append(queue)
+    async with DevServer(port=free_port(), db=None, headless=True) as server:
+        client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
+        af = AdmitflowClient(client)
+        async with build_worker(client, af.task_queue):
+            await af.apply(loaded(
+                flavor_manifest(), *queues,
+                local_queue_manifest("lq-a", "cq-a"), local_queue_manifest("lq-b", "cq-b"),
+            ))
+            await af.apply(loaded(workload_manifest("a1", cpu="3", queue="lq-a"), workload_manifest("b1", cpu="1", queue="lq-b")))
+            await until(af, ["default/a1", "default/b1"], "Admitted")
+            await af.apply(loaded(workload_manifest("a2", cpu="3", queue="lq-a")))
+            await until(af, ["default/a2"], "Admitted")
+            await af.apply(loaded(workload_manifest("a3", cpu="3", queue="lq-a")))
+            await until(af, ["default/a3"], "Pending")
+            await af.finish("default/b1")
+            await af.finish("default/a1")
+            await until(af, ["default/a1", "default/b1"], "Finished")
+            await until(af, ["default/a3"], "Admitted")
+            return await save(client, out)
+
+
+SCENARIOS = {"main": record, "edges": record_edges, "cohorts": record_cohorts, "forwarding": record_forwarding}
 
 
 if __name__ == "__main__":

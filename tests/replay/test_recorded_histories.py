@@ -24,7 +24,9 @@ waiting, the other's finished; they replay because the handover to a cohort tree
 a view that carries the tree, marked `workflow.patched("cohorts")`.
 `notice-in-task/` and `notice-in-task-edges/` (the main job and the edges again) were written while
 the workload sent its notices to the ClusterQueue (`admitted`, `release`) by local activity in the
-deciding task, marked `workflow.patched("tell-queue-in-task")`.
+deciding task, marked `workflow.patched("tell-queue-in-task")`. `forwarding-before/`
+(`python -m tests.replay.record NAME forwarding`): two ClusterQueues of one cohort whose homes
+forwarded to the tree through their outbox's activity, before `workflow.patched("forward-in-task")`.
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """
