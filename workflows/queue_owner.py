@@ -107,9 +107,12 @@ class Owner:
         state = self.members[name]
         if isinstance(m, ClusterQueueView):
             old = state.view
-            if cq.set_view(state, m, now) and workflow.patched("tell-holders-of-changed-check-parameters"):
-                state.reparameterized = sorted({*state.reparameterized, *cq.changed_parameters(old, m)})
-                state.pods_ready_changed = state.pods_ready_changed or cq.changed_pods_ready(old, m)
+            if cq.set_view(state, m, now):
+                if workflow.patched("tell-holders-of-changed-check-parameters"):
+                    state.reparameterized = sorted({*state.reparameterized, *cq.changed_parameters(old, m)})
+                    state.pods_ready_changed = state.pods_ready_changed or cq.changed_pods_ready(old, m)
+                if workflow.patched("retell-pending-after-view"):
+                    cq.notices_outdated(state)
             self._freed()
         elif isinstance(m, QueueEntry):
             cq.enqueue(state, m)

@@ -336,6 +336,16 @@ def set_view(state: ClusterQueueState, view: ClusterQueueView, now: datetime) ->
     return True
 
 
+def notices_outdated(state: ClusterQueueState) -> None:
+    """The queue's configuration changed: what its pending workloads were told about quota, and
+    what the scheduler knows of why they wait, may no longer hold (the capacity named in
+    ExceedsMaxQuota grows when the queue joins a cohort). Each is evaluated afresh and told again
+    if the message differs."""
+    for e in state.pending:
+        if e.notice is not None or e.evaluated is not None:
+            e.retell, e.evaluated = e.notice is not None, None
+
+
 def changed_parameters(old: ClusterQueueView | None, new: ClusterQueueView) -> list[str]:
     """Checks whose parameters object changed (or appeared, or went) between two views: workloads
     holding quota must hear of it (a ProvisioningRequestConfig change remakes their requests)."""

@@ -35,6 +35,9 @@ class QueueEntry(WireModel):
         default=False, description="Set aside until quota is freed or the queue changes (BestEffortFIFO)."
     )
     notice: tuple[str, str] | None = Field(default=None, description="Last pending reason and message sent.")
+    retell: bool = Field(
+        default=False, description="The queue's configuration changed since that notice: a changed message is told."
+    )
     evaluated: tuple[str, str] | None = Field(
         default=None, description="Reason and message of the last evaluation, told or not."
     )

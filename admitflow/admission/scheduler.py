@@ -597,9 +597,13 @@ def _tell(result: PassResult, e: QueueEntry, reason: str, message: str) -> None:
     the amounts in the message go stale as quota moves (the pending-workloads view shows the live
     position), and re-telling 10,000 workloads after every release would cost more than it says.
     Other reasons name what blocks (which queue is stopped), so a changed message is told, and so
-    is the first real evaluation of a workload that was only told it was bypassed."""
+    is the first real evaluation of a workload that was only told it was bypassed, and the first
+    evaluation after the queue's configuration changed (`retell`: its capacity, its cohort)."""
+    retell = e.retell
+    if retell:
+        e.retell = False
     if e.notice is not None and e.notice[0] == reason:
-        if e.notice[1] == message or (reason in SCHEDULER_REASONS and e.notice[1] != BYPASSED):
+        if e.notice[1] == message or (reason in SCHEDULER_REASONS and e.notice[1] != BYPASSED and not retell):
             return
     e.notice = (reason, message)
     result.notices.append(Notice(key=e.key, uid=e.uid, ticket=e.ticket, kind="pending", reason=reason, message=message))

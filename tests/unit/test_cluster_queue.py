@@ -146,6 +146,25 @@ def test_best_effort_fifo_skips_what_does_not_fit_and_sets_it_aside():
     assert [n.reason for n in result.notices if n.kind == "pending"] == ["ExceedsMaxQuota"]
 
 
+@pytest.mark.parametrize("outdated", [True, False], ids=["after-a-view-change-the-new-capacity-is-told", "the-same-reason-is-not-told-again"])
+def test_a_changed_configuration_tells_what_waits_again(outdated):
+    """A workload too big for its queue is told the queue's capacity. A new view (more quota, or the
+    queue joins a cohort) marks what was told outdated: the next pass tells the new capacity.
+    Without it a waiting-for-quota reason is told once (amounts go stale as quota moves)."""
+    st = state_with(view(), entry("big", cpu=8000))
+    [told] = [n for n in run_pass(st).notices if n.kind == "pending"]
+    assert told.reason == "ExceedsMaxQuota" and "maximum capacity (4)" in told.message
+    cq.set_view(st, view(revision=2, quotas={"default": {"cpu": "7"}}), NOW)
+    if outdated:
+        cq.notices_outdated(st)
+    again = [n for n in run_pass(st).notices if n.kind == "pending"]
+    if outdated:
+        assert [(n.reason, "maximum capacity (7)" in n.message) for n in again] == [("ExceedsMaxQuota", True)]
+        assert [n for n in run_pass(st).notices if n.kind == "pending"] == [], "told once more, not at every pass"
+    else:
+        assert again == []
+
+
 def test_a_reason_is_told_once_until_it_changes():
     st = state_with(view(), entry("a", cpu=4000), entry("b", cpu=4000, age=-1))
     first = run_pass(st)
