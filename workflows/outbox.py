@@ -1,4 +1,5 @@
-"""Signals a hot workflow sends, batched through one activity at a time.
+"""Signals a hot workflow sends, batched through one activity at a time (or one local activity, for
+a ClusterQueue forwarding a few messages to its cohort tree).
 
 A ClusterQueue that signalled every workload itself would pay two history events and a serialized
 write per signal (prototypes measured 0.28-0.34 of bare throughput that way, 0.75-1.0 with an
