@@ -50,6 +50,12 @@ TELL_QUEUE_IN_TASK = "tell-queue-in-task"
 # (the local activity kept that task open for its delivery). Its delivery costs a workflow task
 # later, off the verdict's path; the next notice to a queue waits for it, which keeps their order.
 ADMITTED_WITHOUT_WAITING = "admitted-without-waiting"
+# workflow.patched: the local activity of a notice (TELL_QUEUE_IN_TASK) is started, not awaited, in
+# `_settle`: the task still waits for it, but what the same step decides next (a runner's stop, the
+# published status) is carried out before its result comes. Awaited, that code ran once the result
+# came, which the SDK may deliver in the next workflow task, after events that arrived meanwhile (the
+# runner's activity completing): on replay it ran before them, and cancelled a runner that had ended.
+NOTICE_NOT_AWAITED = "notice-not-awaited"
 # workflow.patched: a workload whose kueue.x-k8s.io/admission-gated-by annotation names gates stays out
 # of its queue until they are removed. Asked only for such a workload, when its run starts: a run
 # that replays a history from before keeps queueing it as it did.
@@ -87,7 +93,7 @@ class WorkloadWorkflow(LegacyLoop):
         # What is under way in this run (never carried: lifecycle's Started asks again).
         self.asking: dict[str, workflow.ActivityHandle] = {}
         self.runner: workflow.ActivityHandle | None = None
-        # An `admitted` on its way to the ClusterQueue (ADMITTED_WITHOUT_WAITING).
+        # A notice on its way to the ClusterQueue (ADMITTED_WITHOUT_WAITING, NOTICE_NOT_AWAITED).
         self.telling: asyncio.Task | None = None
         # The run of each attempt's workflow started by this run (an ID is reused when an attempt
         # starts again): only the latest one's end is news.
@@ -289,11 +295,15 @@ class WorkloadWorkflow(LegacyLoop):
                 # refusal (the queue's per-run signal limit) is tried again for as long as it takes,
                 # as before: in the task for a few seconds, then after durable timers.
                 notice = Delivery(workflow_id=queue, signal=c.signal, payload=c.request.to_wire())
-                await workflow.execute_local_activity(
+                sending = workflow.start_local_activity(
                     contract.DELIVER_SIGNALS, DeliveryBatch(deliveries=[notice]), result_type=DeliveryReport,
                     start_to_close_timeout=timedelta(seconds=30), retry_policy=NOTICE_RETRY,
                     local_retry_threshold=timedelta(seconds=5), summary=f"{c.signal} to ClusterQueue {c.cluster_queue}",
                 )
+                if workflow.patched(NOTICE_NOT_AWAITED):
+                    self.telling = sending
+                else:
+                    await sending
             else:
                 await _signal(queue, c.signal, c.request)
         elif isinstance(c, lc.AskController):
@@ -316,7 +326,7 @@ class WorkloadWorkflow(LegacyLoop):
         return []
 
     async def _told(self) -> None:
-        """The `admitted` sent without waiting has reached its queue (at once when it already has)."""
+        """The notice sent without waiting has reached its queue (at once when it already has)."""
         if self.telling is not None:
             telling, self.telling = self.telling, None
             await telling
