@@ -29,16 +29,7 @@ from temporalio.worker import Replayer, UnsandboxedWorkflowRunner  # noqa: E402
 from admitflow.codec import DATA_CONVERTER, for_workers  # noqa: E402
 from admitflow.worker.main import WORKFLOWS, without_context, workflow_runner  # noqa: E402
 from bench.harness import machine, result_paths, revision, write_json  # noqa: E402
-
-HISTORIES = Path(__file__).resolve().parents[1] / "tests" / "replay" / "histories"
-
-
-def histories() -> list[WorkflowHistory]:
-    out = []
-    for path in sorted(HISTORIES.glob("*/*.json")):
-        workflow_id = path.stem.split("@")[0].replace("__", "/")
-        out.append(WorkflowHistory.from_json(workflow_id, path.read_text()))
-    return out
+from tests.replay.test_recorded_histories import HISTORIES, recorded  # noqa: E402
 
 
 async def one_round(replayer: Replayer, hs: list[WorkflowHistory]) -> float:
@@ -68,7 +59,7 @@ async def main() -> None:
         ),
         "unsandboxed": Replayer(workflows=list(WORKFLOWS), data_converter=converter, workflow_runner=UnsandboxedWorkflowRunner()),
     }
-    hs = histories()
+    hs = [recorded(path) for path in HISTORIES]
     before = machine()
     await one_round(kinds["sdk"], hs)  # warm: imports, bytecode
     times: dict[str, list[float]] = {k: [] for k in kinds}

@@ -17,6 +17,7 @@ workflows replay.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import json
 import sys
@@ -148,10 +149,11 @@ async def admitted_one(af: AdmitflowClient, keys: set[str]) -> str:
     raise TimeoutError(f"none of {sorted(keys)} was admitted")
 
 
-async def record_cohorts(out: Path) -> list[str]:
-    """ClusterQueues that name a cohort, recorded before cohorts were built (the code then ignored
-    cohortName): what a ClusterQueue workflow already running at the upgrade has in its history.
-    cq-a holds a1 and cannot fit a2 on its own; cq-b holds b1, which finishes."""
+@contextlib.asynccontextmanager
+async def team_cohort():
+    """A fresh in-memory dev server and the engine worker; ClusterQueues cq-a and cq-b (4 cpu each,
+    LocalQueues lq-a and lq-b) name cohort `team`; a1 (3 cpu, in cq-a) and b1 (1 cpu, in cq-b) are
+    admitted. Yields (client, AdmitflowClient)."""
     queues = []
     for name in ("cq-a", "cq-b"):
         queue = cluster_queue_manifest(name, quotas={"default": {"cpu": "4"}})
@@ -167,40 +169,34 @@ async def record_cohorts(out: Path) -> list[str]:
             ))
             await af.apply(loaded(workload_manifest("a1", cpu="3", queue="lq-a"), workload_manifest("b1", cpu="1", queue="lq-b")))
             await until(af, ["default/a1", "default/b1"], "Admitted")
-            await af.apply(loaded(workload_manifest("a2", cpu="3", queue="lq-a")))
-            await until(af, ["default/a2"], "Pending")
-            await af.finish("default/b1")
-            await until(af, ["default/b1"], "Finished")
-            return await save(client, out)
+            yield client, af
+
+
+async def record_cohorts(out: Path) -> list[str]:
+    """ClusterQueues that name a cohort, recorded before cohorts were built (the code then ignored
+    cohortName): what a ClusterQueue workflow already running at the upgrade has in its history.
+    cq-a holds a1 and cannot fit a2 on its own; cq-b holds b1, which finishes."""
+    async with team_cohort() as (client, af):
+        await af.apply(loaded(workload_manifest("a2", cpu="3", queue="lq-a")))
+        await until(af, ["default/a2"], "Pending")
+        await af.finish("default/b1")
+        await until(af, ["default/b1"], "Finished")
+        return await save(client, out)
 
 
 async def record_forwarding(out: Path) -> list[str]:
     """Two ClusterQueues in cohort `team`, each home forwarding its queue's messages to the tree:
     a2 borrows, a3 waits until a1 finishes, b1 finishes."""
-    queues = []
-    for name in ("cq-a", "cq-b"):
-        queue = cluster_queue_manifest(name, quotas={"default": {"cpu": "4"}})
-        queue["spec"]["cohortName"] = "team"
-        queues.append(queue)
-    async with DevServer(port=free_port(), db=None, headless=True) as server:
-        client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
-        af = AdmitflowClient(client)
-        async with build_worker(client, af.task_queue):
-            await af.apply(loaded(
-                flavor_manifest(), *queues,
-                local_queue_manifest("lq-a", "cq-a"), local_queue_manifest("lq-b", "cq-b"),
-            ))
-            await af.apply(loaded(workload_manifest("a1", cpu="3", queue="lq-a"), workload_manifest("b1", cpu="1", queue="lq-b")))
-            await until(af, ["default/a1", "default/b1"], "Admitted")
-            await af.apply(loaded(workload_manifest("a2", cpu="3", queue="lq-a")))
-            await until(af, ["default/a2"], "Admitted")
-            await af.apply(loaded(workload_manifest("a3", cpu="3", queue="lq-a")))
-            await until(af, ["default/a3"], "Pending")
-            await af.finish("default/b1")
-            await af.finish("default/a1")
-            await until(af, ["default/a1", "default/b1"], "Finished")
-            await until(af, ["default/a3"], "Admitted")
-            return await save(client, out)
+    async with team_cohort() as (client, af):
+        await af.apply(loaded(workload_manifest("a2", cpu="3", queue="lq-a")))
+        await until(af, ["default/a2"], "Admitted")
+        await af.apply(loaded(workload_manifest("a3", cpu="3", queue="lq-a")))
+        await until(af, ["default/a3"], "Pending")
+        await af.finish("default/b1")
+        await af.finish("default/a1")
+        await until(af, ["default/a1", "default/b1"], "Finished")
+        await until(af, ["default/a3"], "Admitted")
+        return await save(client, out)
 
 
 SCENARIOS = {"main": record, "edges": record_edges, "cohorts": record_cohorts, "forwarding": record_forwarding}

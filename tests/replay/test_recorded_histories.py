@@ -44,8 +44,13 @@ ROOT = Path(__file__).parent / "histories"
 HISTORIES = sorted(ROOT.glob("*/*.json"))
 
 
+def recorded(path: Path) -> WorkflowHistory:
+    """A recorded history; its file is named after its workflow ID (`/` as `__`), `@N` for the N-th
+    run of a workflow that continued as new."""
+    return WorkflowHistory.from_json(path.stem.split("@")[0].replace("__", "/"), path.read_text())
+
+
 @pytest.mark.parametrize("path", HISTORIES, ids=[f"{p.parent.name}/{p.stem}" for p in HISTORIES])
 async def test_a_recorded_history_replays(path: Path):
-    workflow_id = path.stem.split("@")[0].replace("__", "/")  # `@N`: the N-th run of a workflow that continued as new
-    result = await replayer().replay_workflow(WorkflowHistory.from_json(workflow_id, path.read_text()))
+    result = await replayer().replay_workflow(recorded(path))
     assert result.replay_failure is None, result.replay_failure
