@@ -10,7 +10,8 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from admitflow import contract
+from admitflow import contract, ids
+from admitflow.activities.mail import Mailer
 from admitflow.admission.pods_ready import GATE_SUMMARY
 from admitflow.messages import (
     AutoscalerInput,
@@ -20,6 +21,7 @@ from admitflow.messages import (
     DeliveryBatch,
     DeliveryReport,
     GateInput,
+    Message,
 )
 from admitflow.simulation.autoscaler import WORKFLOW_SUMMARY
 
@@ -33,8 +35,9 @@ BEATS_PER_TIMEOUT = 4
 
 
 class DeliveryActivities:
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, mailer: Mailer | None = None) -> None:
         self.client = client
+        self.mailer = mailer or Mailer(client)
 
     @activity.defn(name=contract.DELIVER_SIGNALS)
     async def deliver_signals(self, batch: DeliveryBatch) -> DeliveryReport:
@@ -63,7 +66,10 @@ class DeliveryActivities:
     async def _send(self, d: Delivery) -> bool:
         """Send one signal; False when no workflow with that ID is running (it finished or was
         deleted). Every other error is raised so the activity retries the batch: receivers ignore
-        what they already have, so a resent signal is harmless."""
+        what they already have, so a resent signal is harmless. What a workload tells its
+        ClusterQueue goes with the other workloads' messages to that queue (activities/mail.py)."""
+        if d.signal in contract.MAILED_SIGNALS and d.workflow_id.startswith(ids.CLUSTER_QUEUE_PREFIX) and _started_with(d) is None:
+            return await self.mailer.send(d.workflow_id, Message(signal=d.signal, payload=d.payload))
         started = _started_with(d)
         if started is not None:
             workflow_type, arg, summary = started

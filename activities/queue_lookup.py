@@ -9,15 +9,16 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from admitflow import contract, ids
+from admitflow.activities.mail import Mailer, StartQueue
 from admitflow.admission.catalog import QueueResolution, resolve_local_queue
 from admitflow.admission.cluster_queue import ClusterQueueView
 from admitflow.admission.catalog import CatalogState
 from admitflow.messages import (
     CatalogInput,
-    ClusterQueueInput,
     ClusterQueueRef,
     EnqueueRequest,
     LocalQueueRef,
+    Message,
     WatchRequest,
 )
 
@@ -30,8 +31,9 @@ ROUTE_TTL_SECONDS = 600.0
 
 
 class QueueLookupActivities:
-    def __init__(self, client: Client, clock=time.monotonic) -> None:
+    def __init__(self, client: Client, mailer: Mailer | None = None, clock=time.monotonic) -> None:
         self.client = client
+        self.mailer = mailer or Mailer(client)
         self.clock = clock
         self._routes: dict[tuple[str, str], tuple[str, float]] = {}
 
@@ -62,8 +64,9 @@ class QueueLookupActivities:
     @activity.defn(name=contract.ENQUEUE_WORKLOAD)
     async def enqueue_workload(self, request: EnqueueRequest) -> QueueResolution:
         """Resolve the LocalQueue; if it leads to a ClusterQueue, enqueue there (starting that
-        workflow if the catalog's view has not reached it yet). Otherwise ask the catalog to wake
-        the workload when the queue appears. Safe to repeat: the ClusterQueue ignores a ticket it has."""
+        workflow if the catalog's view has not reached it yet), with the other workloads' messages to
+        that queue (activities/mail.py). Otherwise ask the catalog to wake the workload when the
+        queue appears. Safe to repeat: the ClusterQueue ignores a ticket it has."""
         resolution = await self._resolve(request)
         if resolution.reason:
             await self.client.start_workflow(
@@ -81,14 +84,10 @@ class QueueLookupActivities:
                 ],
             )
             return resolution
-        await self.client.start_workflow(
-            contract.CLUSTER_QUEUE_WORKFLOW,
-            ClusterQueueInput(name=resolution.cluster_queue),
-            id=ids.cluster_queue_id(resolution.cluster_queue),
-            task_queue=activity.info().task_queue,
-            start_signal=contract.ENQUEUE,
-            start_signal_args=[request.entry],
-            static_summary=f"ClusterQueue {resolution.cluster_queue}",
+        await self.mailer.send(
+            ids.cluster_queue_id(resolution.cluster_queue),
+            Message(signal=contract.ENQUEUE, payload=request.entry.to_wire()),
+            StartQueue(name=resolution.cluster_queue, task_queue=activity.info().task_queue),
         )
         return resolution
 

@@ -64,6 +64,9 @@ CLUSTER_QUEUE_GATE_ANSWER = "pods_ready_gate"  # signal: the blockAdmission gate
 CLUSTER_QUEUE_STATUS = "status"  # query
 CLUSTER_QUEUE_GAUGES = "gauges"  # query: Kueue's gauges of its current state (admitflow exporter)
 FORCE_RELEASE = "force_release"  # update: an operator gives back a wedged workload's quota or place
+TAKE_MESSAGES = "take_messages"  # update: workloads' messages (enqueue, release, admitted, reprioritize), several at once
+# What a workload tells its ClusterQueue, which TAKE_MESSAGES carries (activities/mail.py).
+MAILED_SIGNALS = frozenset({ENQUEUE, RELEASE, ADMITTED, REPRIORITIZE})
 FORWARD = "forward"  # signal: a message for a ClusterQueue, passed between its home and its cohort tree
 RETURN_STATE = "return_state"  # signal: a cohort tree gives a ClusterQueue's state back to its home
 

@@ -41,6 +41,19 @@ class Delivery(WireModel):
     start_pods_ready_gate: bool = False
 
 
+class Message(WireModel):
+    """One message for a ClusterQueue, under the name of the signal that carries it alone."""
+
+    signal: str
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+class Messages(WireModel):
+    """Messages from workloads to one ClusterQueue, taken together by one update (TAKE_MESSAGES)."""
+
+    messages: list[Message] = Field(min_length=1)
+
+
 class DeliveryBatch(WireModel):
     deliveries: list[Delivery]
 

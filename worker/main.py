@@ -24,6 +24,7 @@ from temporalio.worker.workflow_sandbox import (
 
 import admitflow
 from admitflow.activities.delivery import DeliveryActivities
+from admitflow.activities.mail import Mailer
 from admitflow.activities.provisioning import ProvisioningActivities
 from admitflow.activities.provisioning.backend import ProvisioningBackend
 from admitflow.activities.provisioning.simulated import AutoscalerActivities
@@ -139,8 +140,9 @@ def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBack
     that cannot be decoded is refused and recorded, not a failed workflow task); its activities
     call Temporal through `client` itself."""
     cache_workflow_bytecode()
-    delivery = DeliveryActivities(client)
-    lookup = QueueLookupActivities(client)
+    mailer = Mailer(client)  # one per worker: its workloads' messages to a queue leave together
+    delivery = DeliveryActivities(client, mailer)
+    lookup = QueueLookupActivities(client, mailer)
     autoscaler = AutoscalerActivities(client)
     provreq = ProvisioningActivities(provisioning or provisioning_backend("simulated", client))
     polling = Client(**{**client.config(), "data_converter": for_workers(client.data_converter)})

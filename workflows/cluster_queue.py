@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         ClusterQueueReport,
         Delivery,
         ForceRelease,
+        Messages,
         StatusQuery,
     )
 
@@ -110,6 +111,22 @@ class ClusterQueueWorkflow:
         m = arguments.signal(signal, payload, MESSAGE_TYPES[signal])
         if m is not None:
             self.inbox.append(m)
+
+    @workflow.update(name=contract.TAKE_MESSAGES)
+    def take_messages(self, *payload: Any) -> None:
+        """Workloads' messages, several at once (activities/mail.py). An update, not signals: the
+        server holds back the updates that reach a run while it continues as new and gives them to
+        the next, where signals arriving then refuse its continue-as-new (temporal#1289) and stall
+        the queue for as long as they keep coming. Each is taken as the signal it names would be."""
+        for m in arguments.update(contract.TAKE_MESSAGES, payload, Messages).messages:
+            if m.signal in contract.MAILED_SIGNALS:
+                self._take(m.signal, (m.payload,))
+            else:
+                workflow.logger.warning("message_refused", extra={"signal": m.signal, "reason": f"{contract.TAKE_MESSAGES} does not carry {m.signal!r}"})
+
+    @take_messages.validator
+    def _refuse_what_is_not_messages(self, *payload: Any) -> None:
+        arguments.update(contract.TAKE_MESSAGES, payload, Messages)
 
     @workflow.update(name=contract.FORCE_RELEASE)
     async def force_release(self, *payload: Any) -> ForceReleaseOutcome:

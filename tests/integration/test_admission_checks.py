@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from admitflow import ids
+from admitflow import contract, ids
 from admitflow import search_attributes as sa
 from admitflow.admission import workload as wl
 from admitflow.admission.checks import Verdict
@@ -404,9 +404,16 @@ async def test_the_task_that_applies_the_last_ready_admits_and_publishes_it(engi
     await af.finish("default/job")
 
     async def notices() -> list[str]:
-        queue = await engine.client.get_workflow_handle(ids.cluster_queue_id("cq")).fetch_history()
-        received = [e.workflow_execution_signaled_event_attributes.signal_name for e in queue.events
-                    if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED]
+        """What the queue took, in order: signals, and the messages of its `take_messages` updates."""
+        received: list[str] = []
+        async for e in engine.client.get_workflow_handle(ids.cluster_queue_id("cq")).fetch_history_events():
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                received.append(e.workflow_execution_signaled_event_attributes.signal_name)
+            elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+                request = e.workflow_execution_update_accepted_event_attributes.accepted_request
+                if request.input.name == contract.TAKE_MESSAGES:
+                    (batch,) = await engine.client.data_converter.decode(request.input.args.payloads)
+                    received += [m["signal"] for m in batch["messages"]]
         return [s for s in received if s in ("admitted", "release")]
 
     assert await eventually(lambda: _released(notices)) == ["admitted", "release"]

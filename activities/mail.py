@@ -1,0 +1,162 @@
+"""What workloads tell their ClusterQueue, sent together: one update per queue at a time.
+
+A ClusterQueue is one workflow that every workload of the queue talks to: its entry (enqueue), and
+later its release, `admitted` or new priority. Sent as signals, a steady stream of them keeps the
+queue from continuing as new: the server refuses a continue-as-new while signals arrive during
+that workflow task, and the queue then replays its whole run (seconds, at depth) before it can try
+again, while more arrive (temporal#1289). Updates do not hold a run back: the ones that reach it
+while it continues as new are given to the next run.
+
+Every enqueue and notice a worker's activities send to one ClusterQueue goes through that worker's
+one `Mailer`: while an update to that queue is on its way, the messages that come meanwhile wait
+and leave together in the next (`contract.TAKE_MESSAGES`), so a worker has at most one update in
+flight per queue, well under the server's 10 per workflow, however many workloads speak at once.
+Each sender waits until the queue has taken its message (the update accepted, so it is in the
+queue's history), exactly as long as the queue takes to run its next workflow task.
+
+A sender must never wait long: it is a workload's local activity, which holds the workload's
+workflow task, and a worker whose every workflow task slot waited for a queue that needs one of
+those slots to answer would stall. An update not taken within `ACCEPT_WITHIN` is sent again as
+signals (the queue ignores what it already has, so one arriving twice is harmless), as is a batch
+for a queue whose worker does not know the update yet (one older than this module, during an
+upgrade).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError, RPCStatusCode
+
+from admitflow import contract
+from admitflow.messages import ClusterQueueInput, Message, Messages
+
+log = logging.getLogger(__name__)
+
+# How long a sender waits for its queue to take an update before sending its messages as signals.
+ACCEPT_WITHIN = 5.0
+# Messages in one update, at most (a queue entry is about 1 KiB; the server refuses payloads over 2 MiB).
+BATCH_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class StartQueue:
+    """Start the ClusterQueue's workflow with the messages if it does not run yet."""
+
+    name: str
+    task_queue: str
+
+
+@dataclass
+class _Letter:
+    message: Message
+    start: StartQueue | None
+    taken: asyncio.Future[bool]
+
+
+@dataclass
+class _Box:
+    letters: list[_Letter] = field(default_factory=list)
+    sending: asyncio.Task[None] | None = None
+
+
+class Mailer:
+    def __init__(self, client: Client, accept_within: float = ACCEPT_WITHIN) -> None:
+        self.client = client
+        self.accept_within = accept_within
+        self._boxes: dict[str, _Box] = {}
+
+    async def send(self, workflow_id: str, message: Message, start: StartQueue | None = None) -> bool:
+        """Once the ClusterQueue `workflow_id` has taken `message`: True; False when it does not
+        run (and `start` is None). Raises what the server answered otherwise (the caller retries)."""
+        box = self._boxes.setdefault(workflow_id, _Box())
+        letter = _Letter(message, start, asyncio.get_running_loop().create_future())
+        box.letters.append(letter)
+        if box.sending is None:
+            box.sending = asyncio.create_task(self._empty(workflow_id, box))
+        return await asyncio.shield(letter.taken)
+
+    async def _empty(self, workflow_id: str, box: _Box) -> None:
+        batch: list[_Letter] = []
+        try:
+            while box.letters:
+                batch, box.letters = box.letters[:BATCH_LIMIT], box.letters[BATCH_LIMIT:]
+                try:
+                    taken = await self._deliver(workflow_id, batch)
+                except Exception as err:  # noqa: BLE001 - each sender's activity retries
+                    for letter in batch:
+                        letter.taken.set_exception(err)
+                else:
+                    for letter, t in zip(batch, taken, strict=True):
+                        letter.taken.set_result(t)
+                batch = []
+        finally:
+            for letter in batch:  # cancelled mid-delivery (the worker stops): its senders stop waiting
+                letter.taken.cancel()
+            box.sending = None
+            if not box.letters and self._boxes.get(workflow_id) is box:
+                del self._boxes[workflow_id]
+
+    async def _deliver(self, workflow_id: str, batch: list[_Letter]) -> list[bool]:
+        """Whether each letter's queue runs (it has taken the letter when it does)."""
+        messages = Messages(messages=[letter.message for letter in batch])
+        start = next((letter.start for letter in batch if letter.start is not None), None)
+        try:
+            if start is None:
+                call = self.client.get_workflow_handle(workflow_id).execute_update(contract.TAKE_MESSAGES, messages)
+            else:
+                call = self.client.execute_update_with_start_workflow(
+                    contract.TAKE_MESSAGES, messages, start_workflow_operation=_starting(workflow_id, start)
+                )
+            await asyncio.wait_for(call, self.accept_within)
+            return [True] * len(batch)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND and start is None:
+                return [False] * len(batch)
+            raise
+        except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):  # the SDK's name for wait_for's cancel
+            if asyncio.current_task().cancelling():  # type: ignore[union-attr] - the worker stops: no signals
+                raise
+            log.warning("%s took no update within %.0f s: %d messages sent as signals", workflow_id, self.accept_within, len(batch))
+        except WorkflowUpdateFailedError as err:
+            if not _unknown_update(err):
+                raise
+            log.warning("%s does not know %s yet (an older worker runs it): %d messages sent as signals",
+                        workflow_id, contract.TAKE_MESSAGES, len(batch))
+        return [await self._signal(workflow_id, letter) for letter in batch]
+
+    async def _signal(self, workflow_id: str, letter: _Letter) -> bool:
+        m, start = letter.message, letter.start
+        if start is not None:
+            await self.client.start_workflow(
+                contract.CLUSTER_QUEUE_WORKFLOW, ClusterQueueInput(name=start.name), id=workflow_id, task_queue=start.task_queue,
+                start_signal=m.signal, start_signal_args=[m.payload], static_summary=_summary(start),
+            )
+            return True
+        try:
+            await self.client.get_workflow_handle(workflow_id).signal(m.signal, m.payload)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return True
+
+
+def _starting(workflow_id: str, start: StartQueue) -> WithStartWorkflowOperation:
+    return WithStartWorkflowOperation(
+        contract.CLUSTER_QUEUE_WORKFLOW, ClusterQueueInput(name=start.name), id=workflow_id, task_queue=start.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, static_summary=_summary(start),
+    )
+
+
+def _summary(start: StartQueue) -> str:
+    return f"ClusterQueue {start.name}"
+
+
+def _unknown_update(err: WorkflowUpdateFailedError) -> bool:
+    """The SDK's rejection of an update its workflow has no handler for."""
+    return "expected but not found" in str(err.cause)

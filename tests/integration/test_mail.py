@@ -1,0 +1,108 @@
+"""What workloads tell their ClusterQueue leaves a worker together, as updates (activities/mail.py):
+many senders at once cost one update per queue at a time; a queue that does not run is reported;
+a queue that takes no update in time, or runs on a worker that does not know the update, gets the
+messages as signals."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+from admitflow import contract, ids
+from admitflow.activities.mail import Mailer, StartQueue
+from datetime import UTC, datetime
+
+from admitflow.admission.cluster_queue import QueueEntry
+from admitflow.admission.requests import PodSetRequest
+from admitflow.messages import ClusterQueueInput, Message, ReleaseRequest
+
+pytestmark = pytest.mark.integration
+
+
+def enqueue(i: int) -> Message:
+    entry = QueueEntry(
+        key=f"default/w{i}", uid=f"u{i}", ticket=1, local_queue="lq", priority=0, timestamp=datetime(2026, 1, 1, tzinfo=UTC),
+        pod_sets=[PodSetRequest(name="main", count=1, per_pod={"cpu": 1000})],
+    )
+    return Message(signal=contract.ENQUEUE, payload=entry.to_wire())
+
+
+def new_queue(prefix: str) -> tuple[str, str]:
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    return name, ids.cluster_queue_id(name)
+
+
+async def messages_in_history(client: Client, workflow_id: str) -> tuple[list[int], list[str]]:
+    """The size of every update the queue took, and the signals it got."""
+    updates, signals = [], []
+    async for e in client.get_workflow_handle(workflow_id).fetch_history_events():
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            (batch,) = await client.data_converter.decode(e.workflow_execution_update_accepted_event_attributes.accepted_request.input.args.payloads)
+            updates.append(len(batch["messages"]))
+        elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+            signals.append(e.workflow_execution_signaled_event_attributes.signal_name)
+    return updates, signals
+
+
+async def test_messages_sent_at_once_to_one_queue_leave_together(engine) -> None:
+    client, (name, queue) = engine.client, new_queue("mail")
+    mailer = Mailer(client)
+    start = StartQueue(name=name, task_queue="admitflow")
+    taken = await asyncio.gather(*(mailer.send(queue, enqueue(i), start) for i in range(40)))
+    assert taken == [True] * 40
+    updates, signals = await messages_in_history(client, queue)
+    assert sum(updates) == 40 and signals == []
+    assert len(updates) <= 3, f"one update per queue at a time, the rest waiting together: {updates}"
+
+
+async def test_a_message_for_a_queue_that_does_not_run_is_reported_not_taken(engine) -> None:
+    release = Message(signal=contract.RELEASE, payload=ReleaseRequest(key="default/w", uid="u", ticket=1).to_wire())
+    assert await Mailer(engine.client).send(ids.cluster_queue_id("nowhere"), release) is False
+
+
+async def test_a_queue_that_takes_no_update_in_time_gets_signals(engine) -> None:
+    """No worker polls its task queue: the update is not taken, the signals wait in its history."""
+    client, (name, queue) = engine.client, new_queue("idle")
+    start = StartQueue(name=name, task_queue=f"nobody-{uuid.uuid4().hex[:6]}")
+    mailer = Mailer(client, accept_within=1.0)
+    assert await asyncio.gather(*(mailer.send(queue, enqueue(i), start) for i in range(3))) == [True] * 3
+    updates, signals = await messages_in_history(client, queue)
+    assert updates == [] and signals == [contract.ENQUEUE] * 3
+
+
+@workflow.defn(name=contract.CLUSTER_QUEUE_WORKFLOW)
+class QueueBeforeMail:
+    """A ClusterQueue as a worker older than the update runs it: signals only."""
+
+    def __init__(self) -> None:
+        self.enqueued = 0
+
+    @workflow.signal(name=contract.ENQUEUE)
+    def enqueue(self, entry: Any) -> None:
+        self.enqueued += 1
+
+    @workflow.query(name="enqueued")
+    def count(self) -> int:
+        return self.enqueued
+
+    @workflow.run
+    async def run(self, input: ClusterQueueInput) -> None:
+        await workflow.wait_condition(lambda: False)
+
+
+async def test_a_queue_on_a_worker_that_does_not_know_the_update_gets_signals(engine) -> None:
+    client, (name, queue) = engine.client, new_queue("old")
+    task_queue = f"old-{uuid.uuid4().hex[:6]}"
+    async with Worker(client, task_queue=task_queue, workflows=[QueueBeforeMail], workflow_runner=UnsandboxedWorkflowRunner()):
+        mailer = Mailer(client)
+        start = StartQueue(name=name, task_queue=task_queue)
+        assert await asyncio.gather(*(mailer.send(queue, enqueue(i), start) for i in range(5))) == [True] * 5
+        assert await client.get_workflow_handle(queue).query("enqueued") == 5
+        await client.get_workflow_handle(queue).terminate("test over")
