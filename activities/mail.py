@@ -75,6 +75,8 @@ class Mailer:
         run (and `start` is None). Raises what the server answered otherwise (the caller retries)."""
         box = self._boxes.setdefault(workflow_id, _Box())
         letter = _Letter(message, start, asyncio.get_running_loop().create_future())
+        # Read even when its sender stopped waiting (its activity was cancelled): no "never retrieved" noise.
+        letter.taken.add_done_callback(lambda f: f.cancelled() or f.exception())
         box.letters.append(letter)
         if box.sending is None:
             box.sending = asyncio.create_task(self._empty(workflow_id, box))

@@ -115,7 +115,7 @@ async def main() -> None:
                     try:
                         report = await af.cluster_queue_report("cq")
                         held = report.status.pending_workloads + report.status.reserving_workloads if report else 0
-                    except RPCError:
+                    except (RPCError, AdmitflowError):
                         pass  # a busy worker answers a query late; ask again
 
                     if held >= n or time.monotonic() > deadline:
