@@ -501,22 +501,25 @@ async def test_apply_wait_follows_and_get_watch_prints_changes(engine):
         assert lines[0] == "workload.kueue.x-k8s.io/default/waited created"
         assert "  default/waited                   Admitted: The workload is admitted" in lines
         assert lines[-1] == "All 1 workloads admitted."
-        await run(engine, "finish", "default/waited")
-
         seen: list[tuple[str, str, str]] = []  # name, admitted, finished, read at the header's columns
+        header = await asyncio.wait_for(asyncio.to_thread(watcher.stdout.readline), 30)
+        admitted, finished, end = header.index("ADMITTED"), header.index("FINISHED"), header.index("AGE")
 
-        def read_until_finished() -> None:
-            header = watcher.stdout.readline()
-            admitted, finished, end = header.index("ADMITTED"), header.index("FINISHED"), header.index("AGE")
+        def read_until(column: int) -> None:
+            """Rows until the workload's shows True in `column` (1 admitted, 2 finished)."""
             for line in watcher.stdout:
                 row = (line.split()[1], line[admitted:finished].strip(), line[finished:end].strip())
                 seen.append(row)
-                if row[0] == "waited" and row[2] == "True":
+                if row[0] == "waited" and row[column] == "True":
                     return
 
-        await asyncio.wait_for(asyncio.to_thread(read_until_finished), 30)
-        assert seen[-1][::2] == ("waited", "True")
-        assert ("waited", "True", "") in seen[:-1], f"the admitted row came before the finished one: {seen}"
+        # The watch prints the admitted workload before it is finished: a state that lasts until the
+        # finish below, so the test waits for that row rather than racing the watch's next read.
+        await asyncio.wait_for(asyncio.to_thread(read_until, 1), 30)
+        assert seen[-1] == ("waited", "True", ""), seen
+        await run(engine, "finish", "default/waited")
+        await asyncio.wait_for(asyncio.to_thread(read_until, 2), 30)
+        assert seen[-1][::2] == ("waited", "True"), seen
     finally:
         watcher.terminate()
         watcher.wait(10)
