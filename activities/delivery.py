@@ -37,7 +37,7 @@ BEATS_PER_TIMEOUT = 4
 class DeliveryActivities:
     def __init__(self, client: Client, mailer: Mailer | None = None) -> None:
         self.client = client
-        self.mailer = mailer or Mailer(client)
+        self.mailer = mailer or Mailer(client, send_signal)
 
     @activity.defn(name=contract.DELIVER_SIGNALS)
     async def deliver_signals(self, batch: DeliveryBatch) -> DeliveryReport:
@@ -70,26 +70,27 @@ class DeliveryActivities:
         ClusterQueue goes with the other workloads' messages to that queue (activities/mail.py)."""
         if d.signal in contract.MAILED_SIGNALS and d.workflow_id.startswith(ids.CLUSTER_QUEUE_PREFIX) and _started_with(d) is None:
             return await self.mailer.send(d.workflow_id, Message(signal=d.signal, payload=d.payload))
-        started = _started_with(d)
-        if started is not None:
-            workflow_type, arg, summary = started
-            await self.client.start_workflow(
-                workflow_type,
-                arg,
-                id=d.workflow_id,
-                task_queue=activity.info().task_queue,
-                start_signal=d.signal,
-                start_signal_args=[d.payload],
-                static_summary=summary,
-            )
-            return True
-        try:
-            await self.client.get_workflow_handle(d.workflow_id).signal(d.signal, d.payload)
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return False
-            raise
+        return await send_signal(self.client, d, activity.info().task_queue)
+
+
+async def send_signal(client: Client, d: Delivery, task_queue: str) -> bool:
+    """Send `d` as one signal (signal-with-start on `task_queue` when it says so); False when no
+    workflow with that ID runs."""
+    started = _started_with(d)
+    if started is not None:
+        workflow_type, arg, summary = started
+        await client.start_workflow(
+            workflow_type, arg, id=d.workflow_id, task_queue=task_queue,
+            start_signal=d.signal, start_signal_args=[d.payload], static_summary=summary,
+        )
         return True
+    try:
+        await client.get_workflow_handle(d.workflow_id).signal(d.signal, d.payload)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return True
 
 
 async def _heartbeat(total: int, sent: Callable[[], int]) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
@@ -33,7 +34,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from admitflow import contract
-from admitflow.messages import ClusterQueueInput, Message, Messages
+from admitflow.messages import ClusterQueueInput, Delivery, Message, Messages
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,11 @@ class StartQueue:
     task_queue: str
 
 
+# Sends one delivery as a signal, starting its workflow on the task queue given when it says so;
+# False when no such workflow runs (activities/delivery.send_signal).
+SignalSender = Callable[[Client, Delivery, str], Awaitable[bool]]
+
+
 @dataclass
 class _Letter:
     message: Message
@@ -65,8 +71,9 @@ class _Box:
 
 
 class Mailer:
-    def __init__(self, client: Client, accept_within: float = ACCEPT_WITHIN) -> None:
+    def __init__(self, client: Client, signal: SignalSender, accept_within: float = ACCEPT_WITHIN) -> None:
         self.client = client
+        self.signal = signal
         self.accept_within = accept_within
         self._boxes: dict[str, _Box] = {}
 
@@ -133,30 +140,15 @@ class Mailer:
 
     async def _signal(self, workflow_id: str, letter: _Letter) -> bool:
         m, start = letter.message, letter.start
-        if start is not None:
-            await self.client.start_workflow(
-                contract.CLUSTER_QUEUE_WORKFLOW, ClusterQueueInput(name=start.name), id=workflow_id, task_queue=start.task_queue,
-                start_signal=m.signal, start_signal_args=[m.payload], static_summary=_summary(start),
-            )
-            return True
-        try:
-            await self.client.get_workflow_handle(workflow_id).signal(m.signal, m.payload)
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return False
-            raise
-        return True
+        alone = Delivery(workflow_id=workflow_id, signal=m.signal, payload=m.payload, start_cluster_queue=start and start.name)
+        return await self.signal(self.client, alone, start.task_queue if start else "")
 
 
 def _starting(workflow_id: str, start: StartQueue) -> WithStartWorkflowOperation:
     return WithStartWorkflowOperation(
         contract.CLUSTER_QUEUE_WORKFLOW, ClusterQueueInput(name=start.name), id=workflow_id, task_queue=start.task_queue,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, static_summary=_summary(start),
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, static_summary=f"ClusterQueue {start.name}",
     )
-
-
-def _summary(start: StartQueue) -> str:
-    return f"ClusterQueue {start.name}"
 
 
 def _unknown_update(err: WorkflowUpdateFailedError) -> bool:

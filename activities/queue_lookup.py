@@ -9,6 +9,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from admitflow import contract, ids
+from admitflow.activities.delivery import send_signal
 from admitflow.activities.mail import Mailer, StartQueue
 from admitflow.admission.catalog import QueueResolution, resolve_local_queue
 from admitflow.admission.cluster_queue import ClusterQueueView
@@ -33,7 +34,7 @@ ROUTE_TTL_SECONDS = 600.0
 class QueueLookupActivities:
     def __init__(self, client: Client, mailer: Mailer | None = None, clock=time.monotonic) -> None:
         self.client = client
-        self.mailer = mailer or Mailer(client)
+        self.mailer = mailer or Mailer(client, send_signal)
         self.clock = clock
         self._routes: dict[tuple[str, str], tuple[str, float]] = {}
 

@@ -23,7 +23,7 @@ from temporalio.worker.workflow_sandbox import (
 )
 
 import admitflow
-from admitflow.activities.delivery import DeliveryActivities
+from admitflow.activities.delivery import DeliveryActivities, send_signal
 from admitflow.activities.mail import Mailer
 from admitflow.activities.provisioning import ProvisioningActivities
 from admitflow.activities.provisioning.backend import ProvisioningBackend
@@ -140,7 +140,7 @@ def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBack
     that cannot be decoded is refused and recorded, not a failed workflow task); its activities
     call Temporal through `client` itself."""
     cache_workflow_bytecode()
-    mailer = Mailer(client)  # one per worker: its workloads' messages to a queue leave together
+    mailer = Mailer(client, send_signal)  # one per worker: its workloads' messages to a queue leave together
     delivery = DeliveryActivities(client, mailer)
     lookup = QueueLookupActivities(client, mailer)
     autoscaler = AutoscalerActivities(client)

@@ -291,9 +291,10 @@ class WorkloadWorkflow(LegacyLoop):
             if c.signal == contract.ADMITTED and workflow.patched(ADMITTED_WITHOUT_WAITING):
                 self.telling = asyncio.create_task(_signal(queue, c.signal, c.request))
             elif workflow.patched(TELL_QUEUE_IN_TASK):
-                # Sent again if the task is retried: the ClusterQueue ignores a notice it has had. A
-                # refusal (the queue's per-run signal limit) is tried again for as long as it takes,
-                # as before: in the task for a few seconds, then after durable timers.
+                # Sent again if the task is retried: the ClusterQueue ignores a notice it has had. The
+                # activity sends it in its worker's next `take_messages` update (activities/mail.py); a
+                # refusal is tried again for as long as it takes, as before: in the task for a few
+                # seconds, then after durable timers.
                 notice = Delivery(workflow_id=queue, signal=c.signal, payload=c.request.to_wire())
                 sending = workflow.start_local_activity(
                     contract.DELIVER_SIGNALS, DeliveryBatch(deliveries=[notice]), result_type=DeliveryReport,

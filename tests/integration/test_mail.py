@@ -16,6 +16,7 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from admitflow import contract, ids
+from admitflow.activities.delivery import send_signal
 from admitflow.activities.mail import Mailer, StartQueue
 from datetime import UTC, datetime
 
@@ -53,7 +54,7 @@ async def messages_in_history(client: Client, workflow_id: str) -> tuple[list[in
 
 async def test_messages_sent_at_once_to_one_queue_leave_together(engine) -> None:
     client, (name, queue) = engine.client, new_queue("mail")
-    mailer = Mailer(client)
+    mailer = Mailer(client, send_signal)
     start = StartQueue(name=name, task_queue="admitflow")
     taken = await asyncio.gather(*(mailer.send(queue, enqueue(i), start) for i in range(40)))
     assert taken == [True] * 40
@@ -64,14 +65,14 @@ async def test_messages_sent_at_once_to_one_queue_leave_together(engine) -> None
 
 async def test_a_message_for_a_queue_that_does_not_run_is_reported_not_taken(engine) -> None:
     release = Message(signal=contract.RELEASE, payload=ReleaseRequest(key="default/w", uid="u", ticket=1).to_wire())
-    assert await Mailer(engine.client).send(ids.cluster_queue_id("nowhere"), release) is False
+    assert await Mailer(engine.client, send_signal).send(ids.cluster_queue_id("nowhere"), release) is False
 
 
 async def test_a_queue_that_takes_no_update_in_time_gets_signals(engine) -> None:
     """No worker polls its task queue: the update is not taken, the signals wait in its history."""
     client, (name, queue) = engine.client, new_queue("idle")
     start = StartQueue(name=name, task_queue=f"nobody-{uuid.uuid4().hex[:6]}")
-    mailer = Mailer(client, accept_within=1.0)
+    mailer = Mailer(client, send_signal, accept_within=1.0)
     assert await asyncio.gather(*(mailer.send(queue, enqueue(i), start) for i in range(3))) == [True] * 3
     updates, signals = await messages_in_history(client, queue)
     assert updates == [] and signals == [contract.ENQUEUE] * 3
@@ -101,7 +102,7 @@ async def test_a_queue_on_a_worker_that_does_not_know_the_update_gets_signals(en
     client, (name, queue) = engine.client, new_queue("old")
     task_queue = f"old-{uuid.uuid4().hex[:6]}"
     async with Worker(client, task_queue=task_queue, workflows=[QueueBeforeMail], workflow_runner=UnsandboxedWorkflowRunner()):
-        mailer = Mailer(client)
+        mailer = Mailer(client, send_signal)
         start = StartQueue(name=name, task_queue=task_queue)
         assert await asyncio.gather(*(mailer.send(queue, enqueue(i), start) for i in range(5))) == [True] * 5
         assert await client.get_workflow_handle(queue).query("enqueued") == 5
