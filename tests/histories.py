@@ -11,6 +11,7 @@ the task is retried with the message, nothing of ours went wrong). Anything else
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import Client, WorkflowHistory
@@ -41,8 +42,10 @@ class Audit:
         )
 
 
-async def audit(client: Client) -> Audit:
-    """Every run in the namespace, replayed and read; see the module's docstring."""
+async def audit(client: Client, keep: Path | None = None) -> Audit:
+    """Every run in the namespace, replayed and read; see the module's docstring. A run that does
+    not replay has its history written under `keep` (as `temporal workflow show --output json`
+    would print it), so that a failure seen once can be replayed again and read."""
     result = Audit()
     histories: list[WorkflowHistory] = []
     ours = {defn.__temporal_workflow_definition.name for defn in WORKFLOWS}  # type: ignore[attr-defined]
@@ -69,14 +72,21 @@ async def audit(client: Client) -> Audit:
 
     replayed = await replayer().replay_workflows(each(), raise_on_replay_failure=False)
     for run_id, failure in replayed.replay_failures.items():
-        wid = next((h.workflow_id for h in histories if h.run_id == run_id), "?")
-        result.nondeterministic.append(f"{wid} ({run_id}): {str(failure).splitlines()[0]}")
+        history = next((h for h in histories if h.run_id == run_id), None)
+        wid = history.workflow_id if history is not None else "?"
+        problem = f"{wid} ({run_id}): {str(failure).splitlines()[0]}"
+        if keep is not None and history is not None:
+            kept = keep / f"nondeterministic-{wid.replace('/', '_')}-{run_id}.json"
+            kept.write_text(history.to_json())
+            problem += f" (history kept in {kept})"
+        result.nondeterministic.append(problem)
     return result
 
 
-async def assert_replays(client: Client) -> Audit:
-    """Fails the test on any run that does not replay or any workflow task failed without a kill."""
-    result = await audit(client)
+async def assert_replays(client: Client, keep: Path | None = None) -> Audit:
+    """Fails the test on any run that does not replay or any workflow task failed without a kill;
+    the histories of runs that do not replay are kept under `keep`."""
+    result = await audit(client, keep)
     assert result.runs > 0, "no workflow run found to replay"
     assert not result.problems, result.summary() + "\n" + "\n".join(result.problems[:20])
     return result

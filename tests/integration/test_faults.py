@@ -161,7 +161,7 @@ async def run_with_faults(tmp_path: Path, fault) -> None:
         for sign in ("Nondeterminism", "Client specified an invalid argument"):
             assert sign not in logs, next(line for line in logs.splitlines() if sign in line)
         # Every run of every workflow replays, and no workflow task failed that a kill does not explain.
-        await assert_replays(client)
+        await assert_replays(client, keep=tmp_path)
     finally:
         worker.kill()
         worker.wait(10)

@@ -95,7 +95,7 @@ async def test_a_query_during_a_worker_death_never_makes_a_workload_diverge(tmp_
         await say(af, "job", "a", "Ready", attempt=again.check_attempts["a"])
         admitted = await until(af, "Admitted", timeout=30)
         assert [e.reason for e in admitted.events].count("Admitted") == 1
-        audit = await assert_replays(client)
+        audit = await assert_replays(client, keep=tmp_path)
         assert audit.types.get("WorkloadWorkflow") == 1
     finally:
         worker.kill()

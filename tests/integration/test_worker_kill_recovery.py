@@ -214,7 +214,7 @@ async def test_a_worker_killed_while_its_queue_delivers_costs_seconds_once_a_new
             print(figure)  # shown with -rP
             assert resumed - started < BOUND, figure
         # Every run of every workflow replays, and no workflow task failed that the kill does not explain.
-        await assert_replays(client)
+        await assert_replays(client, keep=tmp_path)
     finally:
         flow.stop()
         worker.kill()
