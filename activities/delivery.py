@@ -10,8 +10,8 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from admitflow import contract, ids
-from admitflow.activities.mail import Mailer
+from admitflow import contract
+from admitflow.activities.mail import Mailer, by_update
 from admitflow.admission.pods_ready import GATE_SUMMARY
 from admitflow.messages import (
     AutoscalerInput,
@@ -51,10 +51,11 @@ class DeliveryActivities:
         async def send_all(deliveries: list[Delivery]) -> None:
             nonlocal sent
             async with gate:
-                for d in deliveries:
-                    if not await self._send(d):
-                        missing.append(d)
-                    sent += 1
+                for run in _runs(deliveries):
+                    # In order: a run of messages that travel by update leaves in one (or a few).
+                    found = await asyncio.gather(*(self._send(d) for d in run))
+                    missing.extend(d for d, f in zip(run, found, strict=True) if not f)
+                    sent += len(run)
 
         beating = asyncio.ensure_future(_heartbeat(len(batch.deliveries), lambda: sent))
         try:
@@ -67,8 +68,9 @@ class DeliveryActivities:
         """Send one signal; False when no workflow with that ID is running (it finished or was
         deleted). Every other error is raised so the activity retries the batch: receivers ignore
         what they already have, so a resent signal is harmless. What a workload tells its
-        ClusterQueue goes with the other workloads' messages to that queue (activities/mail.py)."""
-        if d.signal in contract.MAILED_SIGNALS and d.workflow_id.startswith(ids.CLUSTER_QUEUE_PREFIX) and _started_with(d) is None:
+        ClusterQueue, or a home forwards to its cohort tree, goes with the other messages to that
+        receiver, in one update (activities/mail.py)."""
+        if by_update(d):
             return await self.mailer.send(d.workflow_id, Message(signal=d.signal, payload=d.payload))
         return await send_signal(self.client, d, activity.info().task_queue)
 
@@ -101,6 +103,18 @@ async def _heartbeat(total: int, sent: Callable[[], int]) -> None:
     while True:
         await asyncio.sleep(timeout.total_seconds() / BEATS_PER_TIMEOUT)
         activity.heartbeat(f"{sent()} of {total} sent")
+
+
+def _runs(deliveries: list[Delivery]) -> list[list[Delivery]]:
+    """One receiver's deliveries, in order, cut into what is sent at once: each run of messages
+    that travel by update together, every other delivery alone."""
+    runs: list[list[Delivery]] = []
+    for d in deliveries:
+        if by_update(d) and runs and by_update(runs[-1][0]):
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return runs
 
 
 def _started_with(d: Delivery) -> tuple[str, object, str] | None:
