@@ -51,11 +51,10 @@ class DeliveryActivities:
         async def send_all(deliveries: list[Delivery]) -> None:
             nonlocal sent
             async with gate:
-                for run in _runs(deliveries):
-                    # In order: a run of messages that travel by update leaves in one (or a few).
-                    found = await asyncio.gather(*(self._send(d) for d in run))
-                    missing.extend(d for d, f in zip(run, found, strict=True) if not f)
-                    sent += len(run)
+                for d in deliveries:
+                    if not await self._send(d):
+                        missing.append(d)
+                    sent += 1
 
         beating = asyncio.ensure_future(_heartbeat(len(batch.deliveries), lambda: sent))
         try:
@@ -68,8 +67,7 @@ class DeliveryActivities:
         """Send one signal; False when no workflow with that ID is running (it finished or was
         deleted). Every other error is raised so the activity retries the batch: receivers ignore
         what they already have, so a resent signal is harmless. What a workload tells its
-        ClusterQueue, or a home forwards to its cohort tree, goes with the other messages to that
-        receiver, in one update (activities/mail.py)."""
+        ClusterQueue goes with the other workloads' messages to that queue (activities/mail.py)."""
         if by_update(d):
             return await self.mailer.send(d.workflow_id, Message(signal=d.signal, payload=d.payload))
         return await send_signal(self.client, d, activity.info().task_queue)
@@ -103,18 +101,6 @@ async def _heartbeat(total: int, sent: Callable[[], int]) -> None:
     while True:
         await asyncio.sleep(timeout.total_seconds() / BEATS_PER_TIMEOUT)
         activity.heartbeat(f"{sent()} of {total} sent")
-
-
-def _runs(deliveries: list[Delivery]) -> list[list[Delivery]]:
-    """One receiver's deliveries, in order, cut into what is sent at once: each run of messages
-    that travel by update together, every other delivery alone."""
-    runs: list[list[Delivery]] = []
-    for d in deliveries:
-        if by_update(d) and runs and by_update(runs[-1][0]):
-            runs[-1].append(d)
-        else:
-            runs.append([d])
-    return runs
 
 
 def _started_with(d: Delivery) -> tuple[str, object, str] | None:
