@@ -10,7 +10,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from admitflow import contract
+from admitflow import contract, ids
 from admitflow.activities.mail import Mailer, by_update
 from admitflow.admission.pods_ready import GATE_SUMMARY
 from admitflow.messages import (
@@ -51,10 +51,11 @@ class DeliveryActivities:
         async def send_all(deliveries: list[Delivery]) -> None:
             nonlocal sent
             async with gate:
-                for d in deliveries:
-                    if not await self._send(d):
-                        missing.append(d)
-                    sent += 1
+                for run in _runs(deliveries):
+                    # In order: a run of messages that travel by update leaves in one (or a few).
+                    found = await asyncio.gather(*(self._send(d) for d in run))
+                    missing.extend(d for d, f in zip(run, found, strict=True) if not f)
+                    sent += len(run)
 
         beating = asyncio.ensure_future(_heartbeat(len(batch.deliveries), lambda: sent))
         try:
@@ -67,20 +68,24 @@ class DeliveryActivities:
         """Send one signal; False when no workflow with that ID is running (it finished or was
         deleted). Every other error is raised so the activity retries the batch: receivers ignore
         what they already have, so a resent signal is harmless. What a workload tells its
-        ClusterQueue goes with the other workloads' messages to that queue (activities/mail.py)."""
+        ClusterQueue, or a home forwards to its cohort tree, goes with the other messages to that
+        receiver, in one update (activities/mail.py)."""
         if by_update(d):
             return await self.mailer.send(d.workflow_id, Message(signal=d.signal, payload=d.payload))
         return await send_signal(self.client, d, activity.info().task_queue)
 
 
 async def send_signal(client: Client, d: Delivery, task_queue: str) -> bool:
-    """Send `d` as one signal (signal-with-start on `task_queue` when it says so); False when no
-    workflow with that ID runs."""
+    """Send `d` as one signal (signal-with-start when it says so: a ClusterQueue or cohort tree on
+    the entities' task queue of the engine's `task_queue`, anything else on the engine's own);
+    False when no workflow with that ID runs."""
     started = _started_with(d)
     if started is not None:
         workflow_type, arg, summary = started
+        entity = d.start_cluster_queue is not None or d.start_cohort is not None
         await client.start_workflow(
-            workflow_type, arg, id=d.workflow_id, task_queue=task_queue,
+            workflow_type, arg, id=d.workflow_id,
+            task_queue=ids.entity_task_queue(task_queue) if entity else ids.engine_task_queue(task_queue),
             start_signal=d.signal, start_signal_args=[d.payload], static_summary=summary,
         )
         return True
@@ -101,6 +106,18 @@ async def _heartbeat(total: int, sent: Callable[[], int]) -> None:
     while True:
         await asyncio.sleep(timeout.total_seconds() / BEATS_PER_TIMEOUT)
         activity.heartbeat(f"{sent()} of {total} sent")
+
+
+def _runs(deliveries: list[Delivery]) -> list[list[Delivery]]:
+    """One receiver's deliveries, in order, cut into what is sent at once: each run of messages
+    that travel by update together, every other delivery alone."""
+    runs: list[list[Delivery]] = []
+    for d in deliveries:
+        if by_update(d) and runs and by_update(runs[-1][0]):
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return runs
 
 
 def _started_with(d: Delivery) -> tuple[str, object, str] | None:

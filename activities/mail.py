@@ -1,25 +1,31 @@
-"""What workloads tell their ClusterQueue, sent together: one update per queue at a time.
+"""What workloads tell their ClusterQueue, and what a ClusterQueue's home forwards to its cohort
+tree, sent together: one update per receiver at a time.
 
 A ClusterQueue is one workflow that every workload of the queue talks to: its entry (enqueue), and
 later its release, `admitted` or new priority. Sent as signals, a steady stream of them keeps the
 queue from continuing as new: the server refuses a continue-as-new while signals arrive during
 that workflow task, and the queue then replays its whole run (seconds, at depth) before it can try
 again, while more arrive (temporal#1289). Updates do not hold a run back: the ones that reach it
-while it continues as new are given to the next run.
+while it continues as new are given to the next run. A cohort tree is such a workflow too: every
+home of its ClusterQueues forwards these messages to it (workflows/cohort.py). `by_update` says
+which deliveries travel this way.
 
-Every enqueue and notice a worker's activities send to one ClusterQueue goes through that worker's
-one `Mailer`: while an update to that queue is on its way, the messages that come meanwhile wait
+Every such message a worker's activities send to one receiver goes through that worker's one
+`Mailer`: while an update to that receiver is on its way, the messages that come meanwhile wait
 and leave together in the next (`contract.TAKE_MESSAGES`), so a worker has at most one update in
-flight per queue, well under the server's 10 per workflow, however many workloads speak at once.
-Each sender waits until the queue has taken its message (the update accepted, so it is in the
-queue's history), exactly as long as the queue takes to run its next workflow task.
+flight per receiver, well under the server's 10 per workflow, however many workloads speak at
+once. Each sender waits until the receiver has taken its message (the update accepted, so it is
+in the receiver's history), exactly as long as the receiver takes to run its next workflow task.
 
-A sender must never wait long: it is a workload's local activity, which holds the workload's
-workflow task, and a worker whose every workflow task slot waited for a queue that needs one of
-those slots to answer would stall. An update not taken within `ACCEPT_WITHIN` is sent again as
-signals (the queue ignores what it already has, so one arriving twice is harmless), as is a batch
-for a queue whose worker does not know the update yet (one older than this module, during an
-upgrade).
+A sender is a local activity (a workload's, or a home's forwarding), which holds its workflow's
+task, and its slot, while it waits. So the receivers run on a task queue of their own
+(`ids.entity_task_queue`), whose slots no workload holds: a burst of workloads waiting for their
+queue could otherwise hold every slot the queue needs to answer (measured: docs/performance.md).
+A home waits for its tree in an entity slot, but the tree never waits for a home. Still, a sender
+never waits long: an update not taken within `ACCEPT_WITHIN` (a queue run by an older worker on
+the engine's task queue, or no worker at all) is sent again as signals (the receiver ignores what
+it already has, so one arriving twice is harmless), as is a batch for a receiver whose worker does
+not know the update yet (one older than this module, during an upgrade).
 """
 
 from __future__ import annotations
@@ -38,25 +44,21 @@ from admitflow.messages import ClusterQueueInput, Delivery, Message, Messages
 
 log = logging.getLogger(__name__)
 
-# How long a sender waits for its queue to take an update before sending its messages as signals.
+# How long a sender waits for its receiver to take an update before sending its messages as signals.
 ACCEPT_WITHIN = 5.0
 # Messages in one update, at most (a queue entry is about 1 KiB; the server refuses payloads over 2 MiB).
 BATCH_LIMIT = 100
 
 
 def by_update(d: Delivery) -> bool:
-    """Whether `d` goes in its worker's `take_messages` update rather than as a signal: what a
-    workload tells its ClusterQueue, unless it starts the queue's workflow (signal-with-start).
-
-    Not what a home forwards to its cohort tree: sent so (measured 2026-11-25, docs/performance.md),
-    a home's forwarding local activity held the home's workflow task until the tree took the update,
-    workloads waiting on the home held every other workflow task slot of the worker, and the tree,
-    with no slot to run its task in, answered only after `ACCEPT_WITHIN`."""
-    return (
-        d.workflow_id.startswith(ids.CLUSTER_QUEUE_PREFIX)
-        and d.signal in contract.MAILED_SIGNALS
-        and not (d.start_cluster_queue or d.start_cohort or d.start_autoscaler or d.start_pods_ready_gate)
-    )
+    """Whether `d` travels in its worker's `take_messages` update to its receiver rather than as a
+    signal: what workloads tell their ClusterQueue, and what a home forwards to its cohort tree.
+    Never a delivery that starts its receiver (signal-with-start)."""
+    if d.start_cluster_queue or d.start_cohort or d.start_autoscaler or d.start_pods_ready_gate:
+        return False
+    if d.workflow_id.startswith(ids.CLUSTER_QUEUE_PREFIX):
+        return d.signal in contract.MAILED_SIGNALS
+    return d.workflow_id.startswith(ids.COHORT_PREFIX) and d.signal == contract.FORWARD
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,7 @@ class Mailer:
         self._boxes: dict[str, _Box] = {}
 
     async def send(self, workflow_id: str, message: Message, start: StartQueue | None = None) -> bool:
-        """Once the ClusterQueue `workflow_id` has taken `message`: True; False when it does not
+        """Once the receiver `workflow_id` has taken `message`: True; False when it does not
         run (and `start` is None). Raises what the server answered otherwise (the caller retries)."""
         box = self._boxes.setdefault(workflow_id, _Box())
         letter = _Letter(message, start, asyncio.get_running_loop().create_future())

@@ -515,14 +515,15 @@ def _target(args: argparse.Namespace, default_kind: str | None = None) -> tuple[
 
 # `admitflow worker`'s settings of the SDK worker (docs/operations.md, "Worker settings"): flag, the
 # SDK's default, what it bounds. Each flag maps to the Worker option of its name, but for the
-# pollers, which set a poller behaviour (worker.main.sdk_options).
+# pollers, which set a poller behaviour (worker.main.sdk_options). Each bounds each of the worker's
+# two task queues (the engine's and its entities') on its own.
 WORKER_SETTINGS = (
-    ("max-cached-workflows", 1000, "workflow runs kept in memory between their workflow tasks; a run not "
+    ("max-cached-workflows", 1000, "workflow runs kept in memory between their workflow tasks, per task queue; a run not "
      "kept replays its whole history on its next task"),
-    ("max-concurrent-workflow-tasks", 100, "workflow tasks run at once"),
-    ("max-concurrent-activities", 100, "activities (deliveries, enqueues, provisioning calls) run at once"),
-    ("workflow-task-pollers", 5, "workflow task polls open at once, at least 2 (a share of them on the worker's own sticky queue)"),
-    ("activity-task-pollers", 5, "activity task polls open at once"),
+    ("max-concurrent-workflow-tasks", 100, "workflow tasks run at once, per task queue"),
+    ("max-concurrent-activities", 100, "activities (deliveries, enqueues, provisioning calls) run at once, per task queue"),
+    ("workflow-task-pollers", 5, "workflow task polls open at once per task queue, at least 2 (a share of them on the worker's own sticky queue)"),
+    ("activity-task-pollers", 5, "activity task polls open at once, per task queue"),
 )
 # The SDK refuses one workflow task poller while it caches workflows: the sticky queue needs its own.
 WORKER_SETTING_MINIMUM = {"workflow-task-pollers": 2}

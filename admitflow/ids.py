@@ -28,6 +28,23 @@ def task_queue(flag: str | None = None) -> str:
     return flag or os.environ.get("ADMITFLOW_TASK_QUEUE") or DEFAULT_TASK_QUEUE
 
 
+# Appended to the engine's task queue for the queues' and cohort trees' own task queue.
+ENTITY_TASK_QUEUE_SUFFIX = "-entities"
+
+
+def entity_task_queue(task_queue: str) -> str:
+    """Where ClusterQueue and cohort-tree workflows start: a task queue of their own beside the
+    engine's, which every engine worker polls too (worker/main.py). Workloads wait on these
+    workflows (a workload's local activity holds its workflow task until its ClusterQueue takes its
+    message); on their own task queue their workflow tasks have slots no workload can hold."""
+    return task_queue if task_queue.endswith(ENTITY_TASK_QUEUE_SUFFIX) else task_queue + ENTITY_TASK_QUEUE_SUFFIX
+
+
+def engine_task_queue(task_queue: str) -> str:
+    """The engine's task queue, from its own or its entities' (`entity_task_queue`)."""
+    return task_queue.removesuffix(ENTITY_TASK_QUEUE_SUFFIX)
+
+
 def cluster_queue_id(name: str) -> str:
     return f"{CLUSTER_QUEUE_PREFIX}{name}"
 

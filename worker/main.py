@@ -1,4 +1,5 @@
-"""The engine worker: every admitflow workflow and activity on one task queue."""
+"""The engine worker: every admitflow workflow and activity, on the engine's task queue and on the
+entities' (ClusterQueues and cohort trees, `ids.entity_task_queue`), one SDK worker for each."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import importlib.util
 import pkgutil
 import signal
 from collections.abc import Sequence
+from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from temporalio.worker.workflow_sandbox import (
 )
 
 import admitflow
+from admitflow import ids
 from admitflow.activities.delivery import DeliveryActivities, send_signal
 from admitflow.activities.mail import Mailer
 from admitflow.activities.provisioning import ProvisioningActivities
@@ -134,11 +137,41 @@ def sdk_options(**settings: int) -> dict[str, Any]:
     return options
 
 
-def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBackend | None = None, **options) -> Worker:
+class EngineWorker:
+    """The engine's SDK workers, run together (`async with`): one polls the engine's task queue,
+    one the entities' (`ids.entity_task_queue`). Both run every workflow and activity, each with
+    its own workflow task slots and cache: a workload's local activity that waits for its
+    ClusterQueue to take a message holds one of the first's slots, and the queue's (or its cohort
+    tree's) workflow task then runs in one of the second's, which no workload can hold. On one task
+    queue, workloads waiting for their queue held every slot under a burst, and the queue answered
+    only once their wait ran out (activities/mail.py, ACCEPT_WITHIN)."""
+
+    def __init__(self, workers: Sequence[Worker]) -> None:
+        self.workers = list(workers)
+        self._running: AsyncExitStack | None = None
+
+    @property
+    def task_queue(self) -> str:
+        return self.workers[0].task_queue
+
+    async def __aenter__(self) -> EngineWorker:
+        async with AsyncExitStack() as stack:
+            for worker in self.workers:
+                await stack.enter_async_context(worker)
+            self._running = stack.pop_all()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        running, self._running = self._running, None
+        if running is not None:
+            await running.__aexit__(*exc)
+
+
+def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBackend | None = None, **options) -> EngineWorker:
     """The engine worker; ProvisioningRequests go to the simulated autoscaler unless another
     backend is given. Its workflows decode with `for_workers` of the client's converter (a message
     that cannot be decoded is refused and recorded, not a failed workflow task); its activities
-    call Temporal through `client` itself."""
+    call Temporal through `client` itself. `options` are the SDK worker's, for both."""
     cache_workflow_bytecode()
     mailer = Mailer(client, send_signal)  # one per worker: its workloads' messages to a queue leave together
     delivery = DeliveryActivities(client, mailer)
@@ -147,22 +180,22 @@ def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBack
     provreq = ProvisioningActivities(provisioning or provisioning_backend("simulated", client))
     polling = Client(**{**client.config(), "data_converter": for_workers(client.data_converter)})
     options.setdefault("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)
-    return Worker(
-        polling,
-        task_queue=task_queue,
-        workflows=list(WORKFLOWS),
-        activities=[
-            delivery.deliver_signals, lookup.enqueue_workload, lookup.fetch_cluster_queue_view,
-            autoscaler.fetch_node_groups, *provreq.all(),
-        ],
+    activities = [
+        delivery.deliver_signals, lookup.enqueue_workload, lookup.fetch_cluster_queue_view,
+        autoscaler.fetch_node_groups, *provreq.all(),
+    ]
+    runner = without_context(
         # Never run workflow code on the stale clock of a query's fallback (worker/stale_activations.py).
-        workflow_runner=without_context(
-            StaleActivationGuard(workflow_runner(), options.get("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)),
-            polling.data_converter,
-        ),
-        graceful_shutdown_timeout=timedelta(seconds=10),
-        **options,
+        StaleActivationGuard(workflow_runner(), options.get("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)),
+        polling.data_converter,
     )
+    return EngineWorker([
+        Worker(
+            polling, task_queue=queue, workflows=list(WORKFLOWS), activities=activities, workflow_runner=runner,
+            graceful_shutdown_timeout=timedelta(seconds=10), **options,
+        )
+        for queue in (ids.engine_task_queue(task_queue), ids.entity_task_queue(task_queue))
+    ])
 
 
 def metrics_runtime(port: int | None) -> Runtime | None:
@@ -177,7 +210,7 @@ def metrics_runtime(port: int | None) -> Runtime | None:
     )
 
 
-async def run_until_signalled(worker: Worker) -> None:
+async def run_until_signalled(worker: EngineWorker) -> None:
     """Run until SIGINT or SIGTERM, then let running activities finish and stop polling."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -2,7 +2,8 @@
 
 Every ClusterQueue of the tree hands its state here (admitflow/admission/cohort_tree.py); one pass
 schedules them together against their shared quota, so no two decisions about the tree's quota
-race. The queues' homes forward their messages here; notices go straight to the workloads.
+race. The queues' homes forward their messages here (several at once, as the update
+`take_messages`: activities/mail.py); notices go straight to the workloads.
 """
 
 from __future__ import annotations
@@ -20,7 +21,16 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.cluster_queue import ForceReleaseOutcome
     from admitflow.admission.cohort_tree import CohortTreeState, Forwarded, Handover
     from admitflow.api.cohort import CohortStatus, FairSharingStatus
-    from admitflow.messages import ClusterQueueReport, ClusterQueueRef, CohortInput, CohortRef, Delivery, ForceRelease, StatusQuery
+    from admitflow.messages import (
+        ClusterQueueReport,
+        ClusterQueueRef,
+        CohortInput,
+        CohortRef,
+        Delivery,
+        ForceRelease,
+        Messages,
+        StatusQuery,
+    )
 
     from admitflow.workflows import arguments
     from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
@@ -65,6 +75,22 @@ class CohortWorkflow:
         m = arguments.signal(contract.FORWARD, payload, Forwarded)
         if m is not None and m.signal in MESSAGE_TYPES:
             self.inbox.append(m)
+
+    @workflow.update(name=contract.TAKE_MESSAGES)
+    def take_messages(self, *payload: Any) -> None:
+        """What the queues' homes forward, several at once, each taken as its `forward` signal
+        would be. An update, not signals, for the reason a ClusterQueue takes its workloads'
+        messages so (workflows/cluster_queue.py): a stream of signals keeps a run from continuing
+        as new, and every queue of the tree speaks through this one workflow."""
+        for m in arguments.update(contract.TAKE_MESSAGES, payload, Messages).messages:
+            if m.signal == contract.FORWARD:
+                self.forward(m.payload)
+            else:
+                workflow.logger.warning("message_refused", extra={"signal": m.signal, "reason": f"{contract.TAKE_MESSAGES} does not carry {m.signal!r}"})
+
+    @take_messages.validator
+    def _refuse_what_is_not_messages(self, *payload: Any) -> None:
+        arguments.update(contract.TAKE_MESSAGES, payload, Messages)
 
     @workflow.update(name=contract.FORCE_RELEASE)
     async def force_release(self, *payload: Any) -> ForceReleaseOutcome:

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 import pytest_asyncio
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
@@ -115,12 +116,47 @@ async def test_a_queue_continues_as_new_while_its_workloads_keep_talking(af):
     await eventually(drained, timeout=90)
     queue = ids.cluster_queue_id("cq")
     assert WorkflowExecutionStatus.CONTINUED_AS_NEW in await eventually(lambda: _runs_at_least(af.client, queue, 2))
-    refused = []
-    async for wf in af.client.list_workflows(f"WorkflowId = '{queue}'"):
-        async for e in af.client.get_workflow_handle(queue, run_id=wf.run_id).fetch_history_events():
-            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-                refused.append((wf.run_id, e.event_id, e.workflow_task_failed_event_attributes.cause))
-    assert refused == []
+    assert await _failed_tasks(af.client, queue) == []
+
+
+async def test_a_cohort_tree_continues_as_new_while_its_queues_keep_talking(af):
+    """The same for a cohort tree: two ClusterQueues in one cohort, whose homes forward their
+    sixty workloads' enqueues and releases to the tree as they come. Those are updates too, so no
+    workflow task of the tree fails while it continues as new."""
+    n = 60
+    queues = [cluster_queue_manifest(name, quotas={"default": {"cpu": str(n // 2)}}, cohortName="team") for name in ("a", "b")]
+    lqs = [local_queue_manifest(f"lq-{name}", cluster_queue=name) for name in ("a", "b")]
+    await af.apply(loaded(flavor_manifest(), *queues, *lqs))
+    names = [f"s{i:02d}" for i in range(n)]
+    await af.apply(loaded(*(workload_manifest(name, cpu="1", queue=f"lq-{'ab'[i % 2]}") for i, name in enumerate(names))))
+
+    async def all_admitted(count: int):
+        reports = [await af.cluster_queue_report(q) for q in ("a", "b")]
+        return all(r is not None for r in reports) and sum(r.status.admitted_workloads for r in reports) == count
+
+    await eventually(lambda: all_admitted(n), timeout=90)
+    await asyncio.gather(*(af.finish(f"default/{name}") for name in names))
+    await eventually(lambda: all_admitted(0), timeout=90)
+    tree = ids.cohort_id("team")
+    assert WorkflowExecutionStatus.CONTINUED_AS_NEW in await eventually(lambda: _runs_at_least(af.client, tree, 2))
+    assert await _failed_tasks(af.client, tree) == []
+    assert await _events(af.client, tree, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED), "nothing forwarded by update"
+
+
+async def _events(client: Client, workflow_id: str, event_type: int) -> list[tuple[str, HistoryEvent]]:
+    """Every event of that type in every run of `workflow_id`, with its run's ID."""
+    found = []
+    async for wf in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
+        async for e in client.get_workflow_handle(workflow_id, run_id=wf.run_id).fetch_history_events():
+            if e.event_type == event_type:
+                found.append((wf.run_id, e))
+    return found
+
+
+async def _failed_tasks(client: Client, workflow_id: str) -> list[tuple[str, int, int]]:
+    """Every failed workflow task of every run of `workflow_id`: run, event and cause."""
+    failed = await _events(client, workflow_id, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)
+    return [(run, e.event_id, e.workflow_task_failed_event_attributes.cause) for run, e in failed]
 
 
 async def _runs_at_least(client: Client, workflow_id: str, n: int):

@@ -1,7 +1,7 @@
 """What workloads tell their ClusterQueue leaves a worker together, as updates (activities/mail.py):
 many senders at once cost one update per queue at a time; a queue that does not run is reported;
 a queue that takes no update in time, or runs on a worker that does not know the update, gets the
-messages as signals."""
+messages as signals; workloads waiting for their queue never hold the slot it needs to answer."""
 
 from __future__ import annotations
 
@@ -18,6 +18,13 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from admitflow import contract, ids
 from admitflow.activities.delivery import send_signal
 from admitflow.activities.mail import Mailer, StartQueue
+from admitflow.client import AdmitflowClient
+from admitflow.codec import DATA_CONVERTER
+from admitflow.devserver import DevServer
+from admitflow.worker.main import build_worker
+from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
+from tests.conftest import free_port
+from tests.integration.test_admission import eventually, loaded
 from datetime import UTC, datetime
 
 from admitflow.admission.cluster_queue import QueueEntry
@@ -107,3 +114,33 @@ async def test_a_queue_on_a_worker_that_does_not_know_the_update_gets_signals(en
         assert await asyncio.gather(*(mailer.send(queue, enqueue(i), start) for i in range(5))) == [True] * 5
         assert await client.get_workflow_handle(queue).query("enqueued") == 5
         await client.get_workflow_handle(queue).terminate("test over")
+
+
+async def test_workloads_waiting_for_their_queue_never_hold_the_slot_it_needs() -> None:
+    """A worker with two workflow task slots, and twelve workloads that enqueue at once: each
+    workload's local activity holds its slot until the queue takes its message. The queue runs on
+    the entities' task queue (ids.entity_task_queue), in slots of its own, so it takes every
+    message by update. On one task queue two waiting workloads held both slots, the queue could
+    not run its task, and their messages came as signals once their wait ran out."""
+    server = DevServer(port=free_port(), db=None, headless=True)
+    await server.start()
+    try:
+        client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
+        af = AdmitflowClient(client, "admitflow")
+        async with build_worker(client, "admitflow", max_concurrent_workflow_tasks=2):
+            n = 12
+            await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(quotas={"default": {"cpu": str(n)}}), local_queue_manifest()))
+            await af.apply(loaded(*(workload_manifest(f"w{i:02d}", cpu="1") for i in range(n))))
+
+            async def all_admitted() -> bool:
+                report = await af.cluster_queue_report("cq")
+                return report is not None and report.status.admitted_workloads == n
+
+            await eventually(all_admitted, timeout=60)
+        queue = ids.cluster_queue_id("cq")
+        assert (await client.get_workflow_handle(queue).describe()).task_queue == ids.entity_task_queue("admitflow")
+        updates, signals = await messages_in_history(client, queue)
+        assert contract.ENQUEUE not in signals, f"messages that came as signals: {signals}"
+        assert sum(updates) == n, f"messages taken by update: {updates}"
+    finally:
+        server.stop()

@@ -1,7 +1,8 @@
 """The delivery activity (activities/delivery.py) heartbeats while it runs, so that a worker that
 dies in the middle of one is noticed within the heartbeat timeout instead of the 2-minute
 start-to-close (issue 19); a delivery scheduled without a heartbeat timeout sends none. Which
-deliveries travel in an update rather than as a signal (activities/mail.py)."""
+deliveries travel in an update rather than as a signal (activities/mail.py), and how one
+receiver's deliveries are cut into what leaves at once."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from admitflow import contract
-from admitflow.activities.delivery import DeliveryActivities
+from admitflow.activities.delivery import DeliveryActivities, _runs
 from admitflow.activities.mail import by_update
 from admitflow.messages import Delivery, DeliveryBatch
 
@@ -76,16 +77,26 @@ async def test_a_delivery_scheduled_without_a_heartbeat_timeout_sends_none() -> 
         (Delivery(workflow_id="clusterqueue/cq", signal=contract.RELEASE), True),
         (Delivery(workflow_id="clusterqueue/cq", signal=contract.ADMITTED), True),
         (Delivery(workflow_id="clusterqueue/cq", signal=contract.REPRIORITIZE), True),
-        # What starts the queue goes by signal-with-start.
-        (Delivery(workflow_id="clusterqueue/cq", signal=contract.ENQUEUE, start_cluster_queue="cq"), False),
-        # What a cohort tree hands back to a home, and the catalog's view: signals.
+        # What a cohort tree hands back to a home is rare: a signal.
         (Delivery(workflow_id="clusterqueue/cq", signal=contract.FORWARD), False),
-        (Delivery(workflow_id="clusterqueue/cq", signal=contract.SET_VIEW), False),
-        # What a home forwards to its tree: signals (see by_update).
-        (Delivery(workflow_id="cohort/team", signal=contract.FORWARD), False),
+        (Delivery(workflow_id="clusterqueue/cq", signal=contract.ENQUEUE, start_cluster_queue="cq"), False),
+        (Delivery(workflow_id="cohort/team", signal=contract.FORWARD), True),
         (Delivery(workflow_id="cohort/team", signal=contract.ADOPT, start_cohort="team"), False),
+        (Delivery(workflow_id="cohort/team", signal=contract.RECALL), False),
+        (Delivery(workflow_id="cohort/team", signal=contract.ENQUEUE), False),
         (Delivery(workflow_id="workload/default/w", signal=contract.RELEASE), False),
+        (Delivery(workflow_id="workload/default/w", signal=contract.FORWARD), False),
     ],
 )
 def test_what_travels_by_update(delivery: Delivery, expected: bool) -> None:
     assert by_update(delivery) is expected
+
+
+def test_one_receivers_deliveries_leave_in_order_each_run_of_updates_together() -> None:
+    adopt = Delivery(workflow_id="cohort/team", signal=contract.ADOPT, start_cohort="team")
+    forwards = [Delivery(workflow_id="cohort/team", signal=contract.FORWARD, payload={"n": i}) for i in range(4)]
+    recall = Delivery(workflow_id="cohort/team", signal=contract.RECALL)
+    runs = _runs([adopt, *forwards[:3], recall, forwards[3]])
+    assert runs == [[adopt], forwards[:3], [recall], [forwards[3]]]
+    assert _runs([recall, recall]) == [[recall], [recall]]
+    assert _runs([]) == []
