@@ -3,6 +3,7 @@ they wrote replayed against the current code."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import timedelta
 
@@ -22,7 +23,10 @@ def check_manifest(name: str, **spec) -> dict:
 
 
 async def setup(engine, **check_spec) -> None:
-    """A ClusterQueue with check `budget`, whose controller says it will send its verdicts later."""
+    """A ClusterQueue with check `budget`, whose controller says it will send its verdicts later;
+    back once the workload has its answer. A verdict sent while the controller's activity was still
+    completing raced it: the workload cancelled an activity that had just completed, which the
+    time-skipping server refuses (`ACTIVITY_UNKNOWN`), and the verdict's update was not answered."""
     af = engine.admitflow
     await af.apply(loaded(check_manifest("budget", **check_spec)))
     await af.set_admission_check_active("budget")
@@ -30,6 +34,12 @@ async def setup(engine, **check_spec) -> None:
         loaded(flavor_manifest(), cluster_queue_manifest(checks=[{"name": "budget"}]), local_queue_manifest(), workload_manifest("job"))
     )
     await until_phase(engine, "job", "QuotaReserved")
+    for _ in range(100):
+        check = (await af.workload("default/job")).status.admission_checks[0]
+        if check.message == "deciding":
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the controller's answer never reached the workload: {check}")
 
 
 @pytest_asyncio.fixture(autouse=True)
