@@ -24,9 +24,9 @@ def check_manifest(name: str, **spec) -> dict:
 
 async def setup(engine, **check_spec) -> None:
     """A ClusterQueue with check `budget`, whose controller says it will send its verdicts later;
-    back once the workload has its answer. A verdict sent while the controller's activity was still
-    completing raced it: the workload cancelled an activity that had just completed, which the
-    time-skipping server refuses (`ACTIVITY_UNKNOWN`), and the verdict's update was not answered."""
+    back once the workload has its answer. A verdict sent while the controller's activity is still
+    completing races it: the workload may cancel an activity that has just completed, which the
+    time-skipping server refuses (`ACTIVITY_UNKNOWN`, logged once when a verdict went unanswered)."""
     af = engine.admitflow
     await af.apply(loaded(check_manifest("budget", **check_spec)))
     await af.set_admission_check_active("budget")
