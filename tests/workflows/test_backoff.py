@@ -22,9 +22,10 @@ def check_manifest(name: str, **spec) -> dict:
             "spec": {"controllerName": "tests", **spec}}
 
 
-async def setup(engine, **check_spec) -> None:
+async def setup(engine, answered: bool = True, **check_spec) -> None:
     """A ClusterQueue with check `budget`, whose controller says it will send its verdicts later;
-    back once the workload has its answer. A verdict sent while the controller's activity is still
+    back once the workload has its answer (`answered=False`: once it holds quota, for a test that
+    runs no controller). A verdict sent while the controller's activity is still
     completing races it: the workload may cancel an activity that has just completed, which the
     time-skipping server refuses (`ACTIVITY_UNKNOWN`, logged once when a verdict went unanswered)."""
     af = engine.admitflow
@@ -34,6 +35,8 @@ async def setup(engine, **check_spec) -> None:
         loaded(flavor_manifest(), cluster_queue_manifest(checks=[{"name": "budget"}]), local_queue_manifest(), workload_manifest("job"))
     )
     await until_phase(engine, "job", "QuotaReserved")
+    if not answered:
+        return
     for _ in range(100):
         check = (await af.workload("default/job")).status.admission_checks[0]
         if check.message == "deciding":

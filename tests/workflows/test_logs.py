@@ -22,7 +22,7 @@ async def test_events_and_verdicts_are_logged_once_and_not_on_replay(skipping_en
     configure("INFO", json=True)
     logging.getLogger().handlers[0].setStream(stream)
     try:
-        await setup(engine)
+        await setup(engine, answered=False)
         await engine.admitflow.verdict("default/job", Verdict(name="budget", state="Ready", attempt=1))
         await until_phase(engine, "job", "Admitted")
         lines = [json.loads(line) for line in stream.getvalue().splitlines()]
