@@ -53,7 +53,11 @@ class DeliveryActivities:
             async with gate:
                 for run in _runs(deliveries):
                     # In order: a run of messages that travel by update leaves in one (or a few).
-                    found = await asyncio.gather(*(self._send(d) for d in run))
+                    # Every send is awaited to its end, so none fails unread; the first error is raised.
+                    found = await asyncio.gather(*(self._send(d) for d in run), return_exceptions=True)
+                    failed = next((f for f in found if isinstance(f, BaseException)), None)
+                    if failed is not None:
+                        raise failed
                     missing.extend(d for d, f in zip(run, found, strict=True) if not f)
                     sent += len(run)
 
