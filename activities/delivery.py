@@ -10,7 +10,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from admitflow import contract, ids
+from admitflow import contract
 from admitflow.activities.mail import Mailer, by_update
 from admitflow.admission.pods_ready import GATE_SUMMARY
 from admitflow.messages import (
@@ -80,16 +80,14 @@ class DeliveryActivities:
 
 
 async def send_signal(client: Client, d: Delivery, task_queue: str) -> bool:
-    """Send `d` as one signal (signal-with-start when it says so: a ClusterQueue or cohort tree on
-    the entities' task queue of the engine's `task_queue`, anything else on the engine's own);
-    False when no workflow with that ID runs."""
+    """Send `d` as one signal (signal-with-start when it says so, on the task queue that workflow
+    starts on: `contract.start_task_queue` of the engine's `task_queue`); False when no workflow
+    with that ID runs."""
     started = _started_with(d)
     if started is not None:
         workflow_type, arg, summary = started
-        entity = d.start_cluster_queue is not None or d.start_cohort is not None
         await client.start_workflow(
-            workflow_type, arg, id=d.workflow_id,
-            task_queue=ids.entity_task_queue(task_queue) if entity else ids.engine_task_queue(task_queue),
+            workflow_type, arg, id=d.workflow_id, task_queue=contract.start_task_queue(workflow_type, task_queue),
             start_signal=d.signal, start_signal_args=[d.payload], static_summary=summary,
         )
         return True

@@ -58,12 +58,13 @@ def by_update(d: Delivery) -> bool:
         return False
     if d.workflow_id.startswith(ids.CLUSTER_QUEUE_PREFIX):
         return d.signal in contract.MAILED_SIGNALS
-    return d.workflow_id.startswith(ids.COHORT_PREFIX) and d.signal == contract.FORWARD
+    return d.workflow_id.startswith(ids.COHORT_PREFIX) and d.signal in contract.FORWARDED_SIGNALS
 
 
 @dataclass(frozen=True)
 class StartQueue:
-    """Start the ClusterQueue's workflow with the messages if it does not run yet."""
+    """Start the ClusterQueue's workflow with the messages if it does not run yet, on the entities'
+    task queue of `task_queue` (`contract.start_task_queue`)."""
 
     name: str
     task_queue: str
@@ -163,7 +164,8 @@ class Mailer:
 
 def _starting(workflow_id: str, start: StartQueue) -> WithStartWorkflowOperation:
     return WithStartWorkflowOperation(
-        contract.CLUSTER_QUEUE_WORKFLOW, ClusterQueueInput(name=start.name), id=workflow_id, task_queue=start.task_queue,
+        contract.CLUSTER_QUEUE_WORKFLOW, ClusterQueueInput(name=start.name), id=workflow_id,
+        task_queue=contract.start_task_queue(contract.CLUSTER_QUEUE_WORKFLOW, start.task_queue),
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, static_summary=f"ClusterQueue {start.name}",
     )
 

@@ -74,7 +74,7 @@ class QueueLookupActivities:
                 contract.CATALOG_WORKFLOW,
                 CatalogInput(),
                 id=ids.CATALOG_ID,
-                task_queue=ids.engine_task_queue(activity.info().task_queue),
+                task_queue=contract.start_task_queue(contract.CATALOG_WORKFLOW, activity.info().task_queue),
                 start_signal=contract.WATCH_QUEUE,
                 start_signal_args=[
                     WatchRequest(
@@ -88,7 +88,7 @@ class QueueLookupActivities:
         await self.mailer.send(
             ids.cluster_queue_id(resolution.cluster_queue),
             Message(signal=contract.ENQUEUE, payload=request.entry.to_wire()),
-            StartQueue(name=resolution.cluster_queue, task_queue=ids.entity_task_queue(activity.info().task_queue)),
+            StartQueue(name=resolution.cluster_queue, task_queue=activity.info().task_queue),
         )
         return resolution
 

@@ -9,7 +9,7 @@ its own constant, named for its owner.
 
 from __future__ import annotations
 
-from admitflow.ids import CATALOG_ID, PODS_READY_GATE_ID, cluster_queue_id, workload_id
+from admitflow.ids import CATALOG_ID, PODS_READY_GATE_ID, cluster_queue_id, engine_task_queue, entity_task_queue, workload_id
 
 # --- workflows ----------------------------------------------------------------------------------
 WORKLOAD_WORKFLOW = "WorkloadWorkflow"
@@ -19,6 +19,14 @@ CATALOG_WORKFLOW = "CatalogWorkflow"
 PROVISIONING_CHECK_WORKFLOW = "ProvisioningCheckWorkflow"
 PODS_READY_GATE_WORKFLOW = "PodsReadyGateWorkflow"
 SIMULATED_AUTOSCALER_WORKFLOW = "SimulatedAutoscalerWorkflow"
+# Started on the entities' task queue (ids.entity_task_queue): the workflows workloads wait on.
+ENTITY_WORKFLOWS = frozenset({CLUSTER_QUEUE_WORKFLOW, COHORT_WORKFLOW})
+
+
+def start_task_queue(workflow_type: str, task_queue: str) -> str:
+    """The task queue a workflow of that type starts on, from the engine's task queue or its
+    entities' (whichever the activity starting it runs on)."""
+    return entity_task_queue(task_queue) if workflow_type in ENTITY_WORKFLOWS else engine_task_queue(task_queue)
 
 # --- WorkloadWorkflow: from anyone ---------------------------------------------------------------
 SET_ADMISSION_CHECK_STATE = "set_admission_check_state"  # signal: a verdict
@@ -64,7 +72,7 @@ CLUSTER_QUEUE_GATE_ANSWER = "pods_ready_gate"  # signal: the blockAdmission gate
 CLUSTER_QUEUE_STATUS = "status"  # query
 CLUSTER_QUEUE_GAUGES = "gauges"  # query: Kueue's gauges of its current state (admitflow exporter)
 FORCE_RELEASE = "force_release"  # update: an operator gives back a wedged workload's quota or place
-TAKE_MESSAGES = "take_messages"  # update: workloads' messages (enqueue, release, admitted, reprioritize), several at once
+TAKE_MESSAGES = "take_messages"  # update of a ClusterQueue or cohort tree: several of its messages at once
 # What a workload tells its ClusterQueue, which TAKE_MESSAGES carries (activities/mail.py).
 MAILED_SIGNALS = frozenset({ENQUEUE, RELEASE, ADMITTED, REPRIORITIZE})
 FORWARD = "forward"  # signal: a message for a ClusterQueue, passed between its home and its cohort tree
@@ -75,6 +83,8 @@ ADOPT = "adopt"  # signal: a ClusterQueue's home hands its state over
 RECALL = "recall"  # signal: a ClusterQueue's home asks for its state back
 FORGET = "forget"  # forwarded: a workload no longer runs, so nothing will release for it
 COHORT_STATUS = "cohort_status"  # query {name}: a Cohort of the tree's status, as Kueue writes it
+# What a ClusterQueue's home sends its tree, which the tree's TAKE_MESSAGES carries (activities/mail.py).
+FORWARDED_SIGNALS = frozenset({FORWARD})
 
 # --- PodsReadyGateWorkflow (admitflow/pods-ready-gate) --------------------------------------------
 GATE_REQUEST = "request"  # signal: a ClusterQueue asks for the grant

@@ -42,14 +42,15 @@ class Delivery(WireModel):
 
 
 class Message(WireModel):
-    """One message for a ClusterQueue, under the name of the signal that carries it alone."""
+    """One message for a ClusterQueue or cohort tree, under the name of the signal that carries it alone."""
 
     signal: str
     payload: dict[str, Any] = Field(default_factory=dict)
 
 
 class Messages(WireModel):
-    """Messages from workloads to one ClusterQueue, taken together by one update (TAKE_MESSAGES)."""
+    """Messages to one ClusterQueue (from its workloads) or cohort tree (from its queues' homes),
+    taken together by one update (TAKE_MESSAGES)."""
 
     messages: list[Message] = Field(min_length=1)
 

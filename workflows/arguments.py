@@ -28,7 +28,9 @@ from pydantic_core import to_json
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
+from admitflow import contract
 from admitflow.codec import PayloadDecodeError
+from admitflow.messages import Message, Messages
 from admitflow.wire import Undecodable, first_error
 
 M = TypeVar("M", bound=BaseModel)
@@ -84,6 +86,19 @@ def update(name: str, payload: tuple[Any, ...], model: type[M], *, check: Check 
         return parse(payload, model, check=check)
     except Refused as err:
         raise refusal(name, err) from err.__cause__
+
+
+def messages(payload: tuple[Any, ...], carried: frozenset[str]) -> list[Message]:
+    """The messages of a `take_messages` update (`admitflow.messages.Messages`, its validator
+    refuses any other shape) that its receiver takes by the signal they name (`carried`); any other
+    name is dropped with a Warning `message_refused`, as an unknown signal would be."""
+    taken = []
+    for m in update(contract.TAKE_MESSAGES, payload, Messages).messages:
+        if m.signal in carried:
+            taken.append(m)
+        else:
+            workflow.logger.warning("message_refused", extra={"signal": m.signal, "reason": f"{contract.TAKE_MESSAGES} does not carry {m.signal!r}"})
+    return taken
 
 
 def query(name: str, payload: tuple[Any, ...], model: type[M], *, optional: bool = False) -> M:

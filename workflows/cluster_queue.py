@@ -118,11 +118,8 @@ class ClusterQueueWorkflow:
         server holds back the updates that reach a run while it continues as new and gives them to
         the next, where signals arriving then refuse its continue-as-new (temporal#1289) and stall
         the queue for as long as they keep coming. Each is taken as the signal it names would be."""
-        for m in arguments.update(contract.TAKE_MESSAGES, payload, Messages).messages:
-            if m.signal in contract.MAILED_SIGNALS:
-                self._take(m.signal, (m.payload,))
-            else:
-                workflow.logger.warning("message_refused", extra={"signal": m.signal, "reason": f"{contract.TAKE_MESSAGES} does not carry {m.signal!r}"})
+        for m in arguments.messages(payload, contract.MAILED_SIGNALS):
+            self._take(m.signal, (m.payload,))
 
     @take_messages.validator
     def _refuse_what_is_not_messages(self, *payload: Any) -> None:

@@ -82,11 +82,8 @@ class CohortWorkflow:
         would be. An update, not signals, for the reason a ClusterQueue takes its workloads'
         messages so (workflows/cluster_queue.py): a stream of signals keeps a run from continuing
         as new, and every queue of the tree speaks through this one workflow."""
-        for m in arguments.update(contract.TAKE_MESSAGES, payload, Messages).messages:
-            if m.signal == contract.FORWARD:
-                self.forward(m.payload)
-            else:
-                workflow.logger.warning("message_refused", extra={"signal": m.signal, "reason": f"{contract.TAKE_MESSAGES} does not carry {m.signal!r}"})
+        for m in arguments.messages(payload, contract.FORWARDED_SIGNALS):
+            self.forward(m.payload)
 
     @take_messages.validator
     def _refuse_what_is_not_messages(self, *payload: Any) -> None:

@@ -108,7 +108,8 @@ class QueueBeforeMail:
 async def test_a_queue_on_a_worker_that_does_not_know_the_update_gets_signals(engine) -> None:
     client, (name, queue) = engine.client, new_queue("old")
     task_queue = f"old-{uuid.uuid4().hex[:6]}"
-    async with Worker(client, task_queue=task_queue, workflows=[QueueBeforeMail], workflow_runner=UnsandboxedWorkflowRunner()):
+    # A ClusterQueue starts on the entities' task queue of the one it is given.
+    async with Worker(client, task_queue=ids.entity_task_queue(task_queue), workflows=[QueueBeforeMail], workflow_runner=UnsandboxedWorkflowRunner()):
         mailer = Mailer(client, send_signal)
         start = StartQueue(name=name, task_queue=task_queue)
         assert await asyncio.gather(*(mailer.send(queue, enqueue(i), start) for i in range(5))) == [True] * 5

@@ -1,8 +1,8 @@
 """The delivery activity (activities/delivery.py) heartbeats while it runs, so that a worker that
 dies in the middle of one is noticed within the heartbeat timeout instead of the 2-minute
 start-to-close (issue 19); a delivery scheduled without a heartbeat timeout sends none. Which
-deliveries travel in an update rather than as a signal (activities/mail.py), and how one
-receiver's deliveries are cut into what leaves at once."""
+deliveries travel in an update rather than as a signal (activities/mail.py), how one receiver's
+deliveries are cut into what leaves at once, and which task queue a started workflow runs on."""
 
 from __future__ import annotations
 
@@ -100,3 +100,20 @@ def test_one_receivers_deliveries_leave_in_order_each_run_of_updates_together() 
     assert runs == [[adopt], forwards[:3], [recall], [forwards[3]]]
     assert _runs([recall, recall]) == [[recall], [recall]]
     assert _runs([]) == []
+
+
+@pytest.mark.parametrize(
+    ("workflow_type", "task_queue", "expected"),
+    [
+        (contract.CLUSTER_QUEUE_WORKFLOW, "admitflow", "admitflow-entities"),
+        (contract.COHORT_WORKFLOW, "admitflow", "admitflow-entities"),
+        (contract.CLUSTER_QUEUE_WORKFLOW, "admitflow-entities", "admitflow-entities"),
+        # started from an activity of an entity: on the engine's own task queue
+        (contract.PODS_READY_GATE_WORKFLOW, "admitflow-entities", "admitflow"),
+        (contract.SIMULATED_AUTOSCALER_WORKFLOW, "admitflow", "admitflow"),
+        (contract.CATALOG_WORKFLOW, "team-a", "team-a"),
+        (contract.COHORT_WORKFLOW, "team-a", "team-a-entities"),
+    ],
+)
+def test_the_task_queue_a_workflow_starts_on(workflow_type: str, task_queue: str, expected: str) -> None:
+    assert contract.start_task_queue(workflow_type, task_queue) == expected
