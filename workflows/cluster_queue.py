@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
     from admitflow.workflows import arguments
-    from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
+    from admitflow.workflows.outbox import Outbox, continue_as_new_suggested, signals_in_task
     from admitflow.workflows.queue_owner import (
         MESSAGE_TYPES,
         ForceReleaseCall,
@@ -179,13 +179,13 @@ class ClusterQueueWorkflow:
             )
             now = workflow.now()
             self._drain_inbox(now)
-            delivered = self.outbox.step(holding=continue_as_new_suggested(), in_task=self._forwarding)
+            delivered = self.outbox.step(holding=continue_as_new_suggested(), in_task=self._in_task)
             if delivered is not None:
                 self._execute(self.home.gone(self.owner.forget_missing(delivered)), now)
             self._execute(self.home.place(lambda: workflow.patched("cohorts")), now)
             if self.owner.needs_pass:
                 self.owner.run_pass(preemptor_holds_its_queue)
-                self.outbox.step(holding=continue_as_new_suggested(), in_task=self._forwarding)
+                self.outbox.step(holding=continue_as_new_suggested(), in_task=self._in_task)
             if self.home.away is None:
                 workflow.set_current_details(cq.current_details(self.home.state))
             else:
@@ -200,6 +200,9 @@ class ClusterQueueWorkflow:
                             away=self.home.away, handovers=self.home.handovers,
                         )
                     )
+
+    def _in_task(self, batch: list[Delivery]) -> bool:
+        return self._forwarding() or signals_in_task(batch)
 
     def _forwarding(self) -> bool:
         """While its state is in a cohort tree, the home's deliveries are a few messages forwarded to

@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
     from admitflow.workflows import arguments
-    from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
+    from admitflow.workflows.outbox import Outbox, continue_as_new_suggested, signals_in_task
     from admitflow.workflows.queue_owner import (
         MESSAGE_TYPES,
         ForceReleaseCall,
@@ -133,7 +133,7 @@ class CohortWorkflow:
                 or (self._quiet() and self._ending())
             )
             self._drain_inbox()
-            delivered = self.outbox.step(holding=self._ending())
+            delivered = self.outbox.step(holding=self._ending(), in_task=signals_in_task)
             if delivered is not None:
                 for forget in self.owner.forget_missing(delivered):
                     # Its queue left this tree after the notice went out: its home passes it on.
@@ -141,7 +141,7 @@ class CohortWorkflow:
                         self._bounce(Forwarded(cluster_queue=forget.cluster_queue, signal=contract.FORGET, payload=forget.to_wire()))
             if self.owner.needs_pass:
                 self.owner.run_pass(preemptor_holds_its_queue)
-                self.outbox.step(holding=self._ending())
+                self.outbox.step(holding=self._ending(), in_task=signals_in_task)
             workflow.set_current_details(tree.current_details(self.state))
             if self._ending() and self._quiet():
                 await workflow.wait_condition(workflow.all_handlers_finished)

@@ -1,5 +1,6 @@
 """Signals a hot workflow sends, batched through one activity at a time (or one local activity, for
-a ClusterQueue forwarding a few messages to its cohort tree).
+a few signals that wait for nobody: a ClusterQueue forwarding to its cohort tree, a queue telling a
+few workloads).
 
 A ClusterQueue that signalled every workload itself would pay two history events and a serialized
 write per signal (prototypes measured 0.28-0.34 of bare throughput that way, 0.75-1.0 with an
@@ -16,7 +17,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from admitflow import contract
+    from admitflow import contract, ids
     from admitflow.messages import Delivery, DeliveryBatch, DeliveryReport
 
 # Keeps one activity's input well under Temporal's 512 KiB payload warning.
@@ -30,6 +31,33 @@ _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=tim
 # worker's sticky queue, where they wait 10 s more (worker/main.py), so a batch sent again sooner
 # arrives later; docs/operations.md ("When a worker dies") has the measurements.
 HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+
+# A batch this small goes in the deciding workflow task when it only signals workloads (`in_task_signals`):
+# one round of the delivery activity's concurrent sends (activities/delivery.py).
+IN_TASK_LIMIT = 16
+# How long a batch sent in the task is retried there before its retries wait on durable timers,
+# which let the workflow take its messages meanwhile.
+IN_TASK_RETRY_THRESHOLD = timedelta(seconds=2)
+
+
+def in_task_signals(batch: list[Delivery]) -> bool:
+    """Whether a batch is few plain signals to workloads: sending them waits for no workflow's task
+    (no update, no start), so the task that decides them can send them by local activity and no
+    activity task or second workflow task is needed."""
+    return len(batch) <= IN_TASK_LIMIT and all(
+        d.workflow_id.startswith(ids.WORKLOAD_PREFIX)
+        and not (d.start_cluster_queue or d.start_cohort or d.start_autoscaler or d.start_pods_ready_gate)
+        for d in batch
+    )
+
+
+# The workflow.patched id under which entities send such batches in the task (before: by activity).
+SIGNALS_IN_TASK = "signals-in-task"
+
+
+def signals_in_task(batch: list[Delivery]) -> bool:
+    """`in_task_signals`, for the code of entities that sent every batch by activity before."""
+    return in_task_signals(batch) and workflow.patched(SIGNALS_IN_TASK)
 
 
 def continue_as_new_suggested() -> bool:
@@ -59,12 +87,14 @@ class Outbox:
         """What a workflow continuing as new carries to its next run."""
         return list(self._queue)
 
-    def step(self, holding: bool = False, in_task: Callable[[], bool] = lambda: False) -> DeliveryReport | None:
+    def step(
+        self, holding: bool = False, in_task: Callable[[list[Delivery]], bool] = lambda batch: False
+    ) -> DeliveryReport | None:
         """Collect a finished delivery, then start the next batch unless holding (a workflow about
         to continue as new holds, so that nothing is in flight when it does); never waits. When
-        `in_task()` says so, the batch goes by local activity: the workflow task that starts it
-        stays open until it is delivered, and no activity task or second workflow task is needed
-        (for a few signals to one workflow: a ClusterQueue forwarding to its cohort tree)."""
+        `in_task(batch)` says so, the batch goes by local activity: the workflow task that starts it
+        stays open until it is delivered (retried there for IN_TASK_RETRY_THRESHOLD, then after
+        timers), and no activity task or second workflow task is needed."""
         report = None
         if self._task is not None and self._task.done():
             report = self._task.result()
@@ -72,10 +102,12 @@ class Outbox:
         if self._task is None and self._queue and not holding:
             batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
             deliveries = DeliveryBatch(deliveries=batch)
-            if in_task():
+            if in_task(batch):
                 self._task = workflow.start_local_activity(
                     contract.DELIVER_SIGNALS, deliveries, result_type=DeliveryReport,
                     start_to_close_timeout=timedelta(seconds=30), retry_policy=_RETRY, summary=_summary(batch),
+                    # A home's forwards keep the SDK's threshold (a minute) that their histories have.
+                    local_retry_threshold=IN_TASK_RETRY_THRESHOLD if in_task_signals(batch) else None,
                 )
             else:
                 self._task = asyncio.ensure_future(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from temporalio.api.enums.v1 import EventType
 
 from admitflow import contract, ids
 from admitflow.messages import ClusterQueueReport, StatusQuery
@@ -216,3 +217,24 @@ async def test_kueues_cohort_quota_sample_lends_the_cohorts_own_quota(engine, ve
     reserved = next(c for c in three.status.conditions if c.type == "QuotaReserved")
     assert (reserved.status, reserved.reason) == ("False", "WaitingForQuota")
     assert "insufficient unused quota for cpu in flavor default-flavor, 1 more needed" in reserved.message
+
+
+async def test_a_tree_tells_the_few_workloads_a_pass_admits_in_the_task_that_decides(engine):
+    """A pass that reserves quota for a few workloads signals them by local activity in its own
+    workflow task: no delivery activity, and so no second workflow task for its completion."""
+    af = engine.admitflow
+    await af.apply(loaded(
+        flavor_manifest(), queue("cq-a", cohort="team"), queue("cq-b", cohort="team"),
+        local_queue_manifest("lq-a", "cq-a"), local_queue_manifest("lq-b", "cq-b"),
+    ))
+    names = [f"w{i}" for i in range(4)]
+    await af.apply(loaded(*(workload_manifest(n, cpu="1", queue="lq-a" if i % 2 else "lq-b") for i, n in enumerate(names))))
+    for n in names:
+        await eventually(lambda n=n: _is(engine, n, "Admitted"))
+    events = (await engine.client.get_workflow_handle(ids.cohort_id("team")).fetch_history()).events
+    activities = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
+                  if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+    assert contract.DELIVER_SIGNALS not in activities
+    local = [e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+             and e.marker_recorded_event_attributes.marker_name == "core_local_activity"]
+    assert local, "the notices went by local activity"

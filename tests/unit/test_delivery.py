@@ -2,7 +2,8 @@
 dies in the middle of one is noticed within the heartbeat timeout instead of the 2-minute
 start-to-close (issue 19); a delivery scheduled without a heartbeat timeout sends none. Which
 deliveries travel in an update rather than as a signal (activities/mail.py), how one receiver's
-deliveries are cut into what leaves at once, and which task queue a started workflow runs on."""
+deliveries are cut into what leaves at once, which task queue a started workflow runs on, and which
+batches an entity sends in the workflow task that decides them."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from admitflow import contract
 from admitflow.activities.delivery import DeliveryActivities, _runs
 from admitflow.activities.mail import by_update
 from admitflow.messages import Delivery, DeliveryBatch
+from admitflow.workflows.outbox import IN_TASK_LIMIT, in_task_signals
 
 
 class SlowClient:
@@ -117,3 +119,28 @@ def test_one_receivers_deliveries_leave_in_order_each_run_of_updates_together() 
 )
 def test_the_task_queue_a_workflow_starts_on(workflow_type: str, task_queue: str, expected: str) -> None:
     assert contract.start_task_queue(workflow_type, task_queue) == expected
+
+
+def _notice(i: int = 0, **start: object) -> Delivery:
+    return Delivery(workflow_id=f"workload/default/w{i}", signal=contract.QUOTA_RESERVED, **start)
+
+
+@pytest.mark.parametrize(
+    ("batch", "expected"),
+    [
+        ([_notice()], True),
+        ([_notice(i) for i in range(IN_TASK_LIMIT)], True),
+        # more than one round of the activity's concurrent sends: by activity, the entity goes on meanwhile
+        ([_notice(i) for i in range(IN_TASK_LIMIT + 1)], False),
+        # anything that may wait for another workflow's task (an update, a start) or reach an entity
+        ([_notice(), Delivery(workflow_id="clusterqueue/cq", signal=contract.FORWARD)], False),
+        ([Delivery(workflow_id="cohort/team", signal=contract.FORWARD)], False),
+        ([Delivery(workflow_id="cohort/team", signal=contract.ADOPT, start_cohort="team")], False),
+        ([_notice(start_cluster_queue="cq")], False),
+        ([_notice(start_autoscaler=True)], False),
+        ([_notice(start_pods_ready_gate=True)], False),
+        ([Delivery(workflow_id="admitflow/pods-ready-gate", signal=contract.GATE_USED)], False),
+    ],
+)
+def test_which_batches_an_entity_sends_in_its_task(batch: list[Delivery], expected: bool) -> None:
+    assert in_task_signals(batch) is expected
