@@ -66,6 +66,17 @@ REFUSED_START_PROBE = "refused-start-probe"
 # workflow.patched: a runner whose `start_workload` failed (cut off by a server restart, say) may still
 # run the command; it is told to stop when the admission is over. Asked only when a run fails.
 STOP_LOST_RUNNER = "stop-lost-runner"
+# workflow.patched, asked first in every run: the run takes every patch of TAKEN_TOGETHER without asking
+# for each. The Python SDK records each patch a run takes as a marker and an upsert of the
+# TemporalChangeVersion search attribute, in the task that first asks: three of each per workload
+# (two in the task that finishes it), each upsert one more visibility write on the server. A run that
+# recorded this marker was started by code that took all of them; histories from before it ask one
+# by one, as they did. A patch added later is asked for itself (it is not in TAKEN_TOGETHER).
+PATCHES_OF_2026_11 = "patches-of-2026-11"
+TAKEN_TOGETHER = frozenset({
+    LIFECYCLE_STEP, TELL_QUEUE_IN_TASK, ADMITTED_WITHOUT_WAITING, NOTICE_NOT_AWAITED, ADMISSION_GATED_BY,
+    REFUSED_START_PROBE, STOP_LOST_RUNNER,
+})
 NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), maximum_attempts=0)
 # A controller's transient errors are retried for as long as it takes, at most this far apart; the
 # attempts cost no history (only the last one is recorded). A non-retryable error comes back as a
@@ -88,6 +99,7 @@ class WorkloadWorkflow(LegacyLoop):
         self.state = input.state or wl.new_state(input.workload, str(workflow.uuid4()), workflow.now())
         self.inbox: list[Any] = []
         self.published: TypedSearchAttributes | None = None
+        self.patches_of_2026_11 = False  # run() asks first
         self.handled = 0  # events taken from the inbox and settled, for updates waiting on theirs
         self.taken = 0
         # What is under way in this run (never carried: lifecycle's Started asks again).
@@ -227,12 +239,13 @@ class WorkloadWorkflow(LegacyLoop):
 
     @workflow.run
     async def run(self, input: WorkloadInput) -> WorkloadReport:
-        if not workflow.patched(LIFECYCLE_STEP):
+        self.patches_of_2026_11 = workflow.patched(PATCHES_OF_2026_11)
+        if not self._patched(LIFECYCLE_STEP):
             return await self._v0_run(input)
         if input.state is None:
             wl.stamp_submission(self.state, input.workload, workflow.info().workflow_start_time)
         gated = not admission_gates.may_enter_admission(self.state.workload)
-        await self._settle([lc.Started(honours_gates=not gated or workflow.patched(ADMISSION_GATED_BY))])
+        await self._settle([lc.Started(honours_gates=not gated or self._patched(ADMISSION_GATED_BY))])
         while not (wl.is_finished(self.state) or self.state.deleted):
             self.timer.set(lc.next_wake(self.state))
             await workflow.wait_condition(
@@ -256,6 +269,10 @@ class WorkloadWorkflow(LegacyLoop):
         await self._told()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.state.report()
+
+    def _patched(self, patch_id: str) -> bool:
+        """`workflow.patched(patch_id)`, taken without its own marker by a run that took PATCHES_OF_2026_11."""
+        return (self.patches_of_2026_11 and patch_id in TAKEN_TOGETHER) or workflow.patched(patch_id)
 
     async def _settle(self, events: list[Any]) -> None:
         """Step the events and a Settle, carrying out each step's commands; what those commands
@@ -288,9 +305,9 @@ class WorkloadWorkflow(LegacyLoop):
         if isinstance(c, lc.TellQueue):
             await self._told()
             queue = contract.cluster_queue_id(c.cluster_queue)
-            if c.signal == contract.ADMITTED and workflow.patched(ADMITTED_WITHOUT_WAITING):
+            if c.signal == contract.ADMITTED and self._patched(ADMITTED_WITHOUT_WAITING):
                 self.telling = asyncio.create_task(_signal(queue, c.signal, c.request))
-            elif workflow.patched(TELL_QUEUE_IN_TASK):
+            elif self._patched(TELL_QUEUE_IN_TASK):
                 # Sent again if the task is retried: the ClusterQueue ignores a notice it has had. The
                 # activity sends it in its worker's next `take_messages` update (activities/mail.py); a
                 # refusal is tried again for as long as it takes, as before: in the task for a few
@@ -301,7 +318,7 @@ class WorkloadWorkflow(LegacyLoop):
                     start_to_close_timeout=timedelta(seconds=30), retry_policy=NOTICE_RETRY,
                     local_retry_threshold=timedelta(seconds=5), summary=f"{c.signal} to ClusterQueue {c.cluster_queue}",
                 )
-                if workflow.patched(NOTICE_NOT_AWAITED):
+                if self._patched(NOTICE_NOT_AWAITED):
                     self.telling = sending
                 else:
                     await sending
@@ -375,7 +392,7 @@ class WorkloadWorkflow(LegacyLoop):
         except WorkflowAlreadyStartedError:
             del self.children[a.workflow_id]
             return [lc.ProvisioningStartRefused(
-                check=a.check, attempt=a.attempt, workflow_id=a.workflow_id, probe_soon=workflow.patched(REFUSED_START_PROBE),
+                check=a.check, attempt=a.attempt, workflow_id=a.workflow_id, probe_soon=self._patched(REFUSED_START_PROBE),
             )]
         def ended(task: Any) -> None:
             # However it ends (deleted as asked, terminated by an operator), the workload hears of it.
@@ -411,7 +428,7 @@ class WorkloadWorkflow(LegacyLoop):
             self.runner = None
             # It stopped on its own: the runner died, shut down, gave up, or the run is over.
             self.inbox.append(lc.RunnerStopped(
-                admission=admission, error=error, stop_when_over=bool(error) and workflow.patched(STOP_LOST_RUNNER),
+                admission=admission, error=error, stop_when_over=bool(error) and self._patched(STOP_LOST_RUNNER),
             ))
 
         handle.add_done_callback(done)

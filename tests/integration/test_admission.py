@@ -4,16 +4,20 @@ workflows, the delivery activity and the client, exactly as `admitflow dev` runs
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 
+from admitflow import ids
 from admitflow.admission import workload as wl
 from admitflow.admission.workload import WorkloadState
 from admitflow.api import load_manifests, parse_manifest
 from admitflow.api.loader import LoadedManifest
+from admitflow.workflows.workload import PATCHES_OF_2026_11
 from tests.builders import (
     cluster_queue_manifest,
     flavor_manifest,
@@ -144,6 +148,26 @@ async def test_deleting_an_admitted_workload_gives_back_its_quota(engine):
     await af.delete("Workload", "default/big")
     await eventually(lambda: _is(engine, "next", "Admitted"))
     assert await af.workload("default/big", missing_ok=True) is None
+
+
+async def test_a_workload_run_records_one_patch_marker_and_upserts_only_what_changed(engine):
+    """Every patch a run takes costs a marker and an upsert of TemporalChangeVersion (the SDK's
+    doing, a visibility write each): a new run takes all of them under one marker. Its other
+    upserts are the phase it reaches (Admitted, then Finished), never one with nothing new."""
+    af = engine.admitflow
+    await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest()))
+    await af.apply(loaded(workload_manifest("one", cpu="1")))
+    await eventually(lambda: _is(engine, "one", "Admitted"))
+    await af.finish("default/one")
+    handle = engine.client.get_workflow_handle(ids.workload_id("default/one"))
+    await handle.result()
+    events = (await handle.fetch_history()).events
+    patches = [e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data for e in events
+               if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and e.marker_recorded_event_attributes.marker_name == "core_patch"]
+    assert [json.loads(p)["id"] for p in patches] == [PATCHES_OF_2026_11]
+    upserts = [sorted(e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields) for e in events
+               if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES]
+    assert upserts == [["TemporalChangeVersion"], ["AdmitflowPhase", "AdmitflowUpdated"], ["AdmitflowPhase", "AdmitflowUpdated"]]
 
 
 # --- helpers ------------------------------------------------------------------------------------
