@@ -77,6 +77,16 @@ TAKEN_TOGETHER = frozenset({
     LIFECYCLE_STEP, TELL_QUEUE_IN_TASK, ADMITTED_WITHOUT_WAITING, NOTICE_NOT_AWAITED, ADMISSION_GATED_BY,
     REFUSED_START_PROBE, STOP_LOST_RUNNER,
 })
+# workflow.patched: a runner's own `finish` (about the admission it runs) ends its run: no
+# `stop_workload` for it, and the workflow completes once that `start_workload` has returned. Before,
+# the finish cancelled the activity and sent `stop_workload`, and the workflow completed in the
+# finish's task, which Temporal refused (UnhandledCommand; the run then replayed from its start)
+# whenever the activity's completion arrived during that task.
+RUNNER_FINISH_ENDS_RUN = "runner-finish-ends-run"
+# workflow.patched, asked first in every run: as PATCHES_OF_2026_11, for TAKEN_TOGETHER and the patches
+# after it. A run that recorded it asks for none of them; one that did not asks PATCHES_OF_2026_11.
+PATCHES_OF_2026_12 = "patches-of-2026-12"
+TAKEN_TOGETHER_12 = TAKEN_TOGETHER | {RUNNER_FINISH_ENDS_RUN}
 NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), maximum_attempts=0)
 # A controller's transient errors are retried for as long as it takes, at most this far apart; the
 # attempts cost no history (only the last one is recorded). A non-retryable error comes back as a
@@ -99,7 +109,7 @@ class WorkloadWorkflow(LegacyLoop):
         self.state = input.state or wl.new_state(input.workload, str(workflow.uuid4()), workflow.now())
         self.inbox: list[Any] = []
         self.published: TypedSearchAttributes | None = None
-        self.patches_of_2026_11 = False  # run() asks first
+        self.patches_of_2026_12 = self.patches_of_2026_11 = False  # run() asks first
         self.handled = 0  # events taken from the inbox and settled, for updates waiting on theirs
         self.taken = 0
         # What is under way in this run (never carried: lifecycle's Started asks again).
@@ -239,13 +249,16 @@ class WorkloadWorkflow(LegacyLoop):
 
     @workflow.run
     async def run(self, input: WorkloadInput) -> WorkloadReport:
-        self.patches_of_2026_11 = workflow.patched(PATCHES_OF_2026_11)
+        self.patches_of_2026_12 = workflow.patched(PATCHES_OF_2026_12)
+        self.patches_of_2026_11 = self.patches_of_2026_12 or workflow.patched(PATCHES_OF_2026_11)
         if not self._patched(LIFECYCLE_STEP):
             return await self._v0_run(input)
         if input.state is None:
             wl.stamp_submission(self.state, input.workload, workflow.info().workflow_start_time)
         gated = not admission_gates.may_enter_admission(self.state.workload)
-        await self._settle([lc.Started(honours_gates=not gated or self._patched(ADMISSION_GATED_BY))])
+        await self._settle([lc.Started(
+            honours_gates=not gated or self._patched(ADMISSION_GATED_BY), runner_finish_ends_run=self._patched(RUNNER_FINISH_ENDS_RUN),
+        )])
         while not (wl.is_finished(self.state) or self.state.deleted):
             self.timer.set(lc.next_wake(self.state))
             await workflow.wait_condition(
@@ -266,13 +279,19 @@ class WorkloadWorkflow(LegacyLoop):
             if not self.inbox:
                 workflow.continue_as_new(WorkloadInput(workload=input.workload, state=self.state))
         self.timer.set(None)
+        if self.runner is not None and self._patched(RUNNER_FINISH_ENDS_RUN):
+            # Its runner finished it and is returning from `start_workload`: completing before that
+            # completion arrives would have the task refused when it arrives meanwhile.
+            await workflow.wait_condition(lambda: self.runner is None)
         await self._told()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.state.report()
 
     def _patched(self, patch_id: str) -> bool:
-        """`workflow.patched(patch_id)`, taken without its own marker by a run that took PATCHES_OF_2026_11."""
-        return (self.patches_of_2026_11 and patch_id in TAKEN_TOGETHER) or workflow.patched(patch_id)
+        """`workflow.patched(patch_id)`, taken without its own marker by a run that took PATCHES_OF_2026_12
+        (or PATCHES_OF_2026_11, for the patches before it)."""
+        return ((self.patches_of_2026_12 and patch_id in TAKEN_TOGETHER_12) or (self.patches_of_2026_11 and patch_id in TAKEN_TOGETHER)
+                or workflow.patched(patch_id))
 
     async def _settle(self, events: list[Any]) -> None:
         """Step the events and a Settle, carrying out each step's commands; what those commands

@@ -76,6 +76,11 @@ class Started(Fact):
         description="Whether this run keeps a workload with admission gates out of admission: the workflow's "
         "`workflow.patched` answer (a run whose history predates AdmissionGatedBy replays without).",
     )
+    runner_finish_ends_run: bool = Field(
+        default=True,
+        description="Whether a runner's own `finish` (about the admission it runs) ends its run, with no "
+        "`stop_workload`: the workflow's `workflow.patched` answer (a run whose history predates it replays without).",
+    )
 
 
 class QueueNoticed(Fact):
@@ -331,6 +336,7 @@ def _started(st: WorkloadState, ev: Started, now: datetime, random: float) -> li
     if st.rules < 1:
         _adopt(st)
     st.honours_gates = ev.honours_gates
+    st.runner_finish_ends_run = ev.runner_finish_ends_run
     # What an earlier run had under way did not come along; Settle asks again.
     st.asking = {}
     st.enqueuing = None
@@ -518,6 +524,9 @@ def _finish(st: WorkloadState, ev: FinishRequested, now: datetime, random: float
     if r.admission is not None and r.admission != st.ticket:
         wl.record(st, STALE_REPORT, f"finish about admission {r.admission} ignored: the workload is at admission {st.ticket}", now, "Warning")
         return []
+    if st.runner_finish_ends_run and r.admission is not None and r.admission == st.runner_running:
+        # Its runner's own report: the run ends by itself (`start_workload` returns), nothing to stop.
+        st.runner_running = None
     wl.finish(st, r.succeeded, r.message, now)
     return []
 

@@ -186,6 +186,11 @@ class WorkloadState(WireModel):
     runner_lost: int | None = Field(
         default=None, description="The admission whose `start_workload` failed (its runner may still run it): told to stop when it is over."
     )
+    runner_finish_ends_run: bool = Field(
+        default=False,
+        description="A `finish` from its runner about the admission it runs ends that run without `stop_workload`; "
+        "set when each run starts, False in a run whose history predates it.",
+    )
     probe_at: datetime | None = Field(
         default=None, description="When its ProvisioningRequest attempts' workflows are next checked for being alive."
     )

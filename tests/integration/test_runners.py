@@ -88,6 +88,37 @@ async def test_the_local_runner_runs_admitted_workloads_and_reports_ready_and_fi
         runner.wait(10)
 
 
+async def test_a_workload_its_runner_finished_ends_once_the_run_has_returned(engine, tmp_path):
+    """The local runner reports `finish` about its admission, then returns from `start_workload`:
+    that run ends by itself. The engine sends no `stop_workload` (it did, and cancelled the
+    activity), and the workflow completes once the activity's completion is recorded, so that its
+    arrival cannot get the completing task refused (UnhandledCommand, and a replay of the run)."""
+    from temporalio.api.enums.v1 import EventType
+
+    af = engine.admitflow
+    await setup(engine)
+    runner = runner_process(engine, tmp_path)
+    try:
+        await af.apply(loaded(*(command_workload(f"quick-{i}", "true") for i in range(4))))
+        for i in range(4):
+            await eventually(lambda i=i: condition(engine, f"quick-{i}", "Finished"), timeout=30)
+        for i in range(4):
+            handle = engine.client.get_workflow_handle(ids.workload_id(f"default/quick-{i}"))
+            await handle.result()
+            events = (await handle.fetch_history()).events
+            kinds = [e.event_type for e in events]
+            scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
+                         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+            assert scheduled == ["start_workload"], f"quick-{i}: {scheduled}"
+            assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED not in kinds
+            assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in kinds
+            assert kinds.index(EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED) < kinds.index(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
+        await replay_all(engine, [ids.workload_id(f"default/quick-{i}") for i in range(4)])
+    finally:
+        runner.terminate()
+        runner.wait(10)
+
+
 async def test_a_killed_runner_makes_its_workload_time_out_and_requeue(engine, tmp_path):
     af = engine.admitflow
     await setup(engine, timeout="5m", recoveryTimeout="2s", requeuingStrategy={"backoffBaseSeconds": 1})

@@ -27,6 +27,11 @@ the workload sent its notices to the ClusterQueue (`admitted`, `release`) by loc
 deciding task, marked `workflow.patched("tell-queue-in-task")`. `forwarding-before/`
 (`python -m tests.replay.record NAME forwarding`): two ClusterQueues of one cohort whose homes
 forwarded to the tree through their outbox's activity, before `workflow.patched("forward-in-task")`.
+`patches-of-2026-11/` (the main job, each workload run under the one marker of that name) was
+written while a runner's own `finish` cancelled its `start_workload` and sent `stop_workload`
+(train-small's history has them, and the task its activity's completion refused, UnhandledCommand);
+`patches-of-2026-12/` once that finish ends the run (`workflow.patched("runner-finish-ends-run")`,
+taken under the marker `patches-of-2026-12`).
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """

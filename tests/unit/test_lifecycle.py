@@ -427,6 +427,28 @@ def test_a_run_the_runner_lost_is_told_to_stop_when_its_admission_ends(error, pa
     assert [c for c in w.batch(lc.Settle()) if isinstance(c, lc.StopRunner)] == [], "told once"
 
 
+@pytest.mark.parametrize(
+    ("admission", "patched", "stopped"),
+    [
+        pytest.param(1, True, [], id="its-runners-own-finish-ends-the-run-with-nothing-to-stop"),
+        pytest.param(None, True, [1], id="a-finish-from-someone-else-stops-the-runner"),
+        pytest.param(1, False, [1], id="a-history-from-before-the-patch-stops-it-as-it-did"),
+    ],
+)
+def test_a_runner_that_reports_the_finish_is_not_told_to_stop(admission, patched, stopped):
+    """A runner reports `finish` about the admission it runs and returns from `start_workload`:
+    that run ends by itself. Only a finish from someone else (`admitflow finish`) cancels the run and
+    sends `stop_workload`, as for an eviction."""
+    w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
+    w.state, _ = lc.step(w.state, lc.Started(runner_finish_ends_run=patched), w.now, 0.5)
+    w.reserve()
+    out = w.batch(lc.FinishRequested(payload={"succeeded": True, "message": "done", **({"admission": admission} if admission else {})}))
+    assert w.phase() == "Finished"
+    assert [c.request.admission for c in out if isinstance(c, lc.StopRunner)] == stopped
+    assert w.state.runner_running is None
+    assert w.batch(lc.RunnerStopped(admission=1)) == [], "its activity's end, arriving after, is not news"
+
+
 def _priority_told(commands: list[Any]) -> list[tuple[str, int, int]]:
     return [(c.cluster_queue, c.request.ticket, c.request.priority) for c in commands
             if isinstance(c, lc.TellQueue) and c.signal == "reprioritize"]

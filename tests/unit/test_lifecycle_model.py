@@ -137,7 +137,9 @@ ANSWERS = ["Ready", "Ready", "Pending", "Retry", "Retry60", "Rejected", "bare-Re
 PODS = [{"ready": True}, {"ready": True}, {"ready": False}, {"ready": True, "reason": "Started"},
         {"ready": False, "reason": "WaitForRecovery"}, 42, None, {"ready": "maybe"}, {"ready": True, "reason": "WaitForStart"},
         WrongArguments(count=2)]
-ENDS = ["finish", "finish-failed", "finish-none", "delete", "delete-junk"]
+# "finish-by-runner": its runner reports the end of the admission it runs (and its `start_workload`
+# then returns by itself: nothing stops it); "finish-other-admission": a runner of another admission.
+ENDS = ["finish", "finish-failed", "finish-none", "finish-by-runner", "finish-other-admission", "delete", "delete-junk"]
 JUNK_ENDS = ["finish-junk", "finish-junk-type", "finish-args", "finish-list"]
 # Mostly junk: a workload that ends has its workflow end, and most runs should get past their first
 # reservation first.
@@ -705,6 +707,11 @@ class LifecycleModel(RuleBasedStateMachine):
             if s.enqueuing == s.ticket + args[0]:
                 return []
             return [lc.EnqueueResolved(ticket=max(0, s.ticket + args[0]), resolution=QueueResolution(cluster_queue="cq"))]
+        if kind == "end" and args[0] in ("finish-by-runner", "finish-other-admission"):
+            admission = (self.runner or s.ticket) + (args[0] == "finish-other-admission")
+            if args[0] == "finish-by-runner" and self.runner is not None and self.runner == s.ticket:
+                self.runner = None  # its run ends with its report; the end of the activity is not news
+            return [lc.FinishRequested(payload={"succeeded": True, "message": "done", "admission": max(1, admission)})]
         if kind == "end":
             payload = {
                 "finish": {"succeeded": True, "message": "done"}, "finish-failed": {"succeeded": False, "message": "oom"},
@@ -878,6 +885,12 @@ class LifecycleModel(RuleBasedStateMachine):
     @rule(error=st.sampled_from(["", "heartbeat timeout"]), seconds=dt)
     def runner_stops(self, error, seconds):
         self.deliver([("runner", error)], seconds)
+
+    @precondition(lambda self: self.runner is not None)
+    @rule(seconds=dt)
+    def runner_finishes(self, seconds):
+        """Its runner reports the end of the admission it runs (its `start_workload` returns by itself)."""
+        self.deliver([("end", "finish-by-runner")], seconds)
 
     @rule(spec=ungate_spec, seconds=dt)
     def someone_removes_admission_gates(self, spec, seconds):
