@@ -20,13 +20,14 @@ workloads, about ten minutes here with the bare runs and the collection; Kueue r
 without a cohort (no borrowing, no reclaim; `cq-<k>`, withinClusterQueue only), as the runs before
 cohorts were built did, for comparison.
 
-The benchmark plays Kueue's runner: workloads are created per ClusterQueue and class at Kueue's
-intervals (one after another, as Kueue's generator does); it watches visibility for `Admitted`
-workloads (a list query every `--poll` seconds), and finishes each one (signal `finish`) once it
-has run its runtime from when it was seen admitted, after a `workload` query confirms it is still
-admitted (a preempted one is not finished; it runs again once readmitted). Each ClusterQueue's
-`status` is sampled every second, asked where its state is (its cohort tree, once its home has
-handed it over).
+The benchmark plays Kueue's runner (runner/controller/controller.go, which watches Workloads and
+finishes each one its runtime after it saw it admitted) through admitflow's runner contract
+(docs/runners.md): every LocalQueue names the benchmark's runner (`admitflow.io/runner`), the
+engine runs `start_workload` there when it admits a workload, and the runner sends `finish` for
+that admission once the workload's runtime has passed; when the engine runs `stop_workload`
+(the workload was preempted), the runtime stops there and the workload runs again once
+readmitted. Each ClusterQueue's `status` is sampled every second, asked where its state is (its
+cohort tree, once its home has handed it over).
 
 Prints wall time, workloads/s and the bare-Temporal rate (bench/bare_workflow.py) measured before
 and after, with the ratio; usage per ClusterQueue as Kueue's recorder measures it (time-weighted
@@ -66,16 +67,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from temporalio.api.enums.v1 import EventType, TaskQueueKind, TaskQueueType  # noqa: E402
+from temporalio.api.enums.v1 import EventType, TaskQueueKind, TaskQueueType, WorkflowTaskFailedCause  # noqa: E402
 from temporalio.api.taskqueue.v1 import TaskQueue  # noqa: E402
+from temporalio import activity  # noqa: E402
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest  # noqa: E402
 from temporalio.service import RPCError  # noqa: E402
+from temporalio.worker import Worker  # noqa: E402
 
 from admitflow import contract, ids  # noqa: E402
 from admitflow.admission.workload import WorkloadReport  # noqa: E402
 from admitflow.api import parse_manifest  # noqa: E402
 from admitflow.api.quantity import parse_quantity  # noqa: E402
-from admitflow.messages import ClusterQueueReport, StatusQuery  # noqa: E402
+from admitflow.api.workload import RUNNER_ANNOTATION  # noqa: E402
+from admitflow.messages import ClusterQueueReport, FinishRequest, StartWorkload, StatusQuery, StopWorkload  # noqa: E402
 from admitflow.worker.main import sdk_options  # noqa: E402
 from bench.harness import (  # noqa: E402
     CpuMeter,
@@ -139,7 +143,7 @@ PREEMPTION_REASONS = sorted(
 )
 PREEMPTION_MESSAGE = re.compile(r"due to (?P<why>.+?); preemptor path: (?P<by>\S+); preemptee path: (?P<of>\S+)")
 
-ADMITTED = "WorkflowType = 'WorkloadWorkflow' AND AdmitflowPhase = 'Admitted'"
+RUNNER = "kueue-runner"  # the benchmark runner's task queue, named by every LocalQueue
 
 
 @dataclass(frozen=True)
@@ -172,10 +176,16 @@ class Shape:
         return m
 
     def manifests(self) -> list[dict]:
-        docs = [flavor_manifest()]
+        # minimalkueue (test/performance/scheduler/minimalkueue) runs Kueue's controllers with an
+        # empty Configuration, so without WaitForPodsReady (admitflow's default follows Kueue's config
+        # v1beta2 defaults, which turn it on): no PodsReady timer per admitted workload.
+        docs = [flavor_manifest(), {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                                    "featureGates": {"DisableWaitForPodsReady": True}}]
         for cq, cohort in self.queues().items():
             docs.append(self.cluster_queue(cq, cohort))
-            docs.append(local_queue_manifest(cq, cq, namespace=cq))  # Kueue's: namespace and LocalQueue named after it
+            lq = local_queue_manifest(cq, cq, namespace=cq)  # Kueue's: namespace and LocalQueue named after it
+            lq["metadata"]["annotations"] = {RUNNER_ANNOTATION: RUNNER}
+            docs.append(lq)
         return docs
 
     def short(self) -> str:
@@ -218,20 +228,20 @@ def preemption_reason(message: str) -> tuple[str, bool | None]:
 class Run:
     """The runner's bookkeeping; times are wall-clock seconds (time.time())."""
 
-    def __init__(self, e: Engine, queues: dict[str, str | None], counts: dict[str, int], poll: float) -> None:
+    def __init__(self, e: Engine, queues: dict[str, str | None], counts: dict[str, int]) -> None:
         self.e = e
         self.queues = queues
         self.cqs = list(queues)
         self.counts = counts
-        self.poll = poll
         self.total = len(self.cqs) * sum(counts.values())
         self.created: dict[str, float] = {}
-        self.running: dict[str, float] = {}  # admitted now, as seen: key -> when it was seen admitted
-        self.admitted_at: dict[str, float] = {}  # the last admission seen
-        self.seen: dict[str, list[float]] = defaultdict(list)  # every admission seen
-        self.finished: dict[str, float] = {}
-        self.ran: list[tuple[str, float, float]] = []  # (key, seen admitted, finished): what the runner ran
-        self.not_admitted_at_finish = 0  # the query found it preempted after all
+        self.running: dict[tuple[str, int], asyncio.Task] = {}  # (key, admission) -> its runtime, until finished or stopped
+        self.admitted_at: dict[str, float] = {}  # the last admission the runner was told of
+        self.seen: dict[str, list[float]] = defaultdict(list)  # every admission it was told of
+        self.finished: dict[str, float] = {}  # finish sent for the workload's last admission
+        self.ran: list[tuple[str, float, float]] = []  # (key, told admitted, finished): what the runner ran
+        self.stopped = 0  # admissions the engine stopped before their runtime was over (preempted)
+        self.stale_finishes = 0  # admissions that began again after their finish was sent (preempted in between)
         # (time, cpu per ClusterQueue: (in use by admitted workloads, reserved)), from `status`.
         self.samples: list[tuple[float, dict[str, tuple[float, float]]]] = []
         self.where: dict[str, str] = {}  # the workflow that last answered for a ClusterQueue's state
@@ -240,8 +250,6 @@ class Run:
         self.live: list[int] = []  # workloads submitted and not finished, per sample
         self.sample_errors = 0
         self.errors: list[str] = []
-        self.finish_gate = asyncio.Semaphore(50)
-        self.tasks: set[asyncio.Task] = set()
         self.done = asyncio.Event()
 
     # --- Kueue's generator ---------------------------------------------------------------------
@@ -254,49 +262,61 @@ class Run:
             self.created[f"{cq}/{name}"] = time.time()
             await self.e.admitflow.submit(parse_manifest(manifest)[0], cluster_queue=cq)
 
-    # --- Kueue's runner ------------------------------------------------------------------------
+    # --- Kueue's runner, as an admitflow runner ------------------------------------------------
 
-    async def watch(self) -> None:
-        while not self.done.is_set():
-            seen_at = time.time()
-            try:
-                listed = {ids.workload_key(wf.id) async for wf in self.e.client.list_workflows(ADMITTED, page_size=1000)}
-            except RPCError:
-                await asyncio.sleep(self.poll)
-                continue
-            for key in listed:
-                if key and key not in self.running and key not in self.finished:
-                    self.running[key] = seen_at
-                    self.admitted_at[key] = seen_at
-                    self.seen[key].append(seen_at)
-                    self._spawn(self.run_then_finish(key, seen_at))
-            await asyncio.sleep(self.poll)
+    def worker(self) -> Worker:
+        # As many runs at once as there can be admitted workloads (a 1-cpu workload per cpu of quota).
+        return Worker(self.e.client, task_queue=RUNNER, activities=[self.start_workload, self.stop_workload],
+                      max_concurrent_activities=max(1000, QUOTA * len(self.cqs) * 2))
 
-    def _spawn(self, coro) -> None:
-        task = asyncio.ensure_future(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
-    async def run_then_finish(self, key: str, seen_at: float) -> None:
-        await asyncio.sleep(max(0.0, class_of(key).runtime - (time.time() - seen_at)))
+    @activity.defn(name=contract.START_WORKLOAD)
+    async def start_workload(self, request: StartWorkload) -> None:
+        """Runs for as long as the workload does (its runtime), sends `finish` for this admission,
+        and returns, as a runner does (docs/runners.md)."""
+        told = time.time()
+        key = ids.workload_key(request.workflow_id)
+        if self.finished.pop(key, None) is not None:
+            self.stale_finishes += 1
+        self.admitted_at[key] = told
+        self.seen[key].append(told)
+        runtime = asyncio.ensure_future(asyncio.sleep(class_of(key).runtime))
+        self.running[(key, request.admission)] = runtime
         try:
-            async with self.finish_gate:
-                handle = self.e.client.get_workflow_handle(ids.workload_id(key))
-                status = (await handle.query("workload", result_type=WorkloadReport)).status
-                if status.has_condition("Admitted") and not status.has_condition("Finished"):
-                    await self.e.admitflow.finish(key)
-                    now = time.time()
-                    self.finished[key] = now
-                    self.ran.append((key, seen_at, now))
-                    if len(self.finished) == self.total:
-                        self.done.set()
-                else:
-                    # Preempted while it ran: visibility lists it again once it is readmitted.
-                    self.not_admitted_at_finish += 1
-        except RPCError as err:
-            self.errors.append(f"{key}: {err}")  # the watcher sees it again and tries anew
+            await runtime
+        except asyncio.CancelledError:
+            if not runtime.cancelled():
+                raise  # the runner shuts down
+            self.stopped += 1  # the engine stopped it (stop_workload): preempted
+            return
         finally:
-            del self.running[key]
+            self.running.pop((key, request.admission), None)
+        try:
+            await self.e.client.get_workflow_handle(request.workflow_id).signal(
+                contract.FINISH, FinishRequest(succeeded=True, message="By test runner", admission=request.admission)
+            )
+        except RPCError as err:
+            self.errors.append(f"{key}: {err}")
+            return
+        now = time.time()
+        self.finished[key] = now
+        self.ran.append((key, told, now))
+
+    async def until_all_finished(self) -> None:
+        """Sets `done` once a finish was sent for every workload and none of them runs any more:
+        a finish sent just as the workload was preempted is ignored, and it is admitted again."""
+        while True:
+            if len(self.finished) == self.total and not self.running:
+                left = await self.e.client.count_workflows("WorkflowType = 'WorkloadWorkflow' AND ExecutionStatus = 'Running'")
+                if left.count == 0:
+                    self.done.set()
+                    return
+            await asyncio.sleep(0.25)
+
+    @activity.defn(name=contract.STOP_WORKLOAD)
+    async def stop_workload(self, request: StopWorkload) -> None:
+        runtime = self.running.get((ids.workload_key(request.workflow_id), request.admission))
+        if runtime is not None:
+            runtime.cancel()
 
     async def report(self, cq: str) -> ClusterQueueReport | None:
         """The ClusterQueue's status, asked first where it answered last (its cohort tree once its
@@ -449,35 +469,44 @@ async def final_reports(e: Engine, keys: list[str]) -> dict[str, WorkloadReport]
     return dict(await bounded(one(k) for k in keys))
 async def history_figures(e: Engine, run: Run, keys: list[str]) -> dict:
     """From a sample of workload histories: how long a workload's first workflow task waited after
-    it was submitted (where its creationTimestamp was set, before `created-at-submission`), and how late the runner saw the last
-    `AdmitflowPhase=Admitted` upsert (visibility's delay plus the poll interval; the workloads it
-    did not see after that upsert, preempted again in between, are left out)."""
+    it was submitted (where its creationTimestamp was set, before `created-at-submission`), and how
+    long after the workflow task that published its last admission (`AdmitflowPhase=Admitted`) the
+    runner's `start_workload` began (the activity's dispatch)."""
 
-    async def one(key: str) -> tuple[float | None, float | None]:
+    async def one(key: str) -> tuple[float | None, float | None, int, int, list[str]]:
         history = await e.client.get_workflow_handle(ids.workload_id(key)).fetch_history()
         started = first_task = last_admitted = None
+        tasks, failed = 0, []
         for ev in history.events:
             at = ev.event_time.ToDatetime().timestamp()
             if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
                 started = at
-            elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED and first_task is None:
-                first_task = at
+            elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+                tasks += 1
+                if first_task is None:
+                    first_task = at
+            elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                failed.append(WorkflowTaskFailedCause.Name(ev.workflow_task_failed_event_attributes.cause))
             elif ev.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
                 field = ev.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields.get("AdmitflowPhase")
                 if field is not None and json.loads(field.data) == "Admitted":
                     last_admitted = at
         delay = None if started is None or first_task is None else first_task - started
-        # The first time the runner saw it admitted after that upsert.
+        # The first time the runner was told of an admission after that upsert.
         lag = min((t - last_admitted for t in run.seen[key] if t >= last_admitted), default=None) if last_admitted else None
-        return delay, lag
+        return delay, lag, len(history.events), tasks, failed
 
     found = await bounded((one(k) for k in keys), 10)
-    delays = [d for d, _ in found if d is not None]
-    lags = [g for _, g in found if g is not None]
+    delays = [f[0] for f in found if f[0] is not None]
+    lags = [f[1] for f in found if f[1] is not None]
     return {
         "sample": len(keys),
         "first_task_delay_s": {"mean": round(mean(delays), 2), "max": round(max(delays, default=float("nan")), 2)},
-        "visibility_lag_s": {"mean": round(mean(lags), 3), "max": round(max(lags, default=float("nan")), 3)},
+        "runner_lag_s": {"mean": round(mean(lags), 3), "max": round(max(lags, default=float("nan")), 3)},
+        # A workload's own history: events and workflow tasks, and its failed tasks by cause.
+        "events_per_workload": round(mean(f[2] for f in found), 1),
+        "workflow_tasks_per_workload": round(mean(f[3] for f in found), 2),
+        "failed_workflow_tasks": dict(Counter(c for f in found for c in f[4])),
     }
 
 
@@ -679,7 +708,6 @@ async def main() -> None:
     p.add_argument("--workflow-tasks", type=int, help="the engine worker's max_concurrent_workflow_tasks (default: the SDK's, 100)")
     p.add_argument("--pollers", type=int, help="the engine worker's workflow and activity task pollers, each (default: the SDK's, 5)")
     p.add_argument("--bare", type=int, default=500, help="bare workflows measured before and after")
-    p.add_argument("--poll", type=float, default=0.25, help="seconds between the runner's visibility lists")
     p.add_argument("--minutes", type=float, default=9.0, help="give up on the workloads after this long (the run stays near ten minutes)")
     p.add_argument("--out", type=Path, help="JSON path (the PNG goes beside it); default bench/results/kueue_baseline-<date>.json")
     args = p.parse_args()
@@ -713,35 +741,36 @@ async def main() -> None:
                 print(f"bare Temporal before: {bare_before:.1f} wf/s", flush=True)
 
                 await e.admitflow.apply(loaded(shape.manifests()))
-                run = Run(e, queues, counts, args.poll)
+                run = Run(e, queues, counts)
                 handover_s = None
                 if shape.roots():
                     handover_s = await wait_for_trees(run)
                     print(f"every ClusterQueue's state is in its cohort tree after {handover_s} s" if handover_s is not None
                           else f"not every ClusterQueue reached its cohort tree in 60 s: {run.where}", flush=True)
 
-                meter = CpuMeter(e.server).start()
-                start = time.time()
-                background = [asyncio.ensure_future(run.watch()), asyncio.ensure_future(run.sample_usage())]
-                generators = asyncio.gather(*(run.generate(cq, cls) for cq in queues for cls in CLASSES))
+                async with run.worker():
+                    meter = CpuMeter(e.server).start()
+                    start = time.time()
+                    background = [asyncio.ensure_future(run.until_all_finished()), asyncio.ensure_future(run.sample_usage())]
+                    generators = asyncio.gather(*(run.generate(cq, cls) for cq in queues for cls in CLASSES))
 
-                async def progress() -> None:
-                    while not run.done.is_set():
-                        await asyncio.sleep(15)
-                        print(f"{time.time() - start:5.0f} s: created {len(run.created)}, running {len(run.running)}, "
-                              f"finished {len(run.finished)} of {run.total}", flush=True)
+                    async def progress() -> None:
+                        while not run.done.is_set():
+                            await asyncio.sleep(15)
+                            print(f"{time.time() - start:5.0f} s: created {len(run.created)}, running {len(run.running)}, "
+                                  f"finished {len(run.finished)} of {run.total}", flush=True)
 
-                background.append(asyncio.ensure_future(progress()))
-                try:
-                    await asyncio.wait_for(asyncio.gather(generators, run.done.wait()), args.minutes * 60)
-                except TimeoutError:
-                    print(f"gave up after {args.minutes} minutes: {len(run.finished)} of {run.total} finished", flush=True)
-                end = max(run.finished.values(), default=time.time())
-                meter.stop()
-                run.done.set()
-                for t in background:
-                    t.cancel()
-                await asyncio.gather(*background, *run.tasks, return_exceptions=True)
+                    background.append(asyncio.ensure_future(progress()))
+                    try:
+                        await asyncio.wait_for(asyncio.gather(generators, run.done.wait()), args.minutes * 60)
+                    except TimeoutError:
+                        print(f"gave up after {args.minutes} minutes: {len(run.finished)} of {run.total} finished", flush=True)
+                    end = max(run.finished.values(), default=time.time())
+                    meter.stop()
+                    run.done.set()
+                    for t in background:
+                        t.cancel()
+                    await asyncio.gather(*background, return_exceptions=True)
                 creation_s = max(run.created.values()) - start
                 print(f"all {len(run.finished)} finished in {end - start:.1f} s (creation took {creation_s:.1f} s); collecting", flush=True)
 
@@ -862,11 +891,12 @@ async def main() -> None:
         "preempted_condition_at_end": dict(condition_reasons),
         "runner": {
             "admissions_seen": sum(len(v) for v in run.seen.values()),
-            "found_preempted_at_finish": run.not_admitted_at_finish,
+            "stopped_by_the_engine": run.stopped,
+            "finished_then_admitted_again": run.stale_finishes,
             "errors": run.errors[:20],
             "finished_while_not_admitted": len(unadmitted),
             "evicted_after_finished": len(evicted_after_finish),
-            "visibility_lag_s": sampled["visibility_lag_s"],
+            "told_after_admitted_s": sampled["runner_lag_s"],
             "unfinished": len(unfinished),
             "unfinished_examples": stuck,
         },
@@ -894,6 +924,9 @@ async def main() -> None:
             "worker_max_concurrent_workflow_tasks": args.workflow_tasks or 100,
             "worker_task_pollers": args.pollers or 5,
             "history_sample": sampled["sample"],
+            "events_per_workload": sampled["events_per_workload"],
+            "workflow_tasks_per_workload": sampled["workflow_tasks_per_workload"],
+            "failed_workflow_tasks": sampled["failed_workflow_tasks"],
             # Where each cohort's scheduling happens: its tree's entity, cohort/<root>.
             "cohort_tree_tasks": tree_tasks,
             "cohort_tree_task_time_share_of_wall": round(sum(q["total_s"] for q in tree_tasks.values()) / wall, 2),
@@ -932,7 +965,7 @@ async def main() -> None:
               f"states held by {sorted(set(run.where.values()))}")
         if not out["usage"]["borrowing_seen"]:
             print("  no ClusterQueue ever had more than its nominal quota in use: nothing was borrowed in this run")
-    print(f"  of which workload runtime: {out['usage']['runtime_share_pct']} % of the nominal quota-time; from seen "
+    print(f"  of which workload runtime: {out['usage']['runtime_share_pct']} % of the nominal quota-time; from told "
           f"admitted until the finish was sent: {out['usage']['ran_mean_pct']} %")
     print("average time to admission (submitted -> last admission the runner saw):")
     for c in CLASSES:
