@@ -6,9 +6,6 @@ commands it returns. The workflow has no rule of its own: what it does is in the
 
 Histories written before this loop replay through `admitflow.workflows.workload_legacy`, chosen by
 `workflow.patched(LIFECYCLE_STEP)`.
-
-No `from __future__ import annotations` here: the sandbox executes this module again for every
-workload run, and string annotations would make the SDK evaluate each handler's hints each time.
 """
 
 import asyncio

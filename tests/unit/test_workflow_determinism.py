@@ -1,0 +1,142 @@
+"""Workflow code calls nothing nondeterministic: no clock, no randomness, no environment, no I/O.
+
+The engine worker passes admitflow's own modules through the workflow sandbox (worker/main.py,
+PASSTHROUGH): they are imported once, not executed again for every workflow run, and the sandbox's
+proxies that refuse `datetime.datetime.now()` and the like at run time do not see calls made from
+them (builtins such as `open` stay refused). This test reads every module workflow code imports,
+transitively, and refuses what the SDK's own list of restricted members names
+(`SandboxRestrictions.default.invalid_module_members`), wherever it is reached through an import.
+Replaying recorded histories (tests/replay) checks what the code does; this checks what it may call.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+from temporalio.worker.workflow_sandbox import SandboxRestrictions
+from temporalio.worker.workflow_sandbox._restrictions import RestrictionContext
+
+from admitflow.worker.main import WORKFLOWS
+
+RESTRICTED = SandboxRestrictions.default.invalid_module_members
+# Restricted members that modules of workflow code use outside it, each with why no workflow reaches
+# it nondeterministically.
+ALLOWED = {
+    ("admitflow.admission.metrics", "time.perf_counter"):
+        "pass_clock times a scheduling pass for a metric only: the meter records nothing while a history replays",
+    ("admitflow.codec", "os.urandom"): "the payload codec's encryption nonces: the codec runs on payloads, outside workflow code",
+    ("admitflow.codec", "os.environ"): "data_converter() reads the keys when a process builds its converter",
+    ("admitflow.ids", "os.environ"): "task_queue(): the default of --task-queue, for the CLI and the worker",
+    ("admitflow.ids", "os.environ.get"): "task_queue(): the default of --task-queue, for the CLI and the worker",
+}
+
+
+def _restricted(path: tuple[str, ...]) -> bool:
+    context = RestrictionContext()
+    context.is_runtime = True
+    return RESTRICTED.access_matcher(context, *path, include_use=True) is not None
+
+
+def _module_file(name: str) -> Path | None:
+    try:
+        spec = importlib.util.find_spec(name)
+    except ModuleNotFoundError:  # a name inside a module (`admitflow.admission.catalog.QueueResolution`)
+        return None
+    return Path(spec.origin) if spec is not None and spec.origin and spec.origin.endswith(".py") else None
+
+
+def _imports(tree: ast.Module, module: str) -> dict[str, tuple[str, ...]]:
+    """Each name a module binds by import, and the dotted path it stands for."""
+    package = module.rsplit(".", 1)[0]
+    names: dict[str, tuple[str, ...]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname:
+                    names[a.asname] = tuple(a.name.split("."))
+                else:
+                    top = a.name.split(".")[0]
+                    names[top] = (top,)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parent, *([base] if base else [])])
+            for a in node.names:
+                names[a.asname or a.name] = (*base.split("."), a.name)
+    return names
+
+
+def workflow_modules() -> dict[str, Path]:
+    """admitflow's modules that workflow code imports, transitively, from the workflows' own."""
+    found: dict[str, Path] = {}
+    todo = sorted({cls.__module__ for cls in WORKFLOWS})
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        path = _module_file(name)
+        if path is None:
+            continue
+        found[name] = path
+        tree = ast.parse(path.read_text())
+        for dotted in _imports(tree, name).values():
+            for n in range(len(dotted), 0, -1):  # `from admitflow.admission import lifecycle`: the module is a child
+                candidate = ".".join(dotted[:n])
+                if candidate.startswith("admitflow") and candidate not in found and _module_file(candidate) is not None:
+                    todo.append(candidate)
+                    break
+    return found
+
+
+def restricted_uses(path: Path, module: str) -> list[str]:
+    """Each use of a restricted member in `path`, as `line: dotted.path`."""
+    tree = ast.parse(path.read_text())
+    names = _imports(tree, module)
+    found = []
+    for node in ast.walk(tree):
+        chain: list[str] = []
+        n: ast.AST = node
+        while isinstance(n, ast.Attribute):
+            chain.append(n.attr)
+            n = n.value
+        if not isinstance(n, ast.Name) or n.id not in names:
+            continue
+        full = (*names[n.id], *reversed(chain))
+        if _restricted(full):
+            found.append(f"{node.lineno}: {'.'.join(full)}")
+    return sorted(set(found))
+
+
+def test_the_workflow_modules_are_found_with_what_they_import():
+    modules = workflow_modules()
+    for expected in ("admitflow.workflows.workload", "admitflow.workflows.cohort", "admitflow.admission.lifecycle",
+                     "admitflow.admission.scheduler", "admitflow.api.workload"):
+        assert expected in modules
+    assert "admitflow.client" not in modules, "the client is not workflow code"
+
+
+@pytest.mark.parametrize(("module", "path"), sorted(workflow_modules().items()), ids=lambda v: v if isinstance(v, str) else "")
+def test_workflow_code_calls_nothing_the_sandbox_restricts(module, path):
+    found = [use for use in restricted_uses(path, module) if (module, use.split(": ", 1)[1]) not in ALLOWED]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("source", "found"),
+    [
+        pytest.param("import datetime\ndatetime.datetime.now()\n", ["2: datetime.datetime.now"], id="a-module-attribute-chain"),
+        pytest.param("from datetime import datetime as dt\ndt.now()\n", ["2: datetime.datetime.now"], id="an-alias"),
+        pytest.param("import time\ntime.time()\n", ["2: time.time"], id="the-clock"),
+        pytest.param("from random import random\nrandom()\n", ["2: random.random"], id="randomness"),
+        pytest.param("import os\nos.environ.get('X')\n", ["2: os.environ", "2: os.environ.get"], id="the-environment"),
+        pytest.param("from datetime import timedelta\ntimedelta(seconds=1)\n", [], id="what-is-deterministic"),
+    ],
+)
+def test_the_check_finds_what_the_sandbox_would_refuse(tmp_path, source, found):
+    path = tmp_path / "probe.py"
+    path.write_text(source)
+    assert restricted_uses(path, "probe") == found
