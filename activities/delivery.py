@@ -75,7 +75,7 @@ class DeliveryActivities:
         ClusterQueue, or a home forwards to its cohort tree, goes with the other messages to that
         receiver, in one update (activities/mail.py)."""
         if by_update(d):
-            return await self.mailer.send(d.workflow_id, Message(signal=d.signal, payload=d.payload))
+            return (await self.mailer.send(d.workflow_id, Message(signal=d.signal, payload=d.payload))).ran
         return await send_signal(self.client, d, activity.info().task_queue)
 
 

@@ -26,6 +26,20 @@ never waits long: an update not taken within `ACCEPT_WITHIN` (a queue run by an 
 the engine's task queue, or no worker at all) is sent again as signals (the receiver ignores what
 it already has, so one arriving twice is harmless), as is a batch for a receiver whose worker does
 not know the update yet (one older than this module, during an upgrade).
+
+A home whose cohort tree holds its state answers the update with that tree (`Receipt.holder`): the
+worker's later messages to the queue go straight to the tree, as the `forward` messages the home
+would have sent it, and skip the hop through the home (two workflow tasks' worth of the home's
+history and a local activity per message). The tree applies what is for a queue it holds and sends
+the rest to the queue's home, saying so (`Receipt.bounced`): the worker asks the home again next
+time. Only a workload's own messages take the short way, and each waits until its receiver has
+taken it, so a workload's messages still arrive in its order; the queue's tickets make one that
+overtakes another across a handover harmless (a release remembered before its enqueue arrives).
+
+An enqueue may ask for its answer (`Message.answer`): the queue that holds the state decides in the
+same workflow task whether the entry fits, and puts the pending reason it would have signalled to
+the workload in the update's result instead (`Receipt.answers`), which the enqueue returns to the
+workload: no `pending_status` signal, and no workflow task of the workload's for it.
 """
 
 from __future__ import annotations
@@ -40,7 +54,8 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from admitflow import contract, ids
-from admitflow.messages import ClusterQueueInput, Delivery, Message, Messages
+from admitflow.admission.cohort_tree import Forwarded
+from admitflow.messages import ClusterQueueInput, Delivery, Message, Messages, Receipt
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +90,24 @@ class StartQueue:
 SignalSender = Callable[[Client, Delivery, str], Awaitable[bool]]
 
 
+@dataclass(frozen=True)
+class Taken:
+    """What became of one message: whether its receiver runs (it took the message then), and what
+    it answered (`Message.answer`)."""
+
+    ran: bool
+    answers: list[Message] = field(default_factory=list)
+
+
 @dataclass
 class _Letter:
     message: Message
     start: StartQueue | None
-    taken: asyncio.Future[bool]
+    taken: asyncio.Future[Taken]
+    # Addressed to a ClusterQueue's home and sent to the tree holding its state: that home's ID, and
+    # the message as the home takes it.
+    home: str | None = None
+    original: Message | None = None
 
 
 @dataclass
@@ -94,18 +122,41 @@ class Mailer:
         self.signal = signal
         self.accept_within = accept_within
         self._boxes: dict[str, _Box] = {}
+        # ClusterQueue home -> the cohort tree that holds its state, as the home last answered.
+        self._holders: dict[str, str] = {}
 
-    async def send(self, workflow_id: str, message: Message, start: StartQueue | None = None) -> bool:
-        """Once the receiver `workflow_id` has taken `message`: True; False when it does not
-        run (and `start` is None). Raises what the server answered otherwise (the caller retries)."""
-        box = self._boxes.setdefault(workflow_id, _Box())
-        letter = _Letter(message, start, asyncio.get_running_loop().create_future())
+    async def send(self, workflow_id: str, message: Message, start: StartQueue | None = None) -> Taken:
+        """Once the receiver `workflow_id` (or the cohort tree holding its state) has taken
+        `message`: whether it runs (False when it does not, and `start` is None), and what it
+        answered. Raises what the server answered otherwise (the caller retries)."""
+        holder = self._holders.get(workflow_id) if message.signal in contract.MAILED_SIGNALS else None
+        if holder is not None:
+            name = workflow_id.removeprefix(ids.CLUSTER_QUEUE_PREFIX)
+            routed = Message(signal=contract.FORWARD, answer=message.answer,
+                             payload=Forwarded(cluster_queue=name, signal=message.signal, payload=message.payload).to_wire())
+            taken = await self._post(holder, _Letter(routed, None, self._future(), home=workflow_id, original=message))
+            if taken is not None:
+                return taken
+            # The tree does not run any more: the home knows where the state is.
+        return await self._post(workflow_id, _Letter(message, start, self._future()))
+
+    def _future(self) -> asyncio.Future[Taken]:
+        taken: asyncio.Future[Taken] = asyncio.get_running_loop().create_future()
         # Read even when its sender stopped waiting (its activity was cancelled): no "never retrieved" noise.
-        letter.taken.add_done_callback(lambda f: f.cancelled() or f.exception())
+        taken.add_done_callback(lambda f: f.cancelled() or f.exception())
+        return taken
+
+    async def _post(self, workflow_id: str, letter: _Letter) -> Taken | None:
+        """`letter`'s fate at `workflow_id`; None for a letter routed to a tree that does not run."""
+        box = self._boxes.setdefault(workflow_id, _Box())
         box.letters.append(letter)
         if box.sending is None:
             box.sending = asyncio.create_task(self._empty(workflow_id, box))
-        return await asyncio.shield(letter.taken)
+        taken = await asyncio.shield(letter.taken)
+        if letter.home is not None and not taken.ran:
+            self._holders.pop(letter.home, None)
+            return None
+        return taken
 
     async def _empty(self, workflow_id: str, box: _Box) -> None:
         batch: list[_Letter] = []
@@ -128,22 +179,24 @@ class Mailer:
             if not box.letters and self._boxes.get(workflow_id) is box:
                 del self._boxes[workflow_id]
 
-    async def _deliver(self, workflow_id: str, batch: list[_Letter]) -> list[bool]:
-        """Whether each letter's queue runs (it has taken the letter when it does)."""
+    async def _deliver(self, workflow_id: str, batch: list[_Letter]) -> list[Taken]:
+        """Whether each letter's receiver runs (it has taken the letter when it does), and its answers."""
         messages = Messages(messages=[letter.message for letter in batch])
         start = next((letter.start for letter in batch if letter.start is not None), None)
         try:
             if start is None:
-                call = self.client.get_workflow_handle(workflow_id).execute_update(contract.TAKE_MESSAGES, messages)
+                call = self.client.get_workflow_handle(workflow_id).execute_update(
+                    contract.TAKE_MESSAGES, messages, result_type=Receipt
+                )
             else:
                 call = self.client.execute_update_with_start_workflow(
-                    contract.TAKE_MESSAGES, messages, start_workflow_operation=_starting(workflow_id, start)
+                    contract.TAKE_MESSAGES, messages, start_workflow_operation=_starting(workflow_id, start), result_type=Receipt
                 )
-            await asyncio.wait_for(call, self.accept_within)
-            return [True] * len(batch)
+            receipt = await asyncio.wait_for(call, self.accept_within)
+            return self._read(workflow_id, batch, receipt)
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND and start is None:
-                return [False] * len(batch)
+                return [Taken(ran=False)] * len(batch)
             raise
         except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):  # the SDK's name for wait_for's cancel
             if asyncio.current_task().cancelling():  # type: ignore[union-attr] - the worker stops: no signals
@@ -154,7 +207,22 @@ class Mailer:
                 raise
             log.warning("%s does not know %s yet (an older worker runs it): %d messages sent as signals",
                         workflow_id, contract.TAKE_MESSAGES, len(batch))
-        return [await self._signal(workflow_id, letter) for letter in batch]
+        return [Taken(ran=await self._signal(workflow_id, letter)) for letter in batch]
+
+    def _read(self, workflow_id: str, batch: list[_Letter], receipt: Receipt | None) -> list[Taken]:
+        """Each letter's answers; what the receipt says of where a queue's state is, remembered."""
+        if receipt is None:  # a receiver older than the receipt
+            return [Taken(ran=True)] * len(batch)
+        if workflow_id.startswith(ids.CLUSTER_QUEUE_PREFIX):
+            if receipt.holder:
+                self._holders[workflow_id] = receipt.holder
+            else:
+                self._holders.pop(workflow_id, None)
+        for i in receipt.bounced:
+            if 0 <= i < len(batch) and batch[i].home is not None:
+                self._holders.pop(batch[i].home, None)
+        answers = receipt.answers + [[]] * (len(batch) - len(receipt.answers))
+        return [Taken(ran=True, answers=a) for a in answers[: len(batch)]]
 
     async def _signal(self, workflow_id: str, letter: _Letter) -> bool:
         m, start = letter.message, letter.start

@@ -85,12 +85,12 @@ class QueueLookupActivities:
                 ],
             )
             return resolution
-        await self.mailer.send(
+        taken = await self.mailer.send(
             ids.cluster_queue_id(resolution.cluster_queue),
-            Message(signal=contract.ENQUEUE, payload=request.entry.to_wire()),
+            Message(signal=contract.ENQUEUE, payload=request.entry.to_wire(), answer=request.answer),
             StartQueue(name=resolution.cluster_queue, task_queue=activity.info().task_queue),
         )
-        return resolution
+        return resolution.model_copy(update={"notices": [n.payload for n in taken.answers if n.signal == contract.PENDING_STATUS]})
 
     @activity.defn(name=contract.FETCH_CLUSTER_QUEUE_VIEW)
     async def fetch_cluster_queue_view(self, ref: ClusterQueueRef) -> ClusterQueueView:

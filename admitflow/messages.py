@@ -46,6 +46,11 @@ class Message(WireModel):
 
     signal: str
     payload: dict[str, Any] = Field(default_factory=dict)
+    answer: bool = Field(
+        default=False,
+        description="The sender of an enqueue takes, in the update's result, the pending reason the queue's next pass "
+        "decides for the entry: the queue sends it no `pending_status` signal for it then.",
+    )
 
 
 class Messages(WireModel):
@@ -53,6 +58,24 @@ class Messages(WireModel):
     taken together by one update (TAKE_MESSAGES)."""
 
     messages: list[Message] = Field(min_length=1)
+
+
+class Receipt(WireModel):
+    """A `take_messages` update's result (None from a receiver older than it)."""
+
+    holder: str | None = Field(
+        default=None,
+        description="From a ClusterQueue's home while its cohort tree holds its state: that tree's workflow ID, "
+        "which takes the queue's messages itself, as `forward`.",
+    )
+    answers: list[list[Message]] = Field(
+        default_factory=list,
+        description="Per message, in order: what the receiver decided for it and sends no other way (the "
+        "`pending_status` of an enqueue that asked for its answer).",
+    )
+    bounced: list[int] = Field(
+        default_factory=list, description="From a cohort tree: the messages for a queue it does not hold, sent on to that queue's home."
+    )
 
 
 class DeliveryBatch(WireModel):
@@ -226,6 +249,11 @@ class EnqueueRequest(WireModel):
     workflow_id: str
     entry: QueueEntry
     fresh: bool = Field(default=False, description="Ask the catalog; do not reuse a cached lookup.")
+    answer: bool = Field(
+        default=False,
+        description="Ask the queue for its answer (`Message.answer`): the enqueue returns the entry's first pending "
+        "reason in `QueueResolution.notices`, which the workload then steps as the signal it replaces.",
+    )
 
 
 class QueueAvailable(WireModel):

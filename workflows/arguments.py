@@ -88,14 +88,15 @@ def update(name: str, payload: tuple[Any, ...], model: type[M], *, check: Check 
         raise refusal(name, err) from err.__cause__
 
 
-def messages(payload: tuple[Any, ...], carried: frozenset[str]) -> list[Message]:
+def messages(payload: tuple[Any, ...], carried: frozenset[str]) -> list[tuple[int, Message]]:
     """The messages of a `take_messages` update (`admitflow.messages.Messages`, its validator
-    refuses any other shape) that its receiver takes by the signal they name (`carried`); any other
-    name is dropped with a Warning `message_refused`, as an unknown signal would be."""
+    refuses any other shape) that its receiver takes by the signal they name (`carried`), each with
+    its place in the update (its answer's, in the receipt); any other name is dropped with a Warning
+    `message_refused`, as an unknown signal would be."""
     taken = []
-    for m in update(contract.TAKE_MESSAGES, payload, Messages).messages:
+    for i, m in enumerate(update(contract.TAKE_MESSAGES, payload, Messages).messages):
         if m.signal in carried:
-            taken.append(m)
+            taken.append((i, m))
         else:
             workflow.logger.warning("message_refused", extra={"signal": m.signal, "reason": f"{contract.TAKE_MESSAGES} does not carry {m.signal!r}"})
     return taken

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         ClusterQueueState,
         ClusterQueueView,
         ForceReleaseOutcome,
+        QueueEntry,
     )
     from admitflow.admission.cohort_tree import Forwarded, Handover, Home
     from admitflow.messages import (
@@ -33,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         Delivery,
         ForceRelease,
         Messages,
+        Receipt,
         StatusQuery,
     )
 
@@ -40,9 +42,12 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.workflows.outbox import Outbox, continue_as_new_suggested, signals_in_task
     from admitflow.workflows.queue_owner import (
         MESSAGE_TYPES,
+        Asked,
         ForceReleaseCall,
         force_release_answered,
         Owner,
+        Taking,
+        receipt_for,
         QueueMessage,
         preemptor_holds_its_queue,
         report,
@@ -61,9 +66,10 @@ class ClusterQueueWorkflow:
     def __init__(self, input: ClusterQueueInput) -> None:
         self.name = input.name
         self.home = Home(input.name, input.state or ClusterQueueState(name=input.name), input.away, input.handovers)
-        self.inbox: list[QueueMessage | ForceReleaseCall | Handover] = []
+        self.inbox: list[QueueMessage | ForceReleaseCall | Handover | Taking] = []
         self.outbox = Outbox(input.undelivered)
         self.owner = Owner(self.outbox, {self.name: self.home.state} if self.home.away is None else {})
+        self.looping = False  # run() has its view and takes its inbox
 
     # --- messages -----------------------------------------------------------------------------
     # Each takes `*payload` and parses it (workflows/arguments.py): a message that is not what its
@@ -113,13 +119,28 @@ class ClusterQueueWorkflow:
             self.inbox.append(m)
 
     @workflow.update(name=contract.TAKE_MESSAGES)
-    def take_messages(self, *payload: Any) -> None:
+    async def take_messages(self, *payload: Any) -> Receipt:
         """Workloads' messages, several at once (activities/mail.py). An update, not signals: the
         server holds back the updates that reach a run while it continues as new and gives them to
         the next, where signals arriving then refuse its continue-as-new (temporal#1289) and stall
-        the queue for as long as they keep coming. Each is taken as the signal it names would be."""
-        for m in arguments.messages(payload, contract.MAILED_SIGNALS):
-            self._take(m.signal, (m.payload,))
+        the queue for as long as they keep coming. Each is taken as the signal it names would be.
+        The receipt names the cohort tree holding the state, if one does; when an enqueue asked for
+        its answer, it comes once the pass that takes it has run, in this workflow task."""
+        messages = arguments.messages(payload, contract.MAILED_SIGNALS)
+        if not self.looping or not any(m.answer for _, m in messages):
+            # Before its loop runs, the queue is fetching its view, which asks the catalog: a workflow
+            # task on the engine's task queue, whose slots the waiting senders may hold.
+            for _, m in messages:
+                self._take(m.signal, (m.payload,))
+            return Receipt(holder=self._holder())
+        asked = Asked(receipt=receipt_for(messages))
+        for i, m in messages:
+            parsed = arguments.signal(m.signal, (m.payload,), MESSAGE_TYPES[m.signal])
+            if parsed is not None:
+                self.inbox.append(Taking(message=parsed, asked=asked, index=i, answer=m.answer))
+        self.owner.wait_for(asked)
+        await workflow.wait_condition(lambda: asked.done)
+        return asked.receipt
 
     @take_messages.validator
     def _refuse_what_is_not_messages(self, *payload: Any) -> None:
@@ -168,6 +189,7 @@ class ClusterQueueWorkflow:
                 summary=f"fetch view of ClusterQueue {self.name}",
             )
             self.inbox.insert(0, view)
+        self.looping = True
         while True:
             # Once continue-as-new is suggested no new delivery starts (the undelivered ones are
             # carried over), so the queue continues within a delivery's time even under a steady
@@ -186,13 +208,16 @@ class ClusterQueueWorkflow:
             if self.owner.needs_pass:
                 self.owner.run_pass(preemptor_holds_its_queue)
                 self.outbox.step(holding=continue_as_new_suggested(), in_task=self._in_task)
+            self.owner.answer_all(self._holder())
             if self.home.away is None:
                 workflow.set_current_details(cq.current_details(self.home.state))
             else:
                 root = self.home.away.root
                 workflow.set_current_details(f"in cohort tree {root}: its queue is scheduled by `{ids.cohort_id(root)}`")
             if continue_as_new_suggested() and self._quiet():
-                await workflow.wait_condition(workflow.all_handlers_finished)
+                # An update that waits for its answer (take_messages, force_release) finishes only once
+                # the loop has taken what it brought: go round again then.
+                await workflow.wait_condition(lambda: workflow.all_handlers_finished() or bool(self.inbox))
                 if self._quiet():
                     workflow.continue_as_new(
                         ClusterQueueInput(
@@ -209,6 +234,11 @@ class ClusterQueueWorkflow:
         the tree: they go in the task that decides them (Outbox.step), not by an activity of their own."""
         return self.home.away is not None and workflow.patched(FORWARD_IN_TASK)
 
+    def _holder(self) -> str | None:
+        """The cohort tree that holds this queue's state and takes its messages itself, if one does."""
+        away = self.home.away
+        return ids.cohort_id(away.root) if away is not None and not away.recalling else None
+
     def _quiet(self) -> bool:
         """Nothing half-done: the inbox is empty, the pass is run, and no delivery is in flight."""
         return not self.inbox and not self.outbox.in_flight and not self.owner.needs_pass
@@ -223,6 +253,11 @@ class ClusterQueueWorkflow:
                     m.outcome = self.owner.force_release(self.name, m.request, now)
                 else:
                     m.outcome = ForceReleaseOutcome(moved_to=ids.cohort_id(self.home.away.root))
+            elif isinstance(m, Taking):
+                self.owner.wait_for(m.asked)
+                if m.answer and isinstance(m.message, QueueEntry) and self.home.away is None:
+                    self.owner.answer(m.asked, m.index, m.message)  # else its tree tells it, by signal
+                self._execute(self.home.receive(signal_of(m.message), m.message, now), now)
             else:
                 self._execute(self.home.receive(signal_of(m), m, now), now)
 

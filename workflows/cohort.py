@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         Delivery,
         ForceRelease,
         Messages,
+        Receipt,
         StatusQuery,
     )
 
@@ -36,8 +37,11 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.workflows.outbox import Outbox, continue_as_new_suggested, signals_in_task
     from admitflow.workflows.queue_owner import (
         MESSAGE_TYPES,
+        Asked,
         ForceReleaseCall,
         Owner,
+        Taking,
+        receipt_for,
         force_release_answered,
         preemptor_holds_its_queue,
         report,
@@ -54,7 +58,7 @@ class CohortWorkflow:
     @workflow.init
     def __init__(self, input: CohortInput) -> None:
         self.state = input.state or CohortTreeState(root=input.root)
-        self.inbox: list[Handover | _Recall | Forwarded | ForceReleaseCall] = []
+        self.inbox: list[Handover | _Recall | Forwarded | ForceReleaseCall | Taking] = []
         self.outbox = Outbox(input.undelivered)
         self.owner = Owner(self.outbox, self.state.members, self.state.root)
 
@@ -77,13 +81,27 @@ class CohortWorkflow:
             self.inbox.append(m)
 
     @workflow.update(name=contract.TAKE_MESSAGES)
-    def take_messages(self, *payload: Any) -> None:
-        """What the queues' homes forward, several at once, each taken as its `forward` signal
-        would be. An update, not signals, for the reason a ClusterQueue takes its workloads'
+    async def take_messages(self, *payload: Any) -> Receipt:
+        """What the queues' homes forward, and what workloads send their queue straight here once
+        its home named this tree (activities/mail.py), several at once, each taken as its `forward`
+        signal would be. An update, not signals, for the reason a ClusterQueue takes its workloads'
         messages so (workflows/cluster_queue.py): a stream of signals keeps a run from continuing
-        as new, and every queue of the tree speaks through this one workflow."""
-        for m in arguments.messages(payload, contract.FORWARDED_SIGNALS):
-            self.forward(m.payload)
+        as new, and every queue of the tree speaks through this one workflow. The receipt names the
+        messages for a queue this tree does not hold (they go on to its home); when an enqueue asked
+        for its answer, it comes once the pass that takes it has run, in this workflow task."""
+        forwards = [(i, m, arguments.signal(contract.FORWARD, (m.payload,), Forwarded))
+                    for i, m in arguments.messages(payload, contract.FORWARDED_SIGNALS)]
+        forwards = [(i, m, f) for i, m, f in forwards if f is not None and f.signal in MESSAGE_TYPES]
+        if not any(m.answer for _, m, _ in forwards):
+            for _, _, f in forwards:
+                self.inbox.append(f)
+            return Receipt(bounced=[i for i, _, f in forwards if f.cluster_queue not in self.state.members])
+        asked = Asked(receipt=receipt_for([(i, m) for i, m, _ in forwards]))
+        for i, m, f in forwards:
+            self.inbox.append(Taking(message=f, asked=asked, index=i, answer=m.answer))
+        self.owner.wait_for(asked)
+        await workflow.wait_condition(lambda: asked.done)
+        return asked.receipt
 
     @take_messages.validator
     def _refuse_what_is_not_messages(self, *payload: Any) -> None:
@@ -142,9 +160,12 @@ class CohortWorkflow:
             if self.owner.needs_pass:
                 self.owner.run_pass(preemptor_holds_its_queue)
                 self.outbox.step(holding=self._ending(), in_task=signals_in_task)
+            self.owner.answer_all()
             workflow.set_current_details(tree.current_details(self.state))
             if self._ending() and self._quiet():
-                await workflow.wait_condition(workflow.all_handlers_finished)
+                # An update that waits for its answer (take_messages, force_release) finishes only once
+                # the loop has taken what it brought: go round again then.
+                await workflow.wait_condition(lambda: workflow.all_handlers_finished() or bool(self.inbox))
                 if self._quiet():
                     workflow.continue_as_new(
                         CohortInput(root=self.state.root, state=self.state, undelivered=self.outbox.undelivered())
@@ -173,6 +194,16 @@ class CohortWorkflow:
                     m.outcome = self.owner.force_release(name, m.request, now)
                 else:
                     m.outcome = ForceReleaseOutcome(moved_to=ids.cluster_queue_id(name))
+            elif isinstance(m, Taking):
+                self.owner.wait_for(m.asked)
+                f = m.message
+                if f.cluster_queue not in self.state.members:
+                    m.asked.receipt.bounced.append(m.index)
+                elif m.answer and f.signal == contract.ENQUEUE:
+                    entry = arguments.signal(contract.ENQUEUE, (f.payload,), MESSAGE_TYPES[contract.ENQUEUE])
+                    if entry is not None:
+                        self.owner.answer(m.asked, m.index, entry)
+                self._execute(tree.forwarded(self.state, f), now)
             else:
                 self._execute(tree.forwarded(self.state, m), now)
 

@@ -8,7 +8,7 @@ their outbox, through this one class.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -30,7 +30,9 @@ with workflow.unsafe.imports_passed_through():
         GateRequest,
         GateSettled,
         GateUse,
+        Message,
         PendingWorkload,
+        Receipt,
         ReleaseRequest,
         Reprioritize,
         ReservingWorkload,
@@ -95,6 +97,32 @@ async def force_release_answered(inbox: list, payload: tuple[Any, ...]) -> Force
     return call.outcome
 
 
+@dataclass
+class Asked:
+    """A `take_messages` update whose enqueues asked for their answer (`Message.answer`), waiting
+    until the loop that takes its messages has run its pass: `waiting` names the entries it answers,
+    by their place in the update, and the loop fills in the receipt."""
+
+    receipt: Receipt
+    waiting: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    done: bool = False
+
+
+@dataclass
+class Taking:
+    """One message of such an update, in the inbox in its turn (a tree's: the `Forwarded` one)."""
+
+    message: Any
+    asked: Asked
+    index: int
+    answer: bool
+
+
+def receipt_for(messages: list[tuple[int, Any]]) -> Receipt:
+    """An empty receipt with room for an answer to each message."""
+    return Receipt(answers=[[] for _ in range(max((i for i, _ in messages), default=-1) + 1)])
+
+
 class Owner:
     def __init__(self, outbox: Outbox, members: dict[str, ClusterQueueState], root: str | None = None) -> None:
         self.outbox = outbox
@@ -102,6 +130,10 @@ class Owner:
         self.root = root
         self.needs_pass = True
         self.requeue = False
+        # Entries whose enqueue asked for its answer in this task: the pending notices the next pass
+        # decides for them go in the answer, not to the outbox.
+        self.answering: dict[tuple[str, str, int], list[Notice]] = {}
+        self.asked: list[Asked] = []
 
     def apply(self, name: str, m: QueueMessage, now: datetime) -> None:
         state = self.members[name]
@@ -219,8 +251,35 @@ class Owner:
             Delivery(workflow_id=ids.PODS_READY_GATE_ID, signal=signal, payload=payload.to_wire(), start_pods_ready_gate=True)
         )
 
+    def answer(self, asked: Asked, index: int, entry: QueueEntry) -> None:
+        """`entry`, applied here, asked for its answer: its pending reason from the next pass goes to `asked`."""
+        key = (entry.key, entry.uid, entry.ticket)
+        self.answering[key] = []
+        asked.waiting[key] = index
+
+    def wait_for(self, asked: Asked) -> None:
+        if asked not in self.asked:
+            self.asked.append(asked)
+
+    def answer_all(self, holder: str | None = None) -> None:
+        """After the pass (or in a task without one): every update waiting here gets its receipt, with
+        the pending notices of its entries, or what an entry was told before (its enqueue came again)."""
+        for asked in self.asked:
+            for (key, uid, ticket), index in asked.waiting.items():
+                notices = self.answering.get((key, uid, ticket)) or [
+                    n for n in (scheduler.pending_told(s, key, uid, ticket) for s in self.members.values()) if n is not None
+                ]
+                asked.receipt.answers[index] = [Message(signal=NOTICE_SIGNALS[n.kind], payload=n.to_wire()) for n in notices]
+            asked.receipt.holder = holder
+            asked.done = True
+        self.asked, self.answering = [], {}
+
     def notify(self, notices: list[Notice], cluster_queue: str) -> None:
         for n in notices:
+            answering = self.answering.get((n.key, n.uid, n.ticket)) if n.kind == "pending" else None
+            if answering is not None:
+                answering.append(n)
+                continue
             self.outbox.add(
                 Delivery(
                     workflow_id=ids.workload_id(n.key), signal=NOTICE_SIGNALS[n.kind], payload=n.to_wire(),

@@ -317,7 +317,10 @@ class WorkloadWorkflow(LegacyLoop):
                 start_to_close_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
                 summary=f"enqueue in LocalQueue {c.request.local_queue}",
             )
-            return [lc.EnqueueResolved(ticket=c.request.entry.ticket, resolution=resolution)]
+            # What its queue answered in the same task (the entry's first pending reason) comes
+            # after the resolution, as the signal it stands for would have.
+            return [lc.EnqueueResolved(ticket=c.request.entry.ticket, resolution=resolution),
+                    *(lc.QueueNoticed(signal=contract.PENDING_STATUS, payload=n) for n in resolution.notices)]
         if isinstance(c, lc.TellQueue):
             await self._told()
             queue = contract.cluster_queue_id(c.cluster_queue)

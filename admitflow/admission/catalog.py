@@ -17,7 +17,7 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -96,6 +96,11 @@ class QueueResolution(WireModel):
     cluster_queue: str | None = None
     reason: str = ""
     message: str = ""
+    notices: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="What its ClusterQueue answered to the enqueue: the `pending_status` notices its first pass "
+        "decided for the entry, which the queue sends no other way.",
+    )
 
 
 class CatalogState(WireModel):

@@ -705,7 +705,7 @@ def _enqueue(st: WorkloadState) -> list[Any]:
     fresh, st.sent_back = st.sent_back, False
     return [Enqueue(request=EnqueueRequest(
         namespace=st.workload.metadata.namespace, local_queue=spec.queue_name or "", workflow_id=workflow_id(st),
-        entry=entry, fresh=fresh,
+        entry=entry, fresh=fresh, answer=True,
     ))]
 
 

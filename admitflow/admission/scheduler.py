@@ -609,6 +609,17 @@ def _tell(result: PassResult, e: QueueEntry, reason: str, message: str) -> None:
     result.notices.append(Notice(key=e.key, uid=e.uid, ticket=e.ticket, kind="pending", reason=reason, message=message))
 
 
+def pending_told(state: ClusterQueueState, key: str, uid: str, ticket: int) -> Notice | None:
+    """What the queue last told a waiting entry of why it waits, as that notice again (an enqueue
+    repeated after its answer was lost asks again), or None: not waiting here, or told nothing yet."""
+    e = state.pending.get(key)
+    if e is None or e.uid != uid or e.ticket != ticket or e.notice is None:
+        return None
+    spec = state.view.spec if state.view is not None else None
+    return Notice(key=key, uid=uid, ticket=ticket, kind="pending", reason=e.notice[0], message=e.notice[1],
+                  admission_checks=checks_for(spec, None) if spec is not None else [])
+
+
 def _drain_stopped(result: PassResult, state: ClusterQueueState) -> None:
     """`stopPolicy: HoldAndDrain` on the ClusterQueue or a LocalQueue evicts what they hold."""
     view = state.view

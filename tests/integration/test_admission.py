@@ -170,6 +170,25 @@ async def test_a_workload_run_records_one_patch_marker_and_upserts_only_what_cha
     assert upserts == [["TemporalChangeVersion"], ["AdmitflowPhase", "AdmitflowUpdated"], ["AdmitflowPhase", "AdmitflowUpdated"]]
 
 
+async def test_a_workload_that_waits_learns_why_from_its_enqueue(engine):
+    """The ClusterQueue decides in the workflow task that takes the enqueue that the workload does
+    not fit, and answers the enqueue with the reason (activities/mail.py, `Message.answer`): the
+    workload knows why it waits without a `pending_status` signal, or a workflow task for it."""
+    af = engine.admitflow
+    await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(quotas={"default": {"cpu": "1"}}), local_queue_manifest()))
+    await af.apply(loaded(workload_manifest("first", cpu="1")))
+    await eventually(lambda: _is(engine, "first", "Admitted"))
+    await af.apply(loaded(workload_manifest("second", cpu="1")))
+    message = await eventually(lambda: _reason(engine, "second", "WaitingForQuota"))
+    assert "insufficient unused quota for cpu in flavor default, 1 more needed" in message
+    events = (await engine.client.get_workflow_handle(ids.workload_id("default/second")).fetch_history()).events
+    signals = [e.workflow_execution_signaled_event_attributes.signal_name for e in events
+               if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED]
+    assert signals == [], f"signals: {signals}"
+    await af.finish("default/first")
+    await eventually(lambda: _is(engine, "second", "Admitted"))
+
+
 # --- helpers ------------------------------------------------------------------------------------
 
 

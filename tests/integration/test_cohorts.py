@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from temporalio.api.enums.v1 import EventType
+from temporalio.service import RPCError
 
 from admitflow import contract, ids
 from admitflow.messages import ClusterQueueReport, StatusQuery
@@ -217,6 +218,52 @@ async def test_kueues_cohort_quota_sample_lends_the_cohorts_own_quota(engine, ve
     reserved = next(c for c in three.status.conditions if c.type == "QuotaReserved")
     assert (reserved.status, reserved.reason) == ("False", "WaitingForQuota")
     assert "insufficient unused quota for cpu in flavor default-flavor, 1 more needed" in reserved.message
+
+
+async def taken_by_update(engine, workflow_id: str) -> list[str]:
+    """The workload keys of the messages a workflow took by `take_messages`, in order (a forwarded
+    message by the key it carries)."""
+    keys = []
+    async for e in engine.client.get_workflow_handle(workflow_id).fetch_history_events():
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            (batch,) = await engine.client.data_converter.decode(
+                e.workflow_execution_update_accepted_event_attributes.accepted_request.input.args.payloads
+            )
+            for m in batch["messages"]:
+                signal, payload = (m["payload"]["signal"], m["payload"]["payload"]) if m["signal"] == contract.FORWARD else (m["signal"], m["payload"])
+                keys.append(f"{signal} {payload['key']}")
+    return keys
+
+
+async def test_once_its_home_names_the_tree_a_workers_messages_to_the_queue_go_straight_there(engine):
+    """A home whose tree holds its state says so in its update's receipt; the worker's next messages
+    to that queue go to the tree, as the `forward` messages the home would have sent, and the home
+    takes no part (activities/mail.py). The tree answers an enqueue with the pending reason itself."""
+    af = engine.admitflow
+    await af.apply(loaded(flavor_manifest(), queue("cq-a", cpu="1", cohort="team"), local_queue_manifest("lq-a", "cq-a")))
+
+    async def in_its_tree() -> bool:
+        try:
+            return await scheduled_by(engine, "cq-a") == ids.cohort_id("team")
+        except RPCError:  # the catalog's view has not started the home yet
+            return False
+
+    await eventually(in_its_tree)
+    await af.apply(loaded(workload_manifest("first", cpu="1", queue="lq-a")))
+    await eventually(lambda: _is(engine, "first", "Admitted"))
+    await af.apply(loaded(workload_manifest("second", cpu="1", queue="lq-a")))
+    await eventually(lambda: _reason(engine, "second", "WaitingForQuota"))
+    await af.finish("default/first")
+    await eventually(lambda: _is(engine, "second", "Admitted"))
+
+    home = await taken_by_update(engine, ids.cluster_queue_id("cq-a"))
+    assert home == ["enqueue default/first"], "only the first message went by the home, which named the tree"
+    tree = await taken_by_update(engine, ids.cohort_id("team"))
+    assert tree == ["enqueue default/first", "enqueue default/second", "release default/first"]
+    events = (await engine.client.get_workflow_handle(ids.workload_id("default/second")).fetch_history()).events
+    signals = [e.workflow_execution_signaled_event_attributes.signal_name for e in events
+               if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED]
+    assert signals == [contract.QUOTA_RESERVED], "the tree answered the enqueue with its pending reason"
 
 
 async def test_a_tree_tells_the_few_workloads_a_pass_admits_in_the_task_that_decides(engine):

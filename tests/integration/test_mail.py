@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 
 from admitflow.admission.cluster_queue import QueueEntry
 from admitflow.admission.requests import PodSetRequest
-from admitflow.messages import ClusterQueueInput, Message, ReleaseRequest
+from admitflow.messages import ClusterQueueInput, CohortInput, Message, ReleaseRequest
 
 pytestmark = pytest.mark.integration
 
@@ -64,15 +64,39 @@ async def test_messages_sent_at_once_to_one_queue_leave_together(engine) -> None
     mailer = Mailer(client, send_signal)
     start = StartQueue(name=name, task_queue="admitflow")
     taken = await asyncio.gather(*(mailer.send(queue, enqueue(i), start) for i in range(40)))
-    assert taken == [True] * 40
+    assert [t.ran for t in taken] == [True] * 40
     updates, signals = await messages_in_history(client, queue)
     assert sum(updates) == 40 and signals == []
     assert len(updates) <= 3, f"one update per queue at a time, the rest waiting together: {updates}"
 
 
+async def test_a_tree_that_does_not_hold_the_queue_sends_the_message_home_and_the_worker_asks_the_home_again(engine) -> None:
+    """A worker that believes a cohort tree holds a queue's state (the home named it once) sends the
+    queue's messages there; a tree that does not hold it (the state went home since) sends each on
+    to the home and says so in its receipt, and the worker's next message goes to the home."""
+    client, (name, queue) = engine.client, new_queue("bounce")
+    mailer = Mailer(client, send_signal)
+    start = StartQueue(name=name, task_queue="admitflow")
+    assert (await mailer.send(queue, enqueue(0), start)).ran
+    root = f"elsewhere-{name}"
+    await client.start_workflow(contract.COHORT_WORKFLOW, CohortInput(root=root), id=ids.cohort_id(root),
+                                task_queue=ids.entity_task_queue("admitflow"))
+    mailer._holders[queue] = ids.cohort_id(root)  # what a receipt from its home once said
+    assert (await mailer.send(queue, enqueue(1))).ran
+    assert (await mailer.send(queue, enqueue(2))).ran
+
+    async def arrived() -> tuple[list[int], list[str]] | None:
+        updates, signals = await messages_in_history(client, queue)
+        return (updates, signals) if sum(updates) + signals.count(contract.FORWARD) == 3 else None
+
+    updates, signals = await eventually(arrived)
+    assert signals == [contract.FORWARD], "w1 came back from the tree"
+    assert updates == [1, 1], "w0, then w2 straight to the home"
+
+
 async def test_a_message_for_a_queue_that_does_not_run_is_reported_not_taken(engine) -> None:
     release = Message(signal=contract.RELEASE, payload=ReleaseRequest(key="default/w", uid="u", ticket=1).to_wire())
-    assert await Mailer(engine.client, send_signal).send(ids.cluster_queue_id("nowhere"), release) is False
+    assert (await Mailer(engine.client, send_signal).send(ids.cluster_queue_id("nowhere"), release)).ran is False
 
 
 async def test_a_queue_that_takes_no_update_in_time_gets_signals(engine) -> None:
@@ -80,7 +104,7 @@ async def test_a_queue_that_takes_no_update_in_time_gets_signals(engine) -> None
     client, (name, queue) = engine.client, new_queue("idle")
     start = StartQueue(name=name, task_queue=f"nobody-{uuid.uuid4().hex[:6]}")
     mailer = Mailer(client, send_signal, accept_within=1.0)
-    assert await asyncio.gather(*(mailer.send(queue, enqueue(i), start) for i in range(3))) == [True] * 3
+    assert [t.ran for t in await asyncio.gather(*(mailer.send(queue, enqueue(i), start) for i in range(3)))] == [True] * 3
     updates, signals = await messages_in_history(client, queue)
     assert updates == [] and signals == [contract.ENQUEUE] * 3
 
@@ -112,7 +136,7 @@ async def test_a_queue_on_a_worker_that_does_not_know_the_update_gets_signals(en
     async with Worker(client, task_queue=ids.entity_task_queue(task_queue), workflows=[QueueBeforeMail], workflow_runner=UnsandboxedWorkflowRunner()):
         mailer = Mailer(client, send_signal)
         start = StartQueue(name=name, task_queue=task_queue)
-        assert await asyncio.gather(*(mailer.send(queue, enqueue(i), start) for i in range(5))) == [True] * 5
+        assert [t.ran for t in await asyncio.gather(*(mailer.send(queue, enqueue(i), start) for i in range(5)))] == [True] * 5
         assert await client.get_workflow_handle(queue).query("enqueued") == 5
         await client.get_workflow_handle(queue).terminate("test over")
 

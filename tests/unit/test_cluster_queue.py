@@ -173,6 +173,24 @@ def test_a_reason_is_told_once_until_it_changes():
     assert run_pass(st).notices == []
 
 
+@pytest.mark.parametrize(
+    ("who", "told"),
+    [
+        pytest.param(("default/b", "uid-b", 1), True, id="a-waiting-entry-is-told-again-what-it-was-told"),
+        pytest.param(("default/b", "uid-b", 2), False, id="not-about-another-ticket"),
+        pytest.param(("default/b", "uid-other", 1), False, id="not-about-another-run"),
+        pytest.param(("default/a", "uid-a", 1), False, id="not-about-one-holding-quota"),
+    ],
+)
+def test_an_enqueue_asking_again_gets_the_reason_its_entry_was_told(who, told):
+    """An enqueue that asked for its answer (activities/mail.py) and came again, because its first
+    answer was lost with the workflow task that got it, is answered with the reason its entry was told."""
+    st = state_with(view(), entry("a", cpu=4000), entry("b", cpu=4000, age=-1))
+    [pending] = [n for n in run_pass(st).notices if n.kind == "pending"]
+    again = scheduler.pending_told(st, *who)
+    assert (again == pending) if told else again is None
+
+
 def test_releasing_quota_brings_back_what_was_set_aside():
     st = state_with(view(), entry("a", cpu=4000), entry("b", cpu=4000, age=-1))
     run_pass(st)

@@ -11,21 +11,23 @@ the pure ClusterQueue rules. Channels are FIFO per sender and receiver, which is
 guarantees (one delivery activity at a time, each target's signals in order, different targets
 concurrently): messages from one sender to two receivers may overtake each other, so every
 interleaving of one FIFO per sender is among these. The catalog's views and the workloads'
-enqueues and releases reach a home's inbox directly. A retried delivery may repeat a handover signal (adopt,
-recall, return_state) at any later time; forwarded messages are not repeated, so that each can be
-counted.
+enqueues and releases reach a home's inbox directly, or, once a home has named the tree holding its
+state (the `holder` of its update's receipt, activities/mail.py), go straight to that tree, which
+applies them or bounces them home (`forwarded`); a bounce makes the workers ask the home again. A
+retried delivery may repeat a handover signal (adopt, recall, return_state) at any later time;
+forwarded messages are not repeated, so that each can be counted.
 
 Invariants, after every step:
 
 1. Each queue's state is in exactly one place: its home, one tree's members, or one adopt or
    return_state on its way (in a channel or an inbox); a repeated handover changes nothing.
-2. Every message that reached a queue's home (enqueue, release, forget) is applied to that queue's
-   state at most once and in the order it reached the home: the applied ones are a prefix of the
-   arrived ones.
+2. Every message (enqueue, release, forget) is applied to its queue's state at most once, and those
+   that reached the queue's home are applied in the order they reached it.
 3. The state, wherever it is, holds exactly what its applied messages leave pending: it travels
-   whole, and nothing is applied to a copy.
-4. Once every channel and inbox is empty, every message was applied, each state is where its latest
-   view says (home without a cohort, else its root's tree, not being recalled) and has that view.
+   whole, and nothing is applied to a copy. A release applied before its enqueue (one went straight
+   to the tree, the other by the home) leaves the enqueue without effect, as the queue remembers it.
+4. Once every channel and inbox is empty, every message sent was applied, each state is where its
+   latest view says (home without a cohort, else its root's tree, not being recalled) and has that view.
    The `settle` rule delivers and processes until then, within a bound; every run ends with it.
 
 Runs are derandomized and keep no example database, so CI sees the same examples every time.
@@ -66,6 +68,7 @@ class Letter:
     signal: str
     payload: Any
     repeat: bool = False
+    straight: bool = False  # a workload's message, sent straight to the tree its home named
 
 
 class HandoverModel(RuleBasedStateMachine):
@@ -85,6 +88,8 @@ class HandoverModel(RuleBasedStateMachine):
         self.latest: dict[str, ClusterQueueView] = {}
         self.arrived: dict[str, list[tuple[str, str]]] = {q: [] for q in self.queues}
         self.applied: dict[str, list[tuple[str, str]]] = {q: [] for q in self.queues}
+        self.sent: dict[str, list[tuple[str, str]]] = {q: [] for q in self.queues}  # every message, however it went
+        self.named: dict[str, str] = {}  # queue -> the tree its home last named to the workers (their Mailer's)
         self.workloads: dict[str, str] = {}  # key -> its queue
         self.released: set[str] = set()
         self.forgotten: set[str] = set()
@@ -110,27 +115,37 @@ class HandoverModel(RuleBasedStateMachine):
         self.latest[name] = view
         self.take(name, contract.SET_VIEW, view)
 
-    @rule(q=st.integers(0, 2), release=st.none() | st.integers(0, 50))
-    def workload(self, q: int, release: int | None) -> None:
-        """A new workload's enqueue, or a release by one that has not released yet."""
+    @rule(q=st.integers(0, 2), release=st.none() | st.integers(0, 50), straight=st.booleans())
+    def workload(self, q: int, release: int | None, straight: bool) -> None:
+        """A new workload's enqueue, or a release by one that has not released yet: to the queue's
+        home, or (`straight`, when its home has named a tree) to that tree."""
         keys = sorted(set(self.workloads) - self.released)
         if release is None or not keys:
             name = self.queues[q % len(self.queues)]
             w = f"w{len(self.workloads)}"
             self.workloads[f"default/{w}"] = name
-            self.take(name, contract.ENQUEUE, entry(w, name))
+            signal, m = contract.ENQUEUE, entry(w, name)
         else:
             key = keys[release % len(keys)]
             self.released.add(key)
-            self.take(self.workloads[key], contract.RELEASE, ReleaseRequest(key=key, uid=self.uid(key), ticket=1))
+            name, signal, m = self.workloads[key], contract.RELEASE, ReleaseRequest(key=key, uid=self.uid(key), ticket=1)
+        self.sent[name].append(self.ident(m))
+        if straight and name in self.named:
+            f = Forwarded(cluster_queue=name, signal=signal, payload=m.to_wire())
+            self.channels.setdefault(("worker", ids.cohort_id(self.named[name])), deque()).append(
+                Letter(contract.FORWARD, f.to_wire(), straight=True)
+            )
+            self.trace.append(f"worker -> {self.named[name]}: {signal} {m.key} for {name}, straight")
+        else:
+            self.take(name, signal, m, from_workload=True)
 
     @staticmethod
     def uid(key: str) -> str:
         return f"uid-{key.split('/')[1]}"
 
-    def take(self, q: str, signal: str, m: Any) -> None:
+    def take(self, q: str, signal: str, m: Any, from_workload: bool = False) -> None:
         """A home's signal handler: into the inbox, in the order it came."""
-        self.inboxes[self.home_id(q)].append(Letter(signal, m))
+        self.inboxes[self.home_id(q)].append(Letter(signal, m, straight=from_workload))
         if not isinstance(m, ClusterQueueView):
             self.arrived[q].append(self.ident(m))
         self.trace.append(f"{q} takes {signal} {self.ident(m)}")
@@ -169,7 +184,7 @@ class HandoverModel(RuleBasedStateMachine):
         if letter.signal == contract.FORWARD:
             m = Forwarded.model_validate(letter.payload)
             if receiver.startswith(ids.COHORT_PREFIX):
-                self.inboxes[receiver].append(Letter(contract.FORWARD, m))
+                self.inboxes[receiver].append(Letter(contract.FORWARD, m, straight=letter.straight))
             elif m.cluster_queue == receiver.removeprefix(ids.CLUSTER_QUEUE_PREFIX) and m.signal in MESSAGE_TYPES:
                 self.take(m.cluster_queue, m.signal, MESSAGE_TYPES[m.signal].model_validate(m.payload))
         else:
@@ -206,6 +221,12 @@ class HandoverModel(RuleBasedStateMachine):
             else:
                 commands = home.receive(signal_of(letter.payload), letter.payload, NOW)
             self.execute_home(q, commands)
+            if letter.straight:
+                # Its receipt names the tree holding the state, if one does: the workers go there next.
+                if home.away is not None and not home.away.recalling:
+                    self.named[q] = home.away.root
+                else:
+                    self.named.pop(q, None)
         mine = sorted(k for k, name in self.workloads.items() if name == q and k not in self.forgotten)
         if missing is not None and mine:
             key = mine[missing % len(mine)]
@@ -216,6 +237,7 @@ class HandoverModel(RuleBasedStateMachine):
             else:
                 self.forgotten.add(key)
                 self.arrived[q].append(self.ident(forget))
+                self.sent[q].append(self.ident(forget))
                 self.trace.append(f"{q} hears {key} is gone")
             self.execute_home(q, commands)
         self.execute_home(q, home.place(lambda: True))
@@ -250,6 +272,8 @@ class HandoverModel(RuleBasedStateMachine):
                 commands = tree.recalled(state, letter.payload)
             else:
                 commands = tree.forwarded(state, letter.payload)
+                if letter.straight and not any(isinstance(c, tree.Apply) for c in commands):
+                    self.named.pop(letter.payload.cluster_queue, None)  # bounced: the receipt says so
             assert not (letter.repeat and commands), self.failure(f"{r} acted on a repeated {letter.signal}: {commands}")
             self.execute_tree(r, commands)
         held_once = sorted(k for k, q in self.workloads.items() if q in state.handovers and k not in self.forgotten)
@@ -257,6 +281,7 @@ class HandoverModel(RuleBasedStateMachine):
             key = held_once[missing % len(held_once)]
             q = self.workloads[key]
             self.forgotten.add(key)
+            self.sent[q].append(("forget", key))
             self.trace.append(f"{r} hears {key} of {q} is gone")
             forget = Forget(key=key, uid=self.uid(key), cluster_queue=q)
             self.send(me, tree.bounce(Forwarded(cluster_queue=q, signal=contract.FORGET, payload=forget.to_wire())))
@@ -327,11 +352,15 @@ class HandoverModel(RuleBasedStateMachine):
             where, state = places[0]
             assert state is not None and state.name == q, self.failure(f"{q}'s state at {where} is {state}")
             pending: list[str] = []
+            gone: set[str] = set()  # released (or forgotten) before its enqueue arrived: the queue remembers
             for kind, key in self.applied[q]:
                 if kind == contract.ENQUEUE:
-                    pending.append(key)
+                    if key not in gone:
+                        pending.append(key)
                 elif key in pending:
                     pending.remove(key)
+                elif kind == contract.RELEASE:
+                    gone.add(key)
             assert sorted(e.key for e in state.pending) == sorted(pending), self.failure(
                 f"{q}'s state at {where} holds {sorted(e.key for e in state.pending)}, its messages leave {sorted(pending)}"
             )
@@ -340,7 +369,9 @@ class HandoverModel(RuleBasedStateMachine):
     def messages_are_applied_once_in_order(self) -> None:
         for q in self.queues:
             applied, arrived = self.applied[q], self.arrived[q]
-            assert applied == arrived[: len(applied)], self.failure(f"{q}: applied {applied}, arrived {arrived}")
+            assert len(set(applied)) == len(applied), self.failure(f"{q}: applied twice, in {applied}")
+            at_home = [m for m in applied if m in set(arrived)]
+            assert at_home == arrived[: len(at_home)], self.failure(f"{q}: applied {applied}, arrived at its home {arrived}")
 
     @invariant()
     def at_rest_each_state_is_where_its_view_says(self) -> None:
@@ -348,7 +379,7 @@ class HandoverModel(RuleBasedStateMachine):
             return
         for q in self.queues:
             home, view = self.homes[q], self.latest.get(q)
-            assert self.applied[q] == self.arrived[q], self.failure(f"{q}: applied {self.applied[q]}, arrived {self.arrived[q]}")
+            assert sorted(self.applied[q]) == sorted(self.sent[q]), self.failure(f"{q}: applied {self.applied[q]}, sent {self.sent[q]}")
             root = tree.tree_root(view)
             if root is None:
                 assert home.away is None, self.failure(f"{q} has no cohort, its state is in {home.away}")
