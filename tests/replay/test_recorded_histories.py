@@ -31,7 +31,10 @@ forwarded to the tree through their outbox's activity, before `workflow.patched(
 written while a runner's own `finish` cancelled its `start_workload` and sent `stop_workload`
 (train-small's history has them, and the task its activity's completion refused, UnhandledCommand);
 `patches-of-2026-12/` once that finish ends the run (`workflow.patched("runner-finish-ends-run")`,
-taken under the marker `patches-of-2026-12`).
+taken under the marker `patches-of-2026-12`). `enqueue-answers/` (the main job) and
+`straight-to-tree/` (`forwarding`) were written once `take_messages` answered with a receipt: an
+enqueue's first pending reason in its answer, and, in a cohort, the workloads' messages sent
+straight to the tree once the home named it.
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """
