@@ -37,8 +37,9 @@ odds (and turns some off per run): what moves a workload on has several rules, t
 
 Invariants (each failure says which, with the last steps of the run):
 
-1. `step` never raises, returns a list of commands, and never records `EventNotApplied` for the
-   events generated here (each must be applied, or refused by its own rule).
+1. `step` never raises, returns a list of commands, leaves the state it was given as it was, and
+   never records `EventNotApplied` for the events generated here (each must be applied, or refused
+   by its own rule).
 2. `Admitted` goes False->True only in a step after which every check is Ready; an admitted workload
    holds quota and is active.
 3. The ClusterQueue holds the workload's quota or place exactly while `state.holder` names it (queued
@@ -385,10 +386,13 @@ class LifecycleModel(RuleBasedStateMachine):
         self.k += 1
         random = (self.k * 0.6180339887498949) % 1.0
         self.trace.append(f"+{self.seconds()}s {event!r}"[:400])
+        given = before.model_dump_json()
         try:
             after, commands = lc.step(before, event, self.now, random)
         except BaseException as err:  # noqa: BLE001
             self.fail(1, f"step raised {err!r} on {event!r}")
+        if before.model_dump_json() != given:
+            self.fail(1, f"step changed the state it was given, on {event!r}")
         if not isinstance(after, WorkloadState) or not isinstance(commands, list):
             self.fail(1, f"step returned {type(after).__name__}, {type(commands).__name__}")
         if after.events and after.events[-1].reason == lc.NOT_APPLIED:
