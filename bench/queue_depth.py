@@ -1,12 +1,16 @@
-"""A deep queue: N workloads (default 10,000) into one ClusterQueue with quota for 100.
+"""A deep queue: N workloads (default 10,000) through one ClusterQueue with quota for 100.
 
-Prints the enqueue rate, the longest workflow task of the ClusterQueue (one scheduling pass and the
-messages it handled), the largest continue-as-new payload it carried (as stored, after the codec),
-the peak memory of this process (worker and client), and whether every workload was admitted once
-the ones before it finished. Runs on the embedded dev server with a file database, like
-`admitflow dev`.
+The workloads are submitted 50 at a time as fast as the engine takes them; a runner (admitflow's
+runner contract, named by the LocalQueue) hears of each admission, runs the workload for
+`--runtime` seconds (default 0) and sends its `finish`, so that the queue admits the next while
+the rest are still being submitted, as a cluster would. Prints the submission rate, the time until
+the last workload finished, the longest gap between two admissions (a stalled queue shows there),
+the longest workflow task of the ClusterQueue (one scheduling pass and the messages it handled),
+the largest continue-as-new payload it carried (as stored, after the codec), the most workloads
+pending at once, and the peak memory of this process (worker and client). Runs on the embedded dev
+server with a file database, like `admitflow dev`.
 
-    .venv/bin/python bench/queue_depth.py [--n 10000] [--quota 100] [--minutes 10] [--json PATH]
+    .venv/bin/python bench/queue_depth.py [--n 10000] [--quota 100] [--runtime 0] [--minutes 10] [--json PATH]
 """
 
 from __future__ import annotations
@@ -22,19 +26,27 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from temporalio import activity  # noqa: E402
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 from temporalio.service import RPCError  # noqa: E402
+from temporalio.worker import Worker  # noqa: E402
 
-from admitflow import ids  # noqa: E402
+from admitflow import contract, ids  # noqa: E402
 from admitflow.api import LoadedManifest, parse_manifest  # noqa: E402
+from admitflow.api.workload import RUNNER_ANNOTATION  # noqa: E402
+from admitflow.messages import FinishRequest, StartWorkload, StopWorkload  # noqa: E402
 from admitflow.client import AdmitflowClient, AdmitflowError  # noqa: E402
 from admitflow.codec import DATA_CONVERTER  # noqa: E402
 from admitflow.devserver import DevServer  # noqa: E402
 from bench.admission_throughput import bounded  # noqa: E402
+from bench.harness import revision  # noqa: E402
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 from admitflow.worker.main import build_worker  # noqa: E402
+
+
+RUNNER = "depth-runner"  # the runner's task queue, named by the LocalQueue
 
 
 def pure_pass_ms(n: int, quota: int) -> dict:
@@ -85,15 +97,39 @@ async def queue_history_figures(client: Client, workflow_id: str) -> dict:
     return {"runs": runs, "longest_task_s": round(longest, 3), "largest_can_payload_kib": round(largest / 1024, 1)}
 
 
+class Runner:
+    """Runs each admitted workload for `runtime` seconds, then sends its finish (docs/runners.md)."""
+
+    def __init__(self, client: Client, runtime: float) -> None:
+        self.client = client
+        self.runtime = runtime
+        self.admitted: list[float] = []  # when each admission was told, in order
+        self.finished: dict[str, float] = {}
+
+    @activity.defn(name=contract.START_WORKLOAD)
+    async def start_workload(self, request: StartWorkload) -> None:
+        self.admitted.append(time.monotonic())
+        await asyncio.sleep(self.runtime)
+        await self.client.get_workflow_handle(request.workflow_id).signal(
+            contract.FINISH, FinishRequest(succeeded=True, message="done", admission=request.admission)
+        )
+        self.finished[request.workflow_id] = time.monotonic()
+
+    @activity.defn(name=contract.STOP_WORKLOAD)
+    async def stop_workload(self, request: StopWorkload) -> None:
+        pass  # nothing preempts here
+
+
 async def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=10_000)
     p.add_argument("--quota", type=int, default=100)
+    p.add_argument("--runtime", type=float, default=0.0, help="seconds each admitted workload runs before its finish")
     p.add_argument("--minutes", type=float, default=10.0, help="give up after this long")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     n, deadline = args.n, time.monotonic() + args.minutes * 60
-    out: dict = {"n": n, "quota": args.quota, **pure_pass_ms(n, args.quota)}
+    out: dict = {"n": n, "quota": args.quota, "runtime_s": args.runtime, "revision": revision(), **pure_pass_ms(n, args.quota)}
     print(f"pure scheduling pass at {n} pending: {out}", flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -101,52 +137,51 @@ async def main() -> None:
         await server.start()
         try:
             client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
-            async with build_worker(client, "admitflow"):
+            runner = Runner(client, args.runtime)
+            async with build_worker(client, "admitflow"), Worker(
+                client, task_queue=RUNNER, activities=[runner.start_workload, runner.stop_workload], max_concurrent_activities=1000
+            ):
                 af = AdmitflowClient(client, "admitflow")
-                docs = [flavor_manifest(), cluster_queue_manifest(quotas={"default": {"cpu": str(args.quota)}}), local_queue_manifest()]
+                lq = local_queue_manifest()
+                lq["metadata"]["annotations"] = {RUNNER_ANNOTATION: RUNNER}
+                docs = [flavor_manifest(), cluster_queue_manifest(quotas={"default": {"cpu": str(args.quota)}}), lq]
                 await af.apply([LoadedManifest(source="bench", index=i, obj=parse_manifest(d)[0], warnings=[]) for i, d in enumerate(docs, 1)])
                 workloads = [parse_manifest(workload_manifest(f"w{i:05d}", cpu="1"))[0] for i in range(n)]
                 routes = await af.routes()
 
+                pending_peak = 0
+
+                async def watch_pending() -> None:
+                    nonlocal pending_peak
+                    while True:
+                        try:
+                            report = await af.cluster_queue_report("cq")
+                            pending_peak = max(pending_peak, report.status.pending_workloads if report else 0)
+                        except (RPCError, AdmitflowError):
+                            pass  # a busy worker answers a query late
+                        await asyncio.sleep(1.0)
+
+                watching = asyncio.ensure_future(watch_pending())
                 start = time.monotonic()
                 await bounded(af.submit(w, cluster_queue=routes["default/lq"]) for w in workloads)
-                held = 0
-                while True:
-                    try:
-                        report = await af.cluster_queue_report("cq")
-                        held = report.status.pending_workloads + report.status.reserving_workloads if report else 0
-                    except (RPCError, AdmitflowError):
-                        pass  # a busy worker answers a query late; ask again
-
-                    if held >= n or time.monotonic() > deadline:
-                        break
+                out["submitted_s"] = round(time.monotonic() - start, 1)
+                out["submit_per_s"] = round(n / out["submitted_s"], 1)
+                print(f"submitted {n} in {out['submitted_s']} s ({out['submit_per_s']} /s)", flush=True)
+                while len(runner.finished) < n and time.monotonic() < deadline:
                     await asyncio.sleep(0.5)
-                out["enqueued"] = held
-                out["enqueue_per_s"] = round(held / (time.monotonic() - start), 1)
-                print(f"enqueued {held} of {n} at {out['enqueue_per_s']} workloads/s", flush=True)
-
-                # Release quota in turn: whoever is admitted finishes, and the queue admits the next.
-                finished: set[str] = set()
-                admitted_query = "WorkflowType = 'WorkloadWorkflow' AND AdmitflowPhase = 'Admitted'"
-
-                async def finish(key: str) -> None:
-                    try:
-                        await af.finish(key)
-                        finished.add(key)
-                    except AdmitflowError:
-                        pass  # visibility still listed one that already finished
-
-                while len(finished) < n and time.monotonic() < deadline:
-                    keys = [ids.workload_key(wf.id) async for wf in client.list_workflows(admitted_query, limit=1000)]
-                    fresh = [k for k in keys if k and k not in finished]
-                    await bounded(finish(k) for k in fresh)
-                    if not fresh:
-                        await asyncio.sleep(0.2)
-                finished = len(finished)
-                out["finished_after_admission"] = finished
-                out["all_admitted"] = finished >= n
-                out["total_s"] = round(time.monotonic() - start, 1)
-                print(f"{finished} of {n} admitted and finished in turn ({out['total_s']} s)", flush=True)
+                watching.cancel()
+                done = len(runner.finished)
+                out["finished"] = done
+                out["all_finished"] = done >= n
+                out["total_s"] = round((max(runner.finished.values(), default=time.monotonic()) - start), 1)
+                gaps = [b - a for a, b in zip(runner.admitted, runner.admitted[1:])]
+                out["admissions"] = len(runner.admitted)
+                out["longest_admission_gap_s"] = round(max(gaps, default=0.0), 2)
+                out["admission_gaps_over_1s"] = sum(g > 1 for g in gaps)
+                out["through_per_s"] = round(done / out["total_s"], 1) if out["total_s"] else None
+                out["pending_peak"] = pending_peak
+                print(f"{done} of {n} through in {out['total_s']} s; longest gap between admissions "
+                      f"{out['longest_admission_gap_s']} s", flush=True)
                 out.update(await queue_history_figures(client, ids.cluster_queue_id("cq")))
         finally:
             server.stop()
