@@ -80,10 +80,16 @@ TAKEN_TOGETHER = frozenset({
 # finish's task, which Temporal refused (UnhandledCommand; the run then replayed from its start)
 # whenever the activity's completion arrived during that task.
 RUNNER_FINISH_ENDS_RUN = "runner-finish-ends-run"
+# workflow.patched: a queue notice about the ticket being enqueued that comes before the enqueue's
+# answer waits for it (lifecycle's `early_notices`). It comes first when the task that ran the enqueue
+# timed out or failed after the queue took it (its next attempt gets the signal, then runs the local
+# activity again), or finished before a slow local activity did: the reservation was dropped, and the
+# queue held its quota for a workload that waited in the queue for good (seen in kueue_baseline).
+EARLY_NOTICES = "early-notices"
 # workflow.patched, asked first in every run: as PATCHES_OF_2026_11, for TAKEN_TOGETHER and the patches
 # after it. A run that recorded it asks for none of them; one that did not asks PATCHES_OF_2026_11.
 PATCHES_OF_2026_12 = "patches-of-2026-12"
-TAKEN_TOGETHER_12 = TAKEN_TOGETHER | {RUNNER_FINISH_ENDS_RUN}
+TAKEN_TOGETHER_12 = TAKEN_TOGETHER | {RUNNER_FINISH_ENDS_RUN, EARLY_NOTICES}
 NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), maximum_attempts=0)
 # A controller's transient errors are retried for as long as it takes, at most this far apart; the
 # attempts cost no history (only the last one is recorded). A non-retryable error comes back as a
@@ -255,6 +261,7 @@ class WorkloadWorkflow(LegacyLoop):
         gated = not admission_gates.may_enter_admission(self.state.workload)
         await self._settle([lc.Started(
             honours_gates=not gated or self._patched(ADMISSION_GATED_BY), runner_finish_ends_run=self._patched(RUNNER_FINISH_ENDS_RUN),
+            keeps_early_notices=self._patched(EARLY_NOTICES),
         )])
         while not (wl.is_finished(self.state) or self.state.deleted):
             self.timer.set(lc.next_wake(self.state))

@@ -81,6 +81,11 @@ class Started(Fact):
         description="Whether a runner's own `finish` (about the admission it runs) ends its run, with no "
         "`stop_workload`: the workflow's `workflow.patched` answer (a run whose history predates it replays without).",
     )
+    keeps_early_notices: bool = Field(
+        default=True,
+        description="Whether a queue notice about the ticket being enqueued that comes before the enqueue's answer "
+        "waits for it: the workflow's `workflow.patched` answer (a run whose history predates it replays without).",
+    )
 
 
 class QueueNoticed(Fact):
@@ -345,6 +350,7 @@ def _started(st: WorkloadState, ev: Started, now: datetime, random: float) -> li
         _adopt(st)
     st.honours_gates = ev.honours_gates
     st.runner_finish_ends_run = ev.runner_finish_ends_run
+    st.keeps_early_notices = ev.keeps_early_notices
     # What an earlier run had under way did not come along; Settle asks again.
     st.asking = {}
     st.enqueuing = None
@@ -382,6 +388,16 @@ def _queue_noticed(st: WorkloadState, ev: QueueNoticed, now: datetime, random: f
     except ValidationError as err:
         wl.record(st, "InvalidQueueNotice", f"{ev.signal}: {first_error(err, 'notice')}", now, "Warning")
         return []
+    if st.keeps_early_notices and st.enqueuing is not None and n.ticket == st.enqueuing and n.uid == st.workload.metadata.uid:
+        # The queue took the enqueue and answered before the enqueue's own answer reached this run:
+        # its workflow task timed out or failed after the local activity, and the next attempt gets
+        # the queue's signal first. Dropped, a reservation would leave the quota held for good.
+        st.early_notices.append(QueueNoticed(signal=ev.signal, payload=ev.payload).model_dump(mode="json"))
+        return []
+    return _apply_notice(st, n, now)
+
+
+def _apply_notice(st: WorkloadState, n: Notice, now: datetime) -> list[Any]:
     if n.kind == "reserved" and wl.accepts(st, n) and n.assignment is not None:
         wl.reserve_quota(st, n, now)
         st.asked_now = {}
@@ -413,6 +429,7 @@ def _enqueue_resolved(st: WorkloadState, ev: EnqueueResolved, now: datetime, ran
     st.enqueuing = None
     r = ev.resolution
     if r.reason:
+        st.early_notices = []
         # The catalog now knows to wake this workload when the queue exists.
         st.waiting_for_queue = True
         if r.cluster_queue:
@@ -424,6 +441,9 @@ def _enqueue_resolved(st: WorkloadState, ev: EnqueueResolved, now: datetime, ran
     st.sent_back = False
     # Queued, unless something it heard meanwhile keeps it out (Settle then gives the place back).
     st.queued = _wants_queue(st)
+    early, st.early_notices = st.early_notices, []
+    for e in early:
+        _queue_noticed(st, QueueNoticed.model_validate(e), now, random)
     return []
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -190,6 +190,15 @@ class WorkloadState(WireModel):
         default=False,
         description="A `finish` from its runner about the admission it runs ends that run without `stop_workload`; "
         "set when each run starts, False in a run whose history predates it.",
+    )
+    keeps_early_notices: bool = Field(
+        default=False,
+        description="A queue notice about the ticket being enqueued that comes before the enqueue's answer waits in "
+        "`early_notices`; set when each run starts, False in a run whose history predates it.",
+    )
+    early_notices: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Queue notices about the ticket being enqueued that came before the enqueue's answer, applied once it comes.",
     )
     probe_at: datetime | None = Field(
         default=None, description="When its ProvisioningRequest attempts' workflows are next checked for being alive."

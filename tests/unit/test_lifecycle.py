@@ -449,6 +449,27 @@ def test_a_runner_that_reports_the_finish_is_not_told_to_stop(admission, patched
     assert w.batch(lc.RunnerStopped(admission=1)) == [], "its activity's end, arriving after, is not news"
 
 
+@pytest.mark.parametrize(("patched", "phase"), [(True, "Admitted"), (False, "Pending")],
+                         ids=["a-reservation-before-the-enqueues-answer-waits-for-it", "a-history-from-before-the-patch-dropped-it"])
+def test_a_queue_notice_that_comes_before_the_enqueues_answer_waits_for_it(patched, phase):
+    """The queue took the enqueue and reserved quota, and its signal reaches the workload before the
+    enqueue's local activity answers (the task that ran it timed out after the queue took it, and the
+    next attempt gets the signal first). The reservation waits for the answer, then holds."""
+    m = workload_manifest("job", cpu="2")
+    w = World.__new__(World)
+    w.resolution, w.now, w.commands = QueueResolution(cluster_queue="cq"), T0, []
+    w.state = wl.new_state(manifest(m), "uid-1", T0)
+    w.state, enqueue = lc.step(w.state, lc.Started(keeps_early_notices=patched), T0, 0.5)
+    w.state, enqueue = lc.step(w.state, lc.Settle(), T0, 0.5)
+    [request] = [c.request for c in enqueue if isinstance(c, lc.Enqueue)]
+    w.batch(
+        lc.QueueNoticed(signal="quota_reserved", payload=reserved_notice(ticket=request.entry.ticket).to_wire()),
+        lc.EnqueueResolved(ticket=request.entry.ticket, resolution=QueueResolution(cluster_queue="cq")),
+    )
+    assert w.phase() == phase
+    assert w.state.early_notices == []
+
+
 def _priority_told(commands: list[Any]) -> list[tuple[str, int, int]]:
     return [(c.cluster_queue, c.request.ticket, c.request.priority) for c in commands
             if isinstance(c, lc.TellQueue) and c.signal == "reprioritize"]

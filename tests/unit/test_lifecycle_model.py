@@ -707,6 +707,16 @@ class LifecycleModel(RuleBasedStateMachine):
             if self.runner == s.ticket + args[0]:
                 return []
             return [lc.RunnerStopped(admission=max(0, s.ticket + args[0]), error="heartbeat timeout", stop_when_over=True)]
+        if kind == "enqueue-answered-late":
+            # The queue took the enqueue and reserved it (or told why it waits), and its notice is
+            # stepped before the enqueue's answer: the task that ran the local activity timed out or
+            # failed after the queue took it, and the next attempt gets the signal first.
+            if self.enqueuing is None:
+                return []
+            ticket, self.enqueuing = self.enqueuing, None
+            self.queue[(self.uid, ticket)] = "pending"
+            told = self.queue_says("reserve", args[0]) if args[1] else self.queue_says("pending", [args[0][0]])
+            return [*told, lc.EnqueueResolved(ticket=ticket, resolution=QueueResolution(cluster_queue="cq"))]
         if kind == "stale-enqueue":
             if s.enqueuing == s.ticket + args[0]:
                 return []
@@ -820,6 +830,11 @@ class LifecycleModel(RuleBasedStateMachine):
     @rule(check_set=CHECK_SETS, seconds=dt)
     def queue_says_pending(self, check_set, seconds):
         self.deliver([("pending", check_set)], seconds)
+
+    @precondition(lambda self: self.enqueuing is not None)
+    @rule(check_set=CHECK_SETS, pods=st.booleans(), runner=st.booleans(), reserved=st.booleans(), seconds=dt)
+    def queue_answers_before_the_enqueue_does(self, check_set, pods, runner, reserved, seconds):
+        self.deliver([("enqueue-answered-late", (check_set, pods, runner, False), reserved)], seconds)
 
     @precondition(lambda self: self.ticket_where("reserved") is not None)
     @rule(seconds=dt)
