@@ -462,11 +462,23 @@ def cores_when(run: Run, backlogged) -> dict[str, float]:
 
 
 async def final_reports(e: Engine, keys: list[str]) -> dict[str, WorkloadReport]:
+    """Each workload's report: its workflow's result, or, for one that still runs (wedged: its
+    finish never took), the report it gives now."""
+
     async def one(key: str) -> tuple[str, WorkloadReport]:
         handle = e.client.get_workflow_handle(ids.workload_id(key), result_type=WorkloadReport)
-        return key, await handle.result()
+        try:
+            return key, await asyncio.wait_for(handle.result(), 10)
+        except TimeoutError:
+            return key, await handle.query(contract.WORKLOAD_QUERY, result_type=WorkloadReport)
 
     return dict(await bounded(one(k) for k in keys))
+
+
+async def still_running(e: Engine) -> list[str]:
+    """Workloads whose workflow still runs after the run: each one's quota or place is held for good."""
+    query = "WorkflowType = 'WorkloadWorkflow' AND ExecutionStatus = 'Running'"
+    return sorted([ids.workload_key(wf.id) async for wf in e.client.list_workflows(query, limit=50)])
 async def history_figures(e: Engine, run: Run, keys: list[str]) -> dict:
     """From a sample of workload histories: how long a workload's first workflow task waited after
     it was submitted (where its creationTimestamp was set, before `created-at-submission`), and how
@@ -775,7 +787,8 @@ async def main() -> None:
                 print(f"all {len(run.finished)} finished in {end - start:.1f} s (creation took {creation_s:.1f} s); collecting", flush=True)
 
                 keys = sorted(run.finished)
-                unfinished = sorted(set(run.created) - set(run.finished))
+                wedged = await still_running(e)
+                unfinished = sorted(set(run.created) - set(run.finished) | set(wedged))
                 stuck = {}
                 for key in unfinished[:10]:  # where the first few that never finished stand
                     try:
@@ -898,6 +911,7 @@ async def main() -> None:
             "evicted_after_finished": len(evicted_after_finish),
             "told_after_admitted_s": sampled["runner_lag_s"],
             "unfinished": len(unfinished),
+            "still_running_at_end": wedged,
             "unfinished_examples": stuck,
         },
         # What the worker logged: the SDK's core on stderr, Python's logging (the engine, the SDK).
