@@ -7,7 +7,9 @@ the SDK's way (each payload's conversion first asks the sandboxed instance for i
 context) and the worker's (`ContextFreeRunner` answers itself). Replaying runs the same workflow
 code and the same payload conversions as a live worker, with no server and no waiting, so the CPU
 time of the rounds compares the two directly. A third kind, without the sandbox at all
-(`UnsandboxedWorkflowRunner`, which admitflow does not use), says what the rest of the sandbox costs.
+(`UnsandboxedWorkflowRunner`, which admitflow does not use), says what the rest of the sandbox costs;
+a fourth, the worker's runner with the workflow modules executed again for every run (not passed
+through, as before 2026-11-27), what passing them through saves.
 
     .venv/bin/python bench/sandbox_context.py [--rounds 6] [--out PATH]
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import pkgutil
 import statistics
 import sys
 import time
@@ -26,10 +29,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from temporalio.client import WorkflowHistory  # noqa: E402
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner  # noqa: E402
 
+import admitflow  # noqa: E402
 from admitflow.codec import DATA_CONVERTER, for_workers  # noqa: E402
-from admitflow.worker.main import WORKFLOWS, without_context, workflow_runner  # noqa: E402
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions  # noqa: E402
+
+from admitflow.worker.main import PASSTHROUGH, WORKFLOWS, without_context, workflow_runner  # noqa: E402
 from bench.harness import machine, result_paths, revision, write_json  # noqa: E402
 from tests.replay.test_recorded_histories import HISTORIES, recorded  # noqa: E402
+
+
+# What the worker passed through before 2026-11-27: admitflow's modules but the workflow code's own.
+REIMPORTED_PASSTHROUGH = (
+    *(f"admitflow.{m.name}" for m in pkgutil.iter_modules(admitflow.__path__) if m.name not in ("workflows", "activities", "worker")),
+    *(m for m in PASSTHROUGH if m != "admitflow"),
+)
 
 
 async def one_round(replayer: Replayer, hs: list[WorkflowHistory]) -> float:
@@ -58,6 +71,10 @@ async def main() -> None:
             workflows=list(WORKFLOWS), data_converter=converter, workflow_runner=without_context(workflow_runner(), converter),
         ),
         "unsandboxed": Replayer(workflows=list(WORKFLOWS), data_converter=converter, workflow_runner=UnsandboxedWorkflowRunner()),
+        "reimported": Replayer(workflows=list(WORKFLOWS), data_converter=converter, workflow_runner=without_context(
+            SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*REIMPORTED_PASSTHROUGH)),
+            converter,
+        )),
     }
     hs = [recorded(path) for path in HISTORIES]
     before = machine()
@@ -68,7 +85,7 @@ async def main() -> None:
         for k in order:
             times[k].append(await one_round(kinds[k], hs))
         print(f"round {i + 1}: " + ", ".join(f"{k} {times[k][-1]:.2f} s" for k in kinds), flush=True)
-    ratios = {k: [t / s for t, s in zip(times[k], times["sdk"])] for k in ("context_free", "unsandboxed")}
+    ratios = {k: [t / s for t, s in zip(times[k], times["sdk"])] for k in ("context_free", "unsandboxed", "reimported")}
     median = {k: statistics.median(v) for k, v in times.items()}
     print(f"{len(hs)} histories; CPU per round, median: " + ", ".join(f"{k} {v:.2f} s" for k, v in median.items()))
     for k, rs in ratios.items():
