@@ -104,10 +104,8 @@ class _Letter:
     message: Message
     start: StartQueue | None
     taken: asyncio.Future[Taken]
-    # Addressed to a ClusterQueue's home and sent to the tree holding its state: that home's ID, and
-    # the message as the home takes it.
+    # Addressed to a ClusterQueue's home and sent to the tree holding its state: that home's ID.
     home: str | None = None
-    original: Message | None = None
 
 
 @dataclass
@@ -134,7 +132,7 @@ class Mailer:
             name = workflow_id.removeprefix(ids.CLUSTER_QUEUE_PREFIX)
             routed = Message(signal=contract.FORWARD, answer=message.answer,
                              payload=Forwarded(cluster_queue=name, signal=message.signal, payload=message.payload).to_wire())
-            taken = await self._post(holder, _Letter(routed, None, self._future(), home=workflow_id, original=message))
+            taken = await self._post(holder, _Letter(routed, None, self._future(), home=workflow_id))
             if taken is not None:
                 return taken
             # The tree does not run any more: the home knows where the state is.
