@@ -23,8 +23,8 @@ cohorts were built did, for comparison.
 The benchmark plays Kueue's runner (runner/controller/controller.go, which watches Workloads and
 finishes each one its runtime after it saw it admitted) through admitflow's runner contract
 (docs/runners.md): every LocalQueue names the benchmark's runner (`admitflow.io/runner`), the
-engine runs `start_workload` there when it admits a workload, and the runner sends `finish` for
-that admission once the workload's runtime has passed; when the engine runs `stop_workload`
+engine runs `start_workload` there when it admits a workload, and the runner returns that
+admission's finish from it once the workload's runtime has passed; when the engine runs `stop_workload`
 (the workload was preempted), the runtime stops there and the workload runs again once
 readmitted. Each ClusterQueue's `status` is sampled every second, asked where its state is (its
 cohort tree, once its home has handed it over).
@@ -71,7 +71,6 @@ from temporalio.api.enums.v1 import EventType, TaskQueueKind, TaskQueueType, Wor
 from temporalio.api.taskqueue.v1 import TaskQueue  # noqa: E402
 from temporalio import activity  # noqa: E402
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest  # noqa: E402
-from temporalio.service import RPCError  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
 from admitflow import contract, ids  # noqa: E402
@@ -270,9 +269,9 @@ class Run:
                       max_concurrent_activities=max(1000, QUOTA * len(self.cqs) * 2))
 
     @activity.defn(name=contract.START_WORKLOAD)
-    async def start_workload(self, request: StartWorkload) -> None:
-        """Runs for as long as the workload does (its runtime), sends `finish` for this admission,
-        and returns, as a runner does (docs/runners.md)."""
+    async def start_workload(self, request: StartWorkload) -> FinishRequest | None:
+        """Runs for as long as the workload does (its runtime) and returns its finish, as a runner
+        that runs the workload inside `start_workload` does (docs/runners.md)."""
         told = time.time()
         key = ids.workload_key(request.workflow_id)
         if self.finished.pop(key, None) is not None:
@@ -287,19 +286,13 @@ class Run:
             if not runtime.cancelled():
                 raise  # the runner shuts down
             self.stopped += 1  # the engine stopped it (stop_workload): preempted
-            return
+            return None
         finally:
             self.running.pop((key, request.admission), None)
-        try:
-            await self.e.client.get_workflow_handle(request.workflow_id).signal(
-                contract.FINISH, FinishRequest(succeeded=True, message="By test runner", admission=request.admission)
-            )
-        except RPCError as err:
-            self.errors.append(f"{key}: {err}")
-            return
         now = time.time()
         self.finished[key] = now
         self.ran.append((key, told, now))
+        return FinishRequest(succeeded=True, message="By test runner")
 
     async def until_all_finished(self) -> None:
         """Sets `done` once a finish was sent for every workload and none of them runs any more:

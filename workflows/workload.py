@@ -90,6 +90,15 @@ EARLY_NOTICES = "early-notices"
 # after it. A run that recorded it asks for none of them; one that did not asks PATCHES_OF_2026_11.
 PATCHES_OF_2026_12 = "patches-of-2026-12"
 TAKEN_TOGETHER_12 = TAKEN_TOGETHER | {RUNNER_FINISH_ENDS_RUN, EARLY_NOTICES}
+# workflow.patched: what `start_workload` returns is its finish (lifecycle's `runner_ended`): a runner
+# that runs the workload inside the activity ends it with its completion, in that one workflow task,
+# instead of a `finish` signal and a task of its own before the completion. Before, the value was
+# not read. Asked only when a run returns a value.
+RUNNER_RETURNS_FINISH = "runner-returns-finish"
+# workflow.patched, asked first in every run: as PATCHES_OF_2026_12, for TAKEN_TOGETHER_12 and the
+# patches after it. A run that recorded it asks for none of them; one that did not asks the one before.
+PATCHES_OF_2026_12_2 = "patches-of-2026-12.2"
+TAKEN_TOGETHER_12_2 = TAKEN_TOGETHER_12 | {RUNNER_RETURNS_FINISH}
 NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), maximum_attempts=0)
 # A controller's transient errors are retried for as long as it takes, at most this far apart; the
 # attempts cost no history (only the last one is recorded). A non-retryable error comes back as a
@@ -112,7 +121,7 @@ class WorkloadWorkflow(LegacyLoop):
         self.state = input.state or wl.new_state(input.workload, str(workflow.uuid4()), workflow.now())
         self.inbox: list[Any] = []
         self.published: TypedSearchAttributes | None = None
-        self.patches_of_2026_12 = self.patches_of_2026_11 = False  # run() asks first
+        self.patches_of_2026_12_2 = self.patches_of_2026_12 = self.patches_of_2026_11 = False  # run() asks first
         self.handled = 0  # events taken from the inbox and settled, for updates waiting on theirs
         self.taken = 0
         # What is under way in this run (never carried: lifecycle's Started asks again).
@@ -252,7 +261,8 @@ class WorkloadWorkflow(LegacyLoop):
 
     @workflow.run
     async def run(self, input: WorkloadInput) -> WorkloadReport:
-        self.patches_of_2026_12 = workflow.patched(PATCHES_OF_2026_12)
+        self.patches_of_2026_12_2 = workflow.patched(PATCHES_OF_2026_12_2)
+        self.patches_of_2026_12 = self.patches_of_2026_12_2 or workflow.patched(PATCHES_OF_2026_12)
         self.patches_of_2026_11 = self.patches_of_2026_12 or workflow.patched(PATCHES_OF_2026_11)
         if not self._patched(LIFECYCLE_STEP):
             return await self._v0_run(input)
@@ -292,9 +302,10 @@ class WorkloadWorkflow(LegacyLoop):
         return self.state.report()
 
     def _patched(self, patch_id: str) -> bool:
-        """`workflow.patched(patch_id)`, taken without its own marker by a run that took PATCHES_OF_2026_12
-        (or PATCHES_OF_2026_11, for the patches before it)."""
-        return ((self.patches_of_2026_12 and patch_id in TAKEN_TOGETHER_12) or (self.patches_of_2026_11 and patch_id in TAKEN_TOGETHER)
+        """`workflow.patched(patch_id)`, taken without its own marker by a run that took PATCHES_OF_2026_12_2
+        (or PATCHES_OF_2026_12 or PATCHES_OF_2026_11, for the patches before each)."""
+        return ((self.patches_of_2026_12_2 and patch_id in TAKEN_TOGETHER_12_2)
+                or (self.patches_of_2026_12 and patch_id in TAKEN_TOGETHER_12) or (self.patches_of_2026_11 and patch_id in TAKEN_TOGETHER)
                 or workflow.patched(patch_id))
 
     async def _settle(self, events: list[Any]) -> None:
@@ -442,9 +453,9 @@ class WorkloadWorkflow(LegacyLoop):
         self.runner = handle
 
         def done(task: Any) -> None:
-            error = ""
+            error, result = "", None
             try:
-                task.result()
+                result = task.result()
             except ActivityError as err:
                 error = _message(err)
             except asyncio.CancelledError:
@@ -452,9 +463,12 @@ class WorkloadWorkflow(LegacyLoop):
             if self.runner is not handle:
                 return  # stopped by this workflow: the admission is over
             self.runner = None
-            # It stopped on its own: the runner died, shut down, gave up, or the run is over.
-            self.inbox.append(lc.RunnerStopped(
-                admission=admission, error=error, stop_when_over=bool(error) and self._patched(STOP_LOST_RUNNER),
+            # It stopped on its own: the runner died, shut down, gave up, or the run is over (with
+            # its finish, when it returned one).
+            self.inbox.extend(lc.runner_ended(
+                admission, result, error,
+                returns_finish=result is not None and not error and self._patched(RUNNER_RETURNS_FINISH),
+                stop_when_over=bool(error) and self._patched(STOP_LOST_RUNNER),
             ))
 
         handle.add_done_callback(done)

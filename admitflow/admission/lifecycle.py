@@ -341,6 +341,19 @@ def _copy(state: WorkloadState) -> WorkloadState:
     return WorkloadState.model_validate(state.model_dump(round_trip=True))
 
 
+def runner_ended(admission: int, result: Any, error: str, returns_finish: bool, stop_when_over: bool = False) -> list[Any]:
+    """The events the end of `start_workload` for `admission` stands for. A run that returned a value
+    returned its finish (docs/runners.md: `succeeded`, `message`), about that admission whatever it
+    names; a value that is no finish is refused as a `finish` signal would be. `returns_finish`:
+    False replays histories from before a returned value meant anything."""
+    events: list[Any] = []
+    if returns_finish and not error and result is not None:
+        payload = {**result, "admission": admission} if isinstance(result, dict) else result
+        events.append(FinishRequested(payload=payload))
+    events.append(RunnerStopped(admission=admission, error=error, stop_when_over=stop_when_over))
+    return events
+
+
 def workflow_id(state: WorkloadState) -> str:
     return ids.workload_id(state.key)
 

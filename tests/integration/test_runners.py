@@ -13,7 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from temporalio import activity
+from temporalio.api.enums.v1 import EventType
+from temporalio.worker import Worker
+
 from admitflow import ids
+from admitflow.messages import FinishRequest, StartWorkload
 from tests.builders import cluster_queue_manifest, configuration_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.integration.test_admission import eventually, loaded
 from tests.workflows.test_lifecycle import replay_all
@@ -93,8 +98,6 @@ async def test_a_workload_its_runner_finished_ends_once_the_run_has_returned(eng
     that run ends by itself. The engine sends no `stop_workload` (it did, and cancelled the
     activity), and the workflow completes once the activity's completion is recorded, so that its
     arrival cannot get the completing task refused (UnhandledCommand, and a replay of the run)."""
-    from temporalio.api.enums.v1 import EventType
-
     af = engine.admitflow
     await setup(engine)
     runner = runner_process(engine, tmp_path)
@@ -117,6 +120,56 @@ async def test_a_workload_its_runner_finished_ends_once_the_run_has_returned(eng
     finally:
         runner.terminate()
         runner.wait(10)
+
+
+async def test_a_runner_may_return_the_finish_from_start_workload(engine):
+    """A runner that runs the workload inside `start_workload` returns its finish: the workload
+    finishes in the workflow task that has the activity's completion (no `finish` signal, no task
+    of its own for it, nothing stopped). A returned value that is no finish is refused and recorded,
+    and the workload stays admitted until someone finishes it."""
+    @activity.defn(name="start_workload")
+    async def start_workload(request: StartWorkload) -> Any:
+        name = request.workload["metadata"]["name"]
+        if name == "junk":
+            return 42
+        return FinishRequest(succeeded=name != "fails", message=f"{name} ran")
+
+    @activity.defn(name="stop_workload")
+    async def stop_workload(request: Any) -> None:
+        raise AssertionError("nothing is stopped")
+
+    af = engine.admitflow
+    lq = local_queue_manifest()
+    lq["metadata"]["annotations"] = {"admitflow.io/runner": "returns"}
+    await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), lq))
+    names = ["runs", "fails", "junk"]
+    async with Worker(engine.client, task_queue="returns", activities=[start_workload, stop_workload]):
+        await af.apply(loaded(*(workload_manifest(n, cpu="1") for n in names)))
+        for name, reason in [("runs", "Succeeded"), ("fails", "Failed")]:
+            handle = engine.client.get_workflow_handle(ids.workload_id(f"default/{name}"))
+            finished = await eventually(lambda name=name: condition(engine, name, "Finished"), timeout=30)
+            assert (finished.status, finished.reason, finished.message) == ("True", reason, f"{name} ran")
+            await asyncio.wait_for(handle.result(), 30)
+            events = list((await handle.fetch_history()).events)
+            kinds = [e.event_type for e in events]
+            assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED not in kinds[kinds.index(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED):]
+            assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED not in kinds
+            assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in kinds
+            after = kinds[kinds.index(EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED):]
+            assert after.count(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) == 1, "finished in the completion's task"
+            assert [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
+                    if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED] == ["start_workload"]
+        report = await eventually(lambda: _warned(af, "default/junk"), timeout=30)
+        assert "finish" in report, report
+        assert (await condition(engine, "junk", "Admitted")).status == "True"
+        await af.finish("default/junk")
+        await asyncio.wait_for(engine.client.get_workflow_handle(ids.workload_id("default/junk")).result(), 30)
+    await replay_all(engine, [ids.workload_id(f"default/{n}") for n in names])
+
+
+async def _warned(af, key: str) -> str | None:
+    report = await af.workload(key)
+    return next((e.message for e in report.events if e.reason == "InvalidFinishRequest"), None)
 
 
 async def test_a_killed_runner_makes_its_workload_time_out_and_requeue(engine, tmp_path):
@@ -271,8 +324,6 @@ async def test_a_command_that_outlives_a_server_restart_still_finishes_its_admis
     and the workload waited for its recovery timeout (the chaos test saw it); now the command runs
     on, the runner reports its pods ready again once the engine has taken them for failed, then its
     finish, which ends the admission."""
-    from temporalio.api.enums.v1 import EventType
-
     async with restarted_while_running(tmp_path, "sleep 30") as (client, af):
         await eventually(lambda: finished(af), timeout=90)
         handle = client.get_workflow_handle(ids.workload_id("default/job"))

@@ -1,4 +1,4 @@
-"""Record the histories that tests/replay replays: `python -m tests.replay.record NAME [main|edges|cohorts|forwarding]`.
+"""Record the histories that tests/replay replays: `python -m tests.replay.record NAME [main|edges|cohorts|forwarding|runner-returns]`.
 
 `edges` records what the main job does not reach (`record_edges`); `main`, the default:
 
@@ -24,13 +24,16 @@ import sys
 import tempfile
 from pathlib import Path
 
+from temporalio import activity
 from temporalio.client import Client
+from temporalio.worker import Worker
 
 from admitflow import controller as sdk
 from admitflow.api.loader import load_manifests
 from admitflow.client import AdmitflowClient
 from admitflow.codec import DATA_CONVERTER
 from admitflow.devserver import DevServer
+from admitflow.messages import FinishRequest, StartWorkload
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.conftest import free_port
 from tests.workflows.test_lifecycle import loaded
@@ -199,7 +202,32 @@ async def record_forwarding(out: Path) -> list[str]:
         return await save(client, out)
 
 
-SCENARIOS = {"main": record, "edges": record_edges, "cohorts": record_cohorts, "forwarding": record_forwarding}
+async def record_runner_returns(out: Path) -> list[str]:
+    """A runner whose `start_workload` returns the finish (docs/runners.md): `runs` succeeds,
+    `fails` fails, `junk` returns a value that is no finish (refused, recorded) and is finished by
+    hand."""
+    @activity.defn(name="start_workload")
+    async def start_workload(request: StartWorkload) -> object:
+        name = request.workload["metadata"]["name"]
+        return 42 if name == "junk" else FinishRequest(succeeded=name != "fails", message=f"{name} ran")
+
+    lq = local_queue_manifest()
+    lq["metadata"]["annotations"] = {"admitflow.io/runner": "returns"}
+    async with DevServer(port=free_port(), db=None, headless=True) as server:
+        client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
+        af = AdmitflowClient(client)
+        async with build_worker(client, af.task_queue), Worker(client, task_queue="returns", activities=[start_workload]):
+            await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), lq))
+            await af.apply(loaded(*(workload_manifest(n, cpu="1") for n in ("runs", "fails", "junk"))))
+            await until(af, ["default/runs", "default/fails"], "Finished")
+            await until(af, ["default/junk"], "Admitted")
+            await af.finish("default/junk")
+            await until(af, ["default/junk"], "Finished")
+            return await save(client, out)
+
+
+SCENARIOS = {"main": record, "edges": record_edges, "cohorts": record_cohorts, "forwarding": record_forwarding,
+             "runner-returns": record_runner_returns}
 
 
 if __name__ == "__main__":

@@ -34,7 +34,9 @@ written while a runner's own `finish` cancelled its `start_workload` and sent `s
 taken under the marker `patches-of-2026-12`). `enqueue-answers/` (the main job) and
 `straight-to-tree/` (`forwarding`) were written once `take_messages` answered with a receipt: an
 enqueue's first pending reason in its answer, and, in a cohort, the workloads' messages sent
-straight to the tree once the home named it.
+straight to the tree once the home named it. `runner-returns/` (`runner-returns`): a runner's
+`start_workload` returning the finish (`workflow.patched("runner-returns-finish")`, taken under the
+marker `patches-of-2026-12.2`): a success, a failure, and a value that is no finish, refused.
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """

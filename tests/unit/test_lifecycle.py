@@ -449,6 +449,37 @@ def test_a_runner_that_reports_the_finish_is_not_told_to_stop(admission, patched
     assert w.batch(lc.RunnerStopped(admission=1)) == [], "its activity's end, arriving after, is not news"
 
 
+@pytest.mark.parametrize(
+    ("returned", "error", "patched", "phase", "warnings"),
+    [
+        pytest.param({"succeeded": True, "message": "done"}, "", True, "Finished", [], id="its-finish-ends-the-workload"),
+        pytest.param({"succeeded": False, "message": "oom"}, "", True, "Finished", ["Finished"], id="a-failed-run"),
+        pytest.param({"succeeded": True, "admission": 7}, "", True, "Finished", [], id="about-its-own-admission-whatever-it-names"),
+        pytest.param(None, "", True, "Admitted", [], id="returning-nothing-finishes-nothing"),
+        pytest.param({"succeeded": "maybe"}, "", True, "Admitted", ["InvalidFinishRequest"], id="a-value-that-is-no-finish-is-refused"),
+        pytest.param(42, "", True, "Admitted", ["InvalidFinishRequest"], id="a-number-is-refused"),
+        pytest.param({"succeeded": True}, "", False, "Admitted", [], id="a-history-from-before-the-patch-read-no-value"),
+        pytest.param(None, "heartbeat timeout", True, "Admitted", ["RunnerLost"], id="a-failed-run-returns-nothing"),
+    ],
+)
+def test_what_start_workload_returns_is_its_finish(returned, error, patched, phase, warnings):
+    """A runner that runs the workload inside `start_workload` may return its finish instead of
+    sending `finish` and returning: the workload finishes in the task that has the activity's
+    completion, and nothing is told to stop."""
+    w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
+    w.state, _ = lc.step(w.state, lc.Started(runner_finish_ends_run=True), w.now, 0.5)
+    w.reserve()
+    assert w.state.runner_running == 1
+    out = w.batch(*lc.runner_ended(1, returned, error, returns_finish=patched))
+    assert w.phase() == phase
+    assert [c for c in out if isinstance(c, lc.StopRunner)] == []
+    assert w.state.runner_running is None
+    assert [e.reason for e in w.state.events if e.type == "Warning"] == warnings
+    if phase == "Finished":
+        assert w.state.status.condition("Finished").reason == ("Succeeded" if returned["succeeded"] else "Failed")
+        assert [c.signal for c in out if isinstance(c, lc.TellQueue)] == ["release"]
+
+
 @pytest.mark.parametrize(("patched", "phase"), [(True, "Admitted"), (False, "Pending")],
                          ids=["a-reservation-before-the-enqueues-answer-waits-for-it", "a-history-from-before-the-patch-dropped-it"])
 def test_a_queue_notice_that_comes_before_the_enqueues_answer_waits_for_it(patched, phase):

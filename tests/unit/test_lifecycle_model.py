@@ -25,7 +25,7 @@ The machine plays every other party, minimally:
   attempt), answers and runner ends the workflow would drop (another attempt or admission), anyone
   sending verdicts (valid, stale, premature, out of range, of the wrong type, without a name,
   duplicated, both checks' Retry in one task or two, late), pods-ready reports (valid and junk), the
-  runner stopping with and without an error, deactivate/activate, finish/delete (valid and junk),
+  runner stopping with and without an error or returning its finish (valid and junk), deactivate/activate, finish/delete (valid and junk),
   admission gate removals (one gate, all, a gate it does not have, junk) for workloads submitted with
   none, one or two gates (`kueue.x-k8s.io/admission-gated-by`); with WaitForPodsReady on, its
   ClusterQueue also gives it a retention policy (a workload the engine deactivates is deleted 20
@@ -140,6 +140,12 @@ PODS = [{"ready": True}, {"ready": True}, {"ready": False}, {"ready": True, "rea
         WrongArguments(count=2)]
 # "finish-by-runner": its runner reports the end of the admission it runs (and its `start_workload`
 # then returns by itself: nothing stops it); "finish-other-admission": a runner of another admission.
+# What a runner's `start_workload` may return: its finish (one that names another admission is about
+# its own all the same), or values that are no finish.
+RETURNED = {
+    "succeeded": {"succeeded": True, "message": "done"}, "failed": {"succeeded": False, "message": "oom"},
+    "names-another": {"succeeded": True, "admission": 99}, "junk-type": {"succeeded": "maybe"}, "junk": 42,
+}
 ENDS = ["finish", "finish-failed", "finish-none", "finish-by-runner", "finish-other-admission", "delete", "delete-junk"]
 JUNK_ENDS = ["finish-junk", "finish-junk-type", "finish-args", "finish-list"]
 # Mostly junk: a workload that ends has its workflow end, and most runs should get past their first
@@ -721,6 +727,11 @@ class LifecycleModel(RuleBasedStateMachine):
             if s.enqueuing == s.ticket + args[0]:
                 return []
             return [lc.EnqueueResolved(ticket=max(0, s.ticket + args[0]), resolution=QueueResolution(cluster_queue="cq"))]
+        if kind == "runner-returns":
+            if self.runner is None:
+                return []
+            admission, self.runner = self.runner, None  # the run is over, whatever it returned
+            return lc.runner_ended(admission, RETURNED[args[0]], "", returns_finish=True)
         if kind == "end" and args[0] in ("finish-by-runner", "finish-other-admission"):
             admission = (self.runner or s.ticket) + (args[0] == "finish-other-admission")
             if args[0] == "finish-by-runner" and self.runner is not None and self.runner == s.ticket:
@@ -910,6 +921,13 @@ class LifecycleModel(RuleBasedStateMachine):
     def runner_finishes(self, seconds):
         """Its runner reports the end of the admission it runs (its `start_workload` returns by itself)."""
         self.deliver([("end", "finish-by-runner")], seconds)
+
+    @precondition(lambda self: self.runner is not None)
+    @rule(returned=st.sampled_from(sorted(RETURNED)), seconds=dt)
+    def runner_returns_its_finish(self, returned, seconds):
+        """Its runner's `start_workload` returns the finish of the admission it ran (or a value that
+        is none), instead of sending `finish` and returning."""
+        self.deliver([("runner-returns", returned)], seconds)
 
     @rule(spec=ungate_spec, seconds=dt)
     def someone_removes_admission_gates(self, spec, seconds):
