@@ -205,7 +205,7 @@ class ClusterQueueWorkflow:
             if delivered is not None:
                 self._execute(self.home.gone(self.owner.forget_missing(delivered)), now)
             self._execute(self.home.place(lambda: workflow.patched("cohorts")), now)
-            if self.owner.needs_pass:
+            if self.owner.pass_due(self.outbox):
                 self.owner.run_pass(preemptor_holds_its_queue)
                 self.outbox.step(holding=continue_as_new_suggested(), in_task=self._in_task)
             self.owner.answer_all(self._holder())
@@ -241,7 +241,7 @@ class ClusterQueueWorkflow:
 
     def _quiet(self) -> bool:
         """Nothing half-done: the inbox is empty, the pass is run, and no delivery is in flight."""
-        return not self.inbox and not self.outbox.in_flight and not self.owner.needs_pass
+        return not self.inbox and not self.outbox.in_flight and not self.owner.pass_due(self.outbox)
 
     def _drain_inbox(self, now: datetime) -> None:
         messages, self.inbox = self.inbox, []

@@ -157,7 +157,7 @@ class CohortWorkflow:
                     # Its queue left this tree after the notice went out: its home passes it on.
                     if forget.cluster_queue:
                         self._bounce(Forwarded(cluster_queue=forget.cluster_queue, signal=contract.FORGET, payload=forget.to_wire()))
-            if self.owner.needs_pass:
+            if self.owner.pass_due(self.outbox):
                 self.owner.run_pass(preemptor_holds_its_queue)
                 self.outbox.step(holding=self._ending(), in_task=signals_in_task)
             self.owner.answer_all()
@@ -178,7 +178,7 @@ class CohortWorkflow:
         return continue_as_new_suggested()
 
     def _quiet(self) -> bool:
-        return not self.inbox and not self.outbox.in_flight and not self.owner.needs_pass
+        return not self.inbox and not self.outbox.in_flight and not self.owner.pass_due(self.outbox)
 
     def _drain_inbox(self) -> None:
         now = workflow.now()

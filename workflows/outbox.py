@@ -83,6 +83,10 @@ class Outbox:
     def in_flight(self) -> bool:
         return self._task is not None
 
+    @property
+    def undelivered_or_in_flight(self) -> bool:
+        return bool(self._queue) or self._task is not None
+
     def undelivered(self) -> list[Delivery]:
         """What a workflow continuing as new carries to its next run."""
         return list(self._queue)

@@ -129,6 +129,10 @@ class Owner:
         self.members = members
         self.root = root
         self.needs_pass = True
+        # The last pass stopped at scheduler.MAX_RESERVATIONS: the next one waits until the outbox
+        # has sent what it decided (`pass_due`), so each task stays short and a continue-as-new
+        # never carries more than about that many notices.
+        self.cut_short = False
         self.requeue = False
         # Entries whose enqueue asked for its answer in this task: the pending notices the next pass
         # decides for them go in the answer, not to the outbox.
@@ -211,6 +215,10 @@ class Owner:
                 return name
         return None
 
+    def pass_due(self, outbox: Outbox) -> bool:
+        """A pass is needed and may run now."""
+        return self.needs_pass and not (self.cut_short and outbox.undelivered_or_in_flight)
+
     def run_pass(self, hold_for_preemptor) -> None:
         self.needs_pass = False
         if self.requeue:
@@ -219,8 +227,10 @@ class Owner:
                 cq.requeue_inadmissible(state)
         had_heads = metrics.has_workloads_to_try(self.members.values())
         started = metrics.pass_clock()
-        results = scheduler.schedule(list(self.members.values()), workflow.now(), hold_for_preemptor, self.root)
+        results = scheduler.schedule(list(self.members.values()), workflow.now(), hold_for_preemptor, self.root, pass_bounded)
         took = metrics.pass_clock() - started
+        self.cut_short = any(r.cut_short for r in results.values())
+        self.needs_pass = self.needs_pass or self.cut_short
         emit(metrics.admission_attempt(had_heads, sum(len(r.reserved) for r in results.values()), took))
         for name, result in results.items():
             self.notify(result.notices, name)
@@ -328,6 +338,12 @@ def report(state: ClusterQueueState, query: StatusQuery, owner: Owner | None = N
         local_queues={k: cq.local_queue_status(state, k) for k in lqs},
         events=list(state.events),
     )
+
+
+def pass_bounded() -> bool:
+    """Runs recorded before a pass stopped at scheduler.MAX_RESERVATIONS reserved everything that fit
+    in one pass; they replay that way (scheduler.schedule asks only when a pass reaches it)."""
+    return workflow.patched("bounded-pass")
 
 
 def preemptor_holds_its_queue() -> bool:

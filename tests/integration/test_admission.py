@@ -100,6 +100,32 @@ async def test_the_two_highest_priorities_are_admitted_and_finishing_one_admits_
     assert events == ["QuotaReserved", "Admitted"]
 
 
+async def test_a_pass_stopped_at_its_bound_goes_on_once_its_notices_are_sent(monkeypatch, engine):
+    """A pass reserves scheduler.MAX_RESERVATIONS at most (3 here), so that one workflow task never
+    reserves thousands; the queue runs the next pass once the outbox has sent the notices of the
+    last, until every workload that fits is admitted. (monkeypatch comes first: the engine's audit
+    replays the histories with the same bound.)"""
+    from admitflow.admission import scheduler
+
+    monkeypatch.setattr(scheduler, "MAX_RESERVATIONS", 3)
+    schedule, passes = scheduler.schedule, []
+
+    def counted(*args, **kwargs):
+        results = schedule(*args, **kwargs)
+        passes.append(sum(len(r.reserved) for r in results.values()))
+        return results
+
+    monkeypatch.setattr(scheduler, "schedule", counted)
+    af = engine.admitflow
+    await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(quotas={"default": {"cpu": "0"}}), local_queue_manifest()))
+    names = [f"w{i}" for i in range(10)]
+    await af.apply(loaded(*(workload_manifest(n, cpu="1") for n in names)))
+    await eventually(lambda: _pending_count(engine, 10))
+    await af.apply(loaded(cluster_queue_manifest(quotas={"default": {"cpu": "10"}})))
+    await eventually(lambda: _equals(phases(engine, *names), dict.fromkeys(names, "Admitted")), timeout=60)
+    assert max(passes) == 3 and sum(passes) == 10 and len([p for p in passes if p]) == 4, passes
+
+
 async def test_a_workload_waits_for_its_local_queue_and_is_admitted_once_it_exists(engine):
     af = engine.admitflow
     await af.apply(loaded(workload_manifest("early", cpu="1")))
