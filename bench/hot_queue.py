@@ -7,8 +7,9 @@ None`) and the time until visibility counts all N `Admitted` gives the hot queue
 entity admits them all. The whole engine's rate is `admission_throughput.admission_rate` in the
 same process just before (M workloads into a fresh queue with room for all, from the first
 submission until the last is admitted). The ratio is printed, with the longest gap between two
-admissions while the queue drained and the worker process's peak memory (its resident set, with
-the N workloads pending and then admitted). With `--trace-memory`, Python's allocations are traced
+admissions while the queue drained, the ClusterQueue's longest workflow task and largest
+continue-as-new input (from its histories), and the worker process's peak memory (its resident set,
+with the N workloads pending and then admitted). With `--trace-memory`, Python's allocations are traced
 from the first submission, and the largest holders by source line, when all N are pending, are
 printed (tracing slows the run: use a smaller N).
 
@@ -30,10 +31,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from admitflow import ids  # noqa: E402
 from admitflow.api import parse_manifest  # noqa: E402
 from admitflow.client import NotAnswering  # noqa: E402
 from bench.admission_throughput import admission_rate  # noqa: E402
 from bench.harness import bounded, engine, loaded, machine, result_paths, revision, save_figure, write_json  # noqa: E402
+from bench.queue_depth import queue_history_figures  # noqa: E402
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest  # noqa: E402
 
 CQ, LQ = "hot", "lq-hot"
@@ -114,6 +117,7 @@ async def main() -> None:
                 gap = max(gap, t1 - since)
                 since = t1
         first = next(t for t, c in progress if c > 0)
+        queue_figures = await queue_history_figures(client, ids.cluster_queue_id(CQ))
 
     ratio = hot_rate / engine_rate
     out = {
@@ -129,6 +133,7 @@ async def main() -> None:
         "hot_queue_rate_per_s": round(hot_rate, 1),
         "ratio_to_engine": round(ratio, 2),
         "longest_admission_gap_s": round(gap, 1),
+        "cluster_queue": queue_figures,
         "peak_rss_mib": {"all_pending": rss_pending, "end": peak_rss_mib()},
         "memory_holders_at_all_pending": holders,
         "progress": progress,
@@ -137,7 +142,9 @@ async def main() -> None:
     }
     print(f"hot queue: {n} admitted in {drain:.1f} s after the hold was lifted (first after {first} s): "
           f"{hot_rate:.1f} admissions/s, {ratio:.2f} of the whole engine's {engine_rate:.1f}/s; "
-          f"longest gap between admissions {gap:.1f} s; peak RSS {rss_pending} MiB pending, {peak_rss_mib()} MiB at the end")
+          f"longest gap between admissions {gap:.1f} s; the ClusterQueue's longest workflow task {queue_figures['longest_task_s']} s "
+          f"(its largest continue-as-new input {queue_figures['largest_can_payload_kib']} KiB); "
+          f"peak RSS {rss_pending} MiB pending, {peak_rss_mib()} MiB at the end")
     if holders:
         print("largest Python allocations with all pending:", json.dumps(holders, indent=1))
     json_path, png_path = result_paths("hot_queue", args.out)
