@@ -68,7 +68,8 @@ NOTIFY_WINDOW = 1000
 
 # A pass reserves about this many workloads at most (a cycle in progress completes): the workflow
 # task that runs it stays short whatever the depth (10,000 reserved in one task took 8.9 s of its
-# 10 s timeout), and the notices it leaves for the outbox stay few enough to carry over a
+# 10 s timeout one day, and 9.6-13 s the next, when every retry of it failed and the queue was
+# wedged), and the notices it leaves for the outbox stay few enough to carry over a
 # continue-as-new. The rest is reserved by the next pass, once those notices are sent.
 MAX_RESERVATIONS = 500
 
