@@ -229,8 +229,7 @@ class Owner:
         started = metrics.pass_clock()
         results = scheduler.schedule(list(self.members.values()), workflow.now(), hold_for_preemptor, self.root, pass_bounded)
         took = metrics.pass_clock() - started
-        self.cut_short = any(r.cut_short for r in results.values())
-        self.needs_pass = self.needs_pass or self.cut_short
+        self.cut_short = self.needs_pass = any(r.cut_short for r in results.values())
         emit(metrics.admission_attempt(had_heads, sum(len(r.reserved) for r in results.values()), took))
         for name, result in results.items():
             self.notify(result.notices, name)

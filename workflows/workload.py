@@ -467,7 +467,7 @@ class WorkloadWorkflow(LegacyLoop):
             # its finish, when it returned one).
             self.inbox.extend(lc.runner_ended(
                 admission, result, error,
-                returns_finish=result is not None and not error and self._patched(RUNNER_RETURNS_FINISH),
+                returns_finish=lambda: self._patched(RUNNER_RETURNS_FINISH),
                 stop_when_over=bool(error) and self._patched(STOP_LOST_RUNNER),
             ))
 

@@ -21,6 +21,7 @@ a verdict's goes to the verdict log instead, as any invalid verdict's does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, Union
 
@@ -341,13 +342,16 @@ def _copy(state: WorkloadState) -> WorkloadState:
     return WorkloadState.model_validate(state.model_dump(round_trip=True))
 
 
-def runner_ended(admission: int, result: Any, error: str, returns_finish: bool, stop_when_over: bool = False) -> list[Any]:
+def runner_ended(
+    admission: int, result: Any, error: str, returns_finish: Callable[[], bool], stop_when_over: bool = False
+) -> list[Any]:
     """The events the end of `start_workload` for `admission` stands for. A run that returned a value
     returned its finish (docs/runners.md: `succeeded`, `message`), about that admission whatever it
-    names; a value that is no finish is refused as a `finish` signal would be. `returns_finish`:
-    False replays histories from before a returned value meant anything."""
+    names; a value that is no finish is refused as a `finish` signal would be. `returns_finish` is
+    asked only then: False replays histories from before a returned value meant anything (the
+    workflow passes `workflow.patched`, so that a run whose runner returns nothing records no marker)."""
     events: list[Any] = []
-    if returns_finish and not error and result is not None:
+    if not error and result is not None and returns_finish():
         payload = {**result, "admission": admission} if isinstance(result, dict) else result
         events.append(FinishRequested(payload=payload))
     events.append(RunnerStopped(admission=admission, error=error, stop_when_over=stop_when_over))

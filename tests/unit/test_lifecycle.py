@@ -470,7 +470,7 @@ def test_what_start_workload_returns_is_its_finish(returned, error, patched, pha
     w.state, _ = lc.step(w.state, lc.Started(runner_finish_ends_run=True), w.now, 0.5)
     w.reserve()
     assert w.state.runner_running == 1
-    out = w.batch(*lc.runner_ended(1, returned, error, returns_finish=patched))
+    out = w.batch(*lc.runner_ended(1, returned, error, returns_finish=lambda: patched))
     assert w.phase() == phase
     assert [c for c in out if isinstance(c, lc.StopRunner)] == []
     assert w.state.runner_running is None

@@ -731,7 +731,7 @@ class LifecycleModel(RuleBasedStateMachine):
             if self.runner is None:
                 return []
             admission, self.runner = self.runner, None  # the run is over, whatever it returned
-            return lc.runner_ended(admission, RETURNED[args[0]], "", returns_finish=True)
+            return lc.runner_ended(admission, RETURNED[args[0]], "", returns_finish=lambda: True)
         if kind == "end" and args[0] in ("finish-by-runner", "finish-other-admission"):
             admission = (self.runner or s.ticket) + (args[0] == "finish-other-admission")
             if args[0] == "finish-by-runner" and self.runner is not None and self.runner == s.ticket:
