@@ -248,7 +248,6 @@ class Run:
         self.cpu: list[tuple[float, float, float]] = []  # (time, cores used by this process, by the server) since the last sample
         self.live: list[int] = []  # workloads submitted and not finished, per sample
         self.sample_errors = 0
-        self.errors: list[str] = []
         self.done = asyncio.Event()
 
     # --- Kueue's generator ---------------------------------------------------------------------
@@ -899,7 +898,6 @@ async def main() -> None:
             "admissions_seen": sum(len(v) for v in run.seen.values()),
             "stopped_by_the_engine": run.stopped,
             "finished_then_admitted_again": run.stale_finishes,
-            "errors": run.errors[:20],
             "finished_while_not_admitted": len(unadmitted),
             "evicted_after_finished": len(evicted_after_finish),
             "told_after_admitted_s": sampled["runner_lag_s"],

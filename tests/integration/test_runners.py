@@ -18,9 +18,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.worker import Worker
 
 from admitflow import ids
-from admitflow.messages import FinishRequest, StartWorkload
 from tests.builders import cluster_queue_manifest, configuration_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.integration.test_admission import eventually, loaded
+from tests.replay.record import start_returning
 from tests.workflows.test_lifecycle import replay_all
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,13 +127,6 @@ async def test_a_runner_may_return_the_finish_from_start_workload(engine):
     finishes in the workflow task that has the activity's completion (no `finish` signal, no task
     of its own for it, nothing stopped). A returned value that is no finish is refused and recorded,
     and the workload stays admitted until someone finishes it."""
-    @activity.defn(name="start_workload")
-    async def start_workload(request: StartWorkload) -> Any:
-        name = request.workload["metadata"]["name"]
-        if name == "junk":
-            return 42
-        return FinishRequest(succeeded=name != "fails", message=f"{name} ran")
-
     @activity.defn(name="stop_workload")
     async def stop_workload(request: Any) -> None:
         raise AssertionError("nothing is stopped")
@@ -143,7 +136,7 @@ async def test_a_runner_may_return_the_finish_from_start_workload(engine):
     lq["metadata"]["annotations"] = {"admitflow.io/runner": "returns"}
     await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), lq))
     names = ["runs", "fails", "junk"]
-    async with Worker(engine.client, task_queue="returns", activities=[start_workload, stop_workload]):
+    async with Worker(engine.client, task_queue="returns", activities=[start_returning, stop_workload]):
         await af.apply(loaded(*(workload_manifest(n, cpu="1") for n in names)))
         for name, reason in [("runs", "Succeeded"), ("fails", "Failed")]:
             handle = engine.client.get_workflow_handle(ids.workload_id(f"default/{name}"))

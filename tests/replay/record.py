@@ -202,21 +202,24 @@ async def record_forwarding(out: Path) -> list[str]:
         return await save(client, out)
 
 
+@activity.defn(name="start_workload")
+async def start_returning(request: StartWorkload) -> object:
+    """A runner's `start_workload` that returns the finish (docs/runners.md): workload `fails` fails,
+    `junk` returns a value that is no finish, any other succeeds; the message names it."""
+    name = request.workload["metadata"]["name"]
+    return 42 if name == "junk" else FinishRequest(succeeded=name != "fails", message=f"{name} ran")
+
+
 async def record_runner_returns(out: Path) -> list[str]:
-    """A runner whose `start_workload` returns the finish (docs/runners.md): `runs` succeeds,
+    """A runner whose `start_workload` returns the finish (`start_returning`): `runs` succeeds,
     `fails` fails, `junk` returns a value that is no finish (refused, recorded) and is finished by
     hand."""
-    @activity.defn(name="start_workload")
-    async def start_workload(request: StartWorkload) -> object:
-        name = request.workload["metadata"]["name"]
-        return 42 if name == "junk" else FinishRequest(succeeded=name != "fails", message=f"{name} ran")
-
     lq = local_queue_manifest()
     lq["metadata"]["annotations"] = {"admitflow.io/runner": "returns"}
     async with DevServer(port=free_port(), db=None, headless=True) as server:
         client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
         af = AdmitflowClient(client)
-        async with build_worker(client, af.task_queue), Worker(client, task_queue="returns", activities=[start_workload]):
+        async with build_worker(client, af.task_queue), Worker(client, task_queue="returns", activities=[start_returning]):
             await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), lq))
             await af.apply(loaded(*(workload_manifest(n, cpu="1") for n in ("runs", "fails", "junk"))))
             await until(af, ["default/runs", "default/fails"], "Finished")
