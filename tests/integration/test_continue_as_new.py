@@ -83,8 +83,10 @@ async def test_queue_state_survives_continue_as_new(af):
         return report.status.pending_workloads == 0 and report.status.reserving_workloads == 0
 
     await eventually(drained)
-    # Highest priority first, three at a time: the queue's order held across its runs.
-    assert [finished[i : i + 3] for i in range(0, 12, 3)] == [names[i : i + 3] for i in range(0, 12, 3)]
+    # Highest priority first, three at a time: the queue's order held across its runs. Within a
+    # three, the order is the one in which this loop saw them admitted: each workload applies its
+    # reservation in a workflow task of its own, so one reserved in the same pass may show first.
+    assert [sorted(finished[i : i + 3]) for i in range(0, 12, 3)] == [names[i : i + 3] for i in range(0, 12, 3)]
     cq_runs = await eventually(lambda: _runs_at_least(af.client, ids.cluster_queue_id("cq"), 3))
     assert cq_runs.count(WorkflowExecutionStatus.CONTINUED_AS_NEW) >= 2
     for n in names:
