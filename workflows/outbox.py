@@ -35,9 +35,14 @@ HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 # A batch this small goes in the deciding workflow task when it only signals workloads (`in_task_signals`):
 # one round of the delivery activity's concurrent sends (activities/delivery.py).
 IN_TASK_LIMIT = 16
-# How long a batch sent in the task is retried there before its retries wait on durable timers,
-# which let the workflow take its messages meanwhile.
-IN_TASK_RETRY_THRESHOLD = timedelta(seconds=2)
+# How long one attempt at such a batch may hold the task that sends it. A signal takes milliseconds;
+# under load the server has held one to a workload for 6.6-7.8 s while that workload's own task
+# waited for this entity to take its message (docs/performance.md, 2026-11-28), and the entity's
+# task, open for the attempt, took no message meanwhile. Every retry waits on a durable timer
+# (IN_TASK_RETRY_THRESHOLD is under the first interval), so the task ends and the entity takes its
+# messages; a signal sent twice is harmless (receivers ignore what they already have).
+IN_TASK_ATTEMPT = timedelta(seconds=2)
+IN_TASK_RETRY_THRESHOLD = timedelta(milliseconds=500)
 
 
 def in_task_signals(batch: list[Delivery]) -> bool:
@@ -97,8 +102,8 @@ class Outbox:
         """Collect a finished delivery, then start the next batch unless holding (a workflow about
         to continue as new holds, so that nothing is in flight when it does); never waits. When
         `in_task(batch)` says so, the batch goes by local activity: the workflow task that starts it
-        stays open until it is delivered (retried there for IN_TASK_RETRY_THRESHOLD, then after
-        timers), and no activity task or second workflow task is needed."""
+        stays open until it is delivered or its attempt fails (IN_TASK_ATTEMPT at most; retries wait
+        on timers), and no activity task or second workflow task is needed."""
         report = None
         if self._task is not None and self._task.done():
             report = self._task.result()
@@ -109,9 +114,7 @@ class Outbox:
             if in_task(batch):
                 self._task = workflow.start_local_activity(
                     contract.DELIVER_SIGNALS, deliveries, result_type=DeliveryReport,
-                    start_to_close_timeout=timedelta(seconds=30), retry_policy=_RETRY, summary=_summary(batch),
-                    # A home's forwards keep the SDK's threshold (a minute) that their histories have.
-                    local_retry_threshold=IN_TASK_RETRY_THRESHOLD if in_task_signals(batch) else None,
+                    retry_policy=_RETRY, summary=_summary(batch), **_in_task_limits(batch),
                 )
             else:
                 self._task = asyncio.ensure_future(
@@ -126,6 +129,14 @@ class Outbox:
                     )
                 )
         return report
+
+
+def _in_task_limits(batch: list[Delivery]) -> dict[str, timedelta | None]:
+    """A batch of signals to workloads holds its task for one short attempt; a home's forwards to its
+    cohort tree keep the limits their histories have (30 s attempts, the SDK's minute of local retries)."""
+    if in_task_signals(batch):
+        return {"start_to_close_timeout": IN_TASK_ATTEMPT, "local_retry_threshold": IN_TASK_RETRY_THRESHOLD}
+    return {"start_to_close_timeout": timedelta(seconds=30), "local_retry_threshold": None}
 
 
 def _summary(batch: list[Delivery]) -> str:

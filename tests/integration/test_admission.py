@@ -126,6 +126,32 @@ async def test_a_pass_stopped_at_its_bound_goes_on_once_its_notices_are_sent(mon
     assert max(passes) == 3 and sum(passes) == 10 and len([p for p in passes if p]) == 4, passes
 
 
+async def test_a_notice_the_server_holds_costs_its_queue_seconds_not_its_task(monkeypatch, engine):
+    """The queue sends a pass's few notices in the workflow task that decides them (local activity,
+    workflows/outbox.py); a notice the server does not answer (seen for 6.6-7.8 s under load, when
+    its workload's own task waited for the queue) must not hold that task: the attempt is given up
+    after seconds and sent again after a durable timer, while the queue goes on taking messages.
+    The first `quota_reserved` here is never answered; the workload is admitted once it is sent
+    again, well before the attempt's former 30 s timeout."""
+    from admitflow import contract
+    from admitflow.activities import delivery
+
+    send, held = delivery.send_signal, []
+
+    async def holding_the_first_reservation(client, d, task_queue):
+        if d.signal == contract.QUOTA_RESERVED and not held:
+            held.append(d.workflow_id)
+            await asyncio.sleep(120)
+        return await send(client, d, task_queue)
+
+    monkeypatch.setattr(delivery, "send_signal", holding_the_first_reservation)
+    af = engine.admitflow
+    await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest()))
+    await af.apply(loaded(workload_manifest("held", cpu="1")))
+    await eventually(lambda: _is(engine, "held", "Admitted"), timeout=25)
+    assert held == [ids.workload_id("default/held")]
+
+
 async def test_a_workload_waits_for_its_local_queue_and_is_admitted_once_it_exists(engine):
     af = engine.admitflow
     await af.apply(loaded(workload_manifest("early", cpu="1")))
