@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -471,13 +472,49 @@ async def still_running(e: Engine) -> list[str]:
     """Workloads whose workflow still runs after the run: each one's quota or place is held for good."""
     query = "WorkflowType = 'WorkloadWorkflow' AND ExecutionStatus = 'Running'"
     return sorted([ids.workload_key(wf.id) async for wf in e.client.list_workflows(query, limit=50)])
+# A workload's last admission, step by step, from its own history: its reservation's signal recorded
+# -> the workflow task that applies it starts -> ends (Admitted; `start_workload` scheduled) -> the runner
+# takes `start_workload` -> returns the finish -> the task that takes it starts -> the workflow completes
+# (its `release` taken by the queue). The queue holds the quota from before the first to the last.
+QUOTA_PATH = ("to_task", "task", "to_runner", "runtime", "to_finish_task", "finish_task")
+
+
+def quota_path(events) -> dict[str, float] | None:
+    """The steps of QUOTA_PATH, in seconds, for a history that ends with a run's own finish; None otherwise."""
+    at: dict[str, float] = {}
+    runs: set[int] = set()
+    for ev in events:
+        t = ev.event_time.ToDatetime().timestamp()
+        kind = ev.event_type
+        if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED and ev.workflow_execution_signaled_event_attributes.signal_name == contract.QUOTA_RESERVED:
+            at = {"reserved": t}
+        elif not at:
+            continue
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+            at.setdefault("task_started" if "runner_done" not in at else "finish_task_started", t)
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED and "task_started" in at:
+            at.setdefault("task_done", t)
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED and ev.activity_task_scheduled_event_attributes.activity_type.name == contract.START_WORKLOAD:
+            runs.add(ev.event_id)
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED and ev.activity_task_started_event_attributes.scheduled_event_id in runs:
+            at.setdefault("runner_started", t)
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED and ev.activity_task_completed_event_attributes.scheduled_event_id in runs:
+            at.setdefault("runner_done", t)
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+            at["completed"] = t
+    marks = ("reserved", "task_started", "task_done", "runner_started", "runner_done", "finish_task_started", "completed")
+    if any(m not in at for m in marks):
+        return None
+    return {step: at[b] - at[a] for step, (a, b) in zip(QUOTA_PATH, itertools.pairwise(marks), strict=True)}
+
+
 async def history_figures(e: Engine, run: Run, keys: list[str]) -> dict:
     """From a sample of workload histories: how long a workload's first workflow task waited after
     it was submitted (where its creationTimestamp was set, before `created-at-submission`), and how
     long after the workflow task that published its last admission (`AdmitflowPhase=Admitted`) the
     runner's `start_workload` began (the activity's dispatch)."""
 
-    async def one(key: str) -> tuple[float | None, float | None, int, int, list[str]]:
+    async def one(key: str) -> tuple[float | None, float | None, int, int, list[str], dict[str, float] | None]:
         history = await e.client.get_workflow_handle(ids.workload_id(key)).fetch_history()
         started = first_task = last_admitted = None
         tasks, failed = 0, []
@@ -498,12 +535,17 @@ async def history_figures(e: Engine, run: Run, keys: list[str]) -> dict:
         delay = None if started is None or first_task is None else first_task - started
         # The first time the runner was told of an admission after that upsert.
         lag = min((t - last_admitted for t in run.seen[key] if t >= last_admitted), default=None) if last_admitted else None
-        return delay, lag, len(history.events), tasks, failed
+        return delay, lag, len(history.events), tasks, failed, quota_path(history.events)
 
     found = await bounded((one(k) for k in keys), 10)
     delays = [f[0] for f in found if f[0] is not None]
     lags = [f[1] for f in found if f[1] is not None]
+    paths = [f[5] for f in found if f[5] is not None]
     return {
+        "quota_path_s": {
+            "workloads": len(paths),
+            **({step: round(mean(p[step] for p in paths), 3) for step in QUOTA_PATH} if paths else {}),
+        },
         "sample": len(keys),
         "first_task_delay_s": {"mean": round(mean(delays), 2), "max": round(max(delays, default=float("nan")), 2)},
         "runner_lag_s": {"mean": round(mean(lags), 3), "max": round(max(lags, default=float("nan")), 3)},
@@ -901,6 +943,9 @@ async def main() -> None:
             "finished_while_not_admitted": len(unadmitted),
             "evicted_after_finished": len(evicted_after_finish),
             "told_after_admitted_s": sampled["runner_lag_s"],
+            # A workload's last admission, step by step (QUOTA_PATH): where the quota-time that the
+            # runtimes do not fill goes, apart from the queue's own pass.
+            "quota_path_s": sampled["quota_path_s"],
             "unfinished": len(unfinished),
             "still_running_at_end": wedged,
             "unfinished_examples": stuck,
@@ -972,6 +1017,9 @@ async def main() -> None:
             print("  no ClusterQueue ever had more than its nominal quota in use: nothing was borrowed in this run")
     print(f"  of which workload runtime: {out['usage']['runtime_share_pct']} % of the nominal quota-time; from told "
           f"admitted until the finish was sent: {out['usage']['ran_mean_pct']} %")
+    path = out["runner"]["quota_path_s"]
+    print(f"  a workload's last admission, mean seconds over {path['workloads']} sampled: "
+          + ", ".join(f"{step} {path[step]}" for step in QUOTA_PATH if step in path))
     print("average time to admission (submitted -> last admission the runner saw):")
     for c in CLASSES:
         print(f"  {c.name:6} {out['avg_time_to_admission_s'][c.name]:7.2f} s  (Kueue CI: {KUEUE['avg_time_to_admission_s'][c.name]} s; "

@@ -124,10 +124,12 @@ async def main() -> None:
     p.add_argument("--quota", type=int, default=100)
     p.add_argument("--runtime", type=float, default=0.0, help="seconds each admitted workload runs before its finish")
     p.add_argument("--minutes", type=float, default=10.0, help="give up after this long")
+    p.add_argument("--cache", type=int, help="the engine worker's max_cached_workflows (default: the SDK's, 1000)")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     n, deadline = args.n, time.monotonic() + args.minutes * 60
-    out: dict = {"n": n, "quota": args.quota, "runtime_s": args.runtime, "revision": revision(), **pure_pass_ms(n, args.quota)}
+    out: dict = {"n": n, "quota": args.quota, "runtime_s": args.runtime, "worker_max_cached_workflows": args.cache or 1000,
+                 "revision": revision(), **pure_pass_ms(n, args.quota)}
     print(f"pure scheduling pass at {n} pending: {out}", flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -136,7 +138,8 @@ async def main() -> None:
         try:
             client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
             runner = Runner(client, args.runtime)
-            async with build_worker(client, "admitflow"), Worker(
+            cache = {"max_cached_workflows": args.cache} if args.cache else {}
+            async with build_worker(client, "admitflow", **cache), Worker(
                 client, task_queue=RUNNER, activities=[runner.start_workload, runner.stop_workload], max_concurrent_activities=1000
             ):
                 af = AdmitflowClient(client, "admitflow")
