@@ -8,11 +8,12 @@ list (binary search on the order key) and an index by key, and serializes as a p
 from __future__ import annotations
 
 import bisect
+from functools import cached_property
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from pydantic import Field, GetCoreSchemaHandler, PrivateAttr
+from pydantic import Field, GetCoreSchemaHandler
 from pydantic_core import core_schema
 
 from admitflow.admission.requests import PodSetRequest
@@ -42,13 +43,14 @@ class QueueEntry(WireModel):
         default=None, description="Reason and message of the last evaluation, told or not."
     )
 
-    _shape: tuple | None = PrivateAttr(default=None)
-
-    @property
+    # Cached on the instance (its __dict__, outside the fields: not serialized, not compared). These
+    # are read for every entry in every scheduling pass; a pydantic private attribute took about
+    # 2 µs a read.
+    @cached_property
     def namespace(self) -> str:
         return self.key.split("/", 1)[0]
 
-    @property
+    @cached_property
     def local_queue_key(self) -> str:
         return f"{self.namespace}/{self.local_queue}"
 
@@ -56,22 +58,21 @@ class QueueEntry(WireModel):
         # Kueue's heap: higher priority first, then earlier timestamp, then uid.
         return (-self.priority, self.timestamp, self.uid)
 
+    @cached_property
     def shape(self) -> tuple:
         """What quota and flavor matching look at. Workloads of one shape fit or fail alike, which
         is Kueue's scheduling equivalence."""
-        if self._shape is None:
-            self._shape = tuple(
-                (
-                    ps.name,
-                    ps.count,
-                    tuple(sorted(ps.per_pod.items())),
-                    tuple(sorted(ps.node_selector.items())),
-                    ps.affinity_terms,
-                    ps.tolerations,
-                )
-                for ps in self.pod_sets
+        return tuple(
+            (
+                ps.name,
+                ps.count,
+                tuple(sorted(ps.per_pod.items())),
+                tuple(sorted(ps.node_selector.items())),
+                ps.affinity_terms,
+                ps.tolerations,
             )
-        return self._shape
+            for ps in self.pod_sets
+        )
 
 
 class PendingQueue:

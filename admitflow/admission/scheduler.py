@@ -517,11 +517,11 @@ class _Cursor:
             # too, where the policy compares it (LowerOrNewerEqualPriority). Reclaiming in the
             # cohort depends on neither.
             if self.never_preempts:
-                shape = e.shape()
+                shape = e.shape
             elif self.policy == "LowerOrNewerEqualPriority":
-                shape = (e.shape(), e.priority, e.timestamp)
+                shape = (e.shape, e.priority, e.timestamp)
             else:
-                shape = (e.shape(), e.priority)
+                shape = (e.shape, e.priority)
             # A bypass is not an evaluation: such a workload is evaluated in full when its turn comes.
             known = e.evaluated is not None and e.evaluated[0] in SCHEDULER_REASONS and e.evaluated[1] != BYPASSED
             if self.never_preempts and known and _cannot_fit(e, self.free, self.with_pods):

@@ -333,6 +333,17 @@ def test_status_counts_reservations_and_usage():
 # --- scale ----------------------------------------------------------------------------------------
 
 
+def test_what_a_pass_caches_on_pending_entries_is_not_part_of_the_queue_state():
+    """A pass caches each entry's shape; the state read back from its wire form (continue-as-new,
+    replay) has none cached and is still the same state."""
+    st = state_with(view(), entry("fits", cpu=3000, priority=9), *(entry(f"big{i}", cpu=2000, age=i) for i in range(3)))
+    run_pass(st)
+    assert len(st.pending) == 3  # evaluated, and still pending
+    again = ClusterQueueState.model_validate_json(st.model_dump_json())
+    assert again.pending == st.pending
+    assert [e.shape for e in again.pending] == [e.shape for e in st.pending]
+
+
 def test_equivalent_workloads_are_bypassed_once_one_of_their_shape_failed():
     st = state_with(view(), entry("fits", cpu=3000, priority=9), *(entry(f"big{i}", cpu=2000, age=i) for i in range(3)))
     result = run_pass(st)
