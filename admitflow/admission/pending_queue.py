@@ -8,9 +8,9 @@ list (binary search on the order key) and an index by key, and serializes as a p
 from __future__ import annotations
 
 import bisect
-from functools import cached_property
 from collections.abc import Iterator
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from pydantic import Field, GetCoreSchemaHandler
