@@ -8,10 +8,11 @@ changes it only through the functions here.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cached_property
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr
+from pydantic import Field
 
 from admitflow.wire import WireModel
 
@@ -204,12 +205,14 @@ class ClusterQueueState(WireModel):
         "handed back by the next pass).",
     )
 
-    _released_index: set[tuple[str, str, int]] | None = PrivateAttr(default=None)
+    @cached_property
+    def released_index(self) -> set[tuple[str, str, int]]:
+        """`released` as a set, built on first use and kept with it (`_remember_released`). Like a
+        pending entry's shape, it is not part of the state: not on the wire, not in its equality."""
+        return {tuple(r) for r in self.released}
 
     def was_released(self, key: str, uid: str, ticket: int) -> bool:
-        if self._released_index is None:
-            self._released_index = {tuple(r) for r in self.released}
-        return (key, uid, ticket) in self._released_index
+        return (key, uid, ticket) in self.released_index
 
 
 # --- the view ----------------------------------------------------------------------------------
@@ -538,12 +541,11 @@ def requeue_inadmissible(state: ClusterQueueState) -> None:
 
 
 def _remember_released(state: ClusterQueueState, key: str, uid: str, ticket: int) -> None:
-    state.was_released(key, uid, ticket)  # builds the index if needed
     state.released.append((key, uid, ticket))
-    state._released_index.add((key, uid, ticket))
+    state.released_index.add((key, uid, ticket))
     if len(state.released) > RELEASED_MEMORY:
         for old in state.released[:-RELEASED_MEMORY]:
-            state._released_index.discard(tuple(old))
+            state.released_index.discard(tuple(old))
         del state.released[:-RELEASED_MEMORY]
 
 

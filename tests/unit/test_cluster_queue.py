@@ -344,6 +344,17 @@ def test_what_a_pass_caches_on_pending_entries_is_not_part_of_the_queue_state():
     assert [e.shape for e in again.pending] == [e.shape for e in st.pending]
 
 
+def test_the_index_of_released_workloads_is_not_part_of_the_queue_state():
+    """A release builds a set of what was released, for the next message's check; the state read
+    back from its wire form has none built and is still the same state, and answers the same."""
+    st = state_with(view(), entry("a"), entry("b"))
+    cq.release(st, "default/a", "uid-a", 1)
+    assert st.was_released("default/a", "uid-a", 1) and not st.was_released("default/b", "uid-b", 1)
+    again = ClusterQueueState.model_validate_json(st.model_dump_json())
+    assert again == st
+    assert again.was_released("default/a", "uid-a", 1) and not again.was_released("default/b", "uid-b", 1)
+
+
 def test_equivalent_workloads_are_bypassed_once_one_of_their_shape_failed():
     st = state_with(view(), entry("fits", cpu=3000, priority=9), *(entry(f"big{i}", cpu=2000, age=i) for i in range(3)))
     result = run_pass(st)
