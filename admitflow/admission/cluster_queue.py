@@ -8,8 +8,8 @@ changes it only through the functions here.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import cached_property
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import Field
