@@ -28,7 +28,7 @@ from temporalio.testing import WorkflowEnvironment
 from admitflow import search_attributes as sa
 from admitflow.client import AdmitflowClient
 from admitflow.codec import DATA_CONVERTER
-from admitflow.devserver import REPORTED_PROBLEMS, DevServer
+from admitflow.devserver import REPORTED_PROBLEMS, DevServer, port_free
 from tests.histories import audit
 from admitflow.worker.main import build_worker
 
@@ -100,13 +100,9 @@ def free_port() -> int:
         low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except OSError:
         low = 32768  # Linux's default; other systems start theirs higher
-    candidates = range(10_000, low) if low > 11_000 else range(0)  # no room below the range: let the kernel choose
+    candidates = range(10_000, low)  # empty if there is no room below the range: the kernel chooses
     for port in random.SystemRandom().sample(candidates, min(100, len(candidates))):
-        with socket.socket() as s:
-            try:
-                s.bind(("", port))
-            except OSError:
-                continue
+        if port_free("0.0.0.0", port):
             return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
