@@ -2,14 +2,16 @@
 without it (worker/context_free.py), in one process.
 
 Replays every history recorded under tests/replay/histories (each workflow type, continued-as-new
-runs, about 170 histories) through the worker's sandboxed runner, in rounds that alternate between
-the SDK's way (each payload's conversion first asks the sandboxed instance for its serialization
-context) and the worker's (`ContextFreeRunner` answers itself). Replaying runs the same workflow
-code and the same payload conversions as a live worker, with no server and no waiting, so the CPU
-time of the rounds compares the two directly. A third kind, without the sandbox at all
-(`UnsandboxedWorkflowRunner`, which admitflow does not use), says what the rest of the sandbox costs;
-a fourth, the worker's runner with the workflow modules executed again for every run (not passed
-through, as before 2026-11-27), what passing them through saves.
+runs, about 220 histories) through the sandboxed runner the worker used until 2026-12-01, in
+rounds that alternate between the SDK's way (each payload's conversion first asks the sandboxed
+instance for its serialization context) and the worker's (`ContextFreeRunner` answers itself).
+Replaying runs the same workflow code and the same payload conversions as a live worker, with no
+server and no waiting, so the CPU time of the rounds compares the two directly. A third kind,
+without the sandbox at all (the worker's runner since 2026-12-01), says what the rest of the
+sandbox costs; a fourth, the sandboxed runner with the workflow modules executed again for every
+run (not passed through, as before 2026-11-27), what passing them through saved; a fifth, the
+worker's runner asking the question (`unsandboxed_question`), what the question costs without the
+sandbox.
 
     .venv/bin/python bench/sandbox_context.py [--rounds 6] [--out PATH]
 """
@@ -27,18 +29,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from temporalio.client import WorkflowHistory  # noqa: E402
-from temporalio.worker import Replayer, UnsandboxedWorkflowRunner  # noqa: E402
+from temporalio.worker import Replayer  # noqa: E402
 
 import admitflow  # noqa: E402
 from admitflow.codec import DATA_CONVERTER, for_workers  # noqa: E402
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions  # noqa: E402
 
-from admitflow.worker.main import PASSTHROUGH, WORKFLOWS, without_context, workflow_runner  # noqa: E402
+from admitflow.worker.main import WORKFLOWS, without_context, workflow_runner  # noqa: E402
 from bench.harness import machine, result_paths, revision, write_json  # noqa: E402
 from tests.replay.test_recorded_histories import HISTORIES, recorded  # noqa: E402
 
-
-# What the worker passed through before 2026-11-27: admitflow's modules but the workflow code's own.
+# What the worker passed through its sandbox from 2026-11-27 until it ran without one (2026-12-01).
+PASSTHROUGH = ("admitflow", "structlog", "yaml", "pydantic", "pydantic_core", "annotated_types")
+# What it passed through before 2026-11-27: admitflow's modules but the workflow code's own.
 REIMPORTED_PASSTHROUGH = (
     *(f"admitflow.{m.name}" for m in pkgutil.iter_modules(admitflow.__path__) if m.name not in ("workflows", "activities", "worker")),
     *(m for m in PASSTHROUGH if m != "admitflow"),
@@ -65,12 +68,16 @@ async def main() -> None:
     p.add_argument("--out", type=Path, help="JSON path; default bench/results/sandbox_context-<date>.json")
     args = p.parse_args()
     converter = for_workers(DATA_CONVERTER)
+    sandboxed = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH))
     kinds = {
-        "sdk": Replayer(workflows=list(WORKFLOWS), data_converter=converter, workflow_runner=workflow_runner()),
+        "sdk": Replayer(workflows=list(WORKFLOWS), data_converter=converter, workflow_runner=sandboxed),
         "context_free": Replayer(
+            workflows=list(WORKFLOWS), data_converter=converter, workflow_runner=without_context(sandboxed, converter),
+        ),
+        "unsandboxed": Replayer(
             workflows=list(WORKFLOWS), data_converter=converter, workflow_runner=without_context(workflow_runner(), converter),
         ),
-        "unsandboxed": Replayer(workflows=list(WORKFLOWS), data_converter=converter, workflow_runner=UnsandboxedWorkflowRunner()),
+        "unsandboxed_question": Replayer(workflows=list(WORKFLOWS), data_converter=converter, workflow_runner=workflow_runner()),
         "reimported": Replayer(workflows=list(WORKFLOWS), data_converter=converter, workflow_runner=without_context(
             SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*REIMPORTED_PASSTHROUGH)),
             converter,
@@ -85,7 +92,7 @@ async def main() -> None:
         for k in order:
             times[k].append(await one_round(kinds[k], hs))
         print(f"round {i + 1}: " + ", ".join(f"{k} {times[k][-1]:.2f} s" for k in kinds), flush=True)
-    ratios = {k: [t / s for t, s in zip(times[k], times["sdk"])] for k in ("context_free", "unsandboxed", "reimported")}
+    ratios = {k: [t / s for t, s in zip(times[k], times["sdk"])] for k in kinds if k != "sdk"}
     median = {k: statistics.median(v) for k, v in times.items()}
     print(f"{len(hs)} histories; CPU per round, median: " + ", ".join(f"{k} {v:.2f} s" for k, v in median.items()))
     for k, rs in ratios.items():

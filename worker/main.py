@@ -15,11 +15,7 @@ import structlog
 from temporalio.client import Client
 from temporalio.converter import DataConverter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
-from temporalio.worker import PollerBehaviorSimpleMaximum, Replayer, Worker, WorkflowRunner
-from temporalio.worker.workflow_sandbox import (
-    SandboxedWorkflowRunner,
-    SandboxRestrictions,
-)
+from temporalio.worker import PollerBehaviorSimpleMaximum, Replayer, UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 
 from admitflow import ids
 from admitflow.activities.delivery import DeliveryActivities, send_signal
@@ -58,23 +54,20 @@ PROVISIONING_BACKENDS = ("simulated", "kubernetes")
 # 10 s start-to-close timeout (worker/stale_activations.py).
 STICKY_TIMEOUT = timedelta(seconds=10)
 
-# Imported once, outside the sandbox, rather than executed again for every workflow run: admitflow's
-# own modules, the workflow code itself included, and what they import that the sandbox does not
-# pass through already. Executing the workflow modules afresh cost a workload run 3.8 ms of the
-# event loop's time before its first activation (0.5 ms passed through; docs/performance.md), and
-# each cached run kept its own copy of them. Their globals are constants: sharing them changes
-# nothing a run can see. The sandbox still refuses restricted builtins (`open`) at run time, but its
-# proxies for restricted members (`datetime.datetime.now`) do not see calls made from a module passed
-# through: tests/unit/test_workflow_determinism.py refuses any use of those in the modules workflow
-# code imports, and the replay tests check what the code does. structlog must be passed through or
-# its locks trip the sandbox.
-PASSTHROUGH = ("admitflow", "structlog", "yaml", "pydantic", "pydantic_core", "annotated_types")
-
 log = structlog.get_logger("admitflow.worker")
 
 
-def workflow_runner() -> SandboxedWorkflowRunner:
-    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH))
+def workflow_runner() -> WorkflowRunner:
+    """Workflow code runs outside the SDK's sandbox. The sandbox cost a workload about a tenth of
+    the worker's CPU (its import hooks and restricted builtins applied around every activation, an
+    instance built for every run; docs/performance.md), and it no longer guarded anything: admitflow's
+    modules, the workflow code's own included, were passed through it, where its proxies that refuse
+    `datetime.datetime.now()` and the like do not see their calls. What guards determinism instead:
+    tests/unit/test_workflow_determinism.py refuses, in every module workflow code imports, any use of
+    what the sandbox restricts (builtins such as `open` included), and the replay tests check what the
+    code does against every recorded history. The workflow modules' pass-through imports stay, so
+    that the code runs unchanged in a sandboxed worker."""
+    return UnsandboxedWorkflowRunner()
 
 
 def without_context(runner: WorkflowRunner, converter: DataConverter) -> WorkflowRunner:

@@ -1,11 +1,10 @@
 """Workflow code calls nothing nondeterministic: no clock, no randomness, no environment, no I/O.
 
-The engine worker passes admitflow's own modules through the workflow sandbox (worker/main.py,
-PASSTHROUGH): they are imported once, not executed again for every workflow run, and the sandbox's
-proxies that refuse `datetime.datetime.now()` and the like at run time do not see calls made from
-them (builtins such as `open` stay refused). This test reads every module workflow code imports,
-transitively, and refuses what the SDK's own list of restricted members names
-(`SandboxRestrictions.default.invalid_module_members`), wherever it is reached through an import.
+The engine worker runs workflow code outside the SDK's sandbox (worker/main.py, workflow_runner), so
+nothing refuses `datetime.datetime.now()` or `open` at run time. This test reads every module
+workflow code imports, transitively, and refuses what the SDK's own list of restricted members names
+(`SandboxRestrictions.default.invalid_module_members`), wherever it is reached through an import, and
+the builtins that list restricts (`open`, `input`, `breakpoint`) wherever they are named.
 Replaying recorded histories (tests/replay) checks what the code does; this checks what it may call.
 """
 
@@ -22,6 +21,8 @@ from temporalio.worker.workflow_sandbox._restrictions import RestrictionContext
 from admitflow.worker.main import WORKFLOWS
 
 RESTRICTED = SandboxRestrictions.default.invalid_module_members
+_BUILTINS = RESTRICTED.children["__builtins__"]
+RESTRICTED_BUILTINS = frozenset(_BUILTINS.use | _BUILTINS.access | _BUILTINS.children.keys())
 # Restricted members that modules of workflow code use outside it, each with why no workflow reaches
 # it nondeterministically.
 ALLOWED = {
@@ -92,11 +93,60 @@ def workflow_modules() -> dict[str, Path]:
     return found
 
 
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _bound_in(scope: ast.AST) -> set[str]:
+    """The names a scope binds itself: its arguments, assignments, imports, definitions (not those of
+    the scopes inside it)."""
+    bound: set[str] = set()
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        a = scope.args
+        bound |= {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, (a.vararg, a.kwarg)))}
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, _SCOPES):
+            bound |= {node.name} if not isinstance(node, ast.Lambda) else set()
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        elif isinstance(node, ast.alias):
+            bound.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, ast.arg):  # a comprehension's or handler's names are Name nodes; this is a safeguard
+            bound.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        todo.extend(ast.iter_child_nodes(node))
+    return bound
+
+
+def _builtin_uses(tree: ast.Module, imported: set[str]) -> list[tuple[int, str]]:
+    """Each line that names a restricted builtin (`open`) where no enclosing scope binds that name
+    (an argument called `input` is not the builtin)."""
+    found: list[tuple[int, str]] = []
+
+    def visit(scope: ast.AST, outer: frozenset[str]) -> None:
+        visible = outer | _bound_in(scope)
+        todo = list(ast.iter_child_nodes(scope))
+        while todo:
+            node = todo.pop()
+            if isinstance(node, _SCOPES):
+                visit(node, visible)
+                continue
+            if isinstance(node, ast.Name) and node.id in RESTRICTED_BUILTINS and node.id not in visible:
+                found.append((node.lineno, node.id))
+            todo.extend(ast.iter_child_nodes(node))
+
+    visit(tree, frozenset(imported))
+    return sorted(set(found))
+
+
 def restricted_uses(path: Path, module: str) -> list[str]:
     """Each use of a restricted member in `path`, as `line: dotted.path`."""
     tree = ast.parse(path.read_text())
     names = _imports(tree, module)
-    found = []
+    found = [f"{line}: builtins.{name}" for line, name in _builtin_uses(tree, set(names))]
     for node in ast.walk(tree):
         chain: list[str] = []
         n: ast.AST = node
@@ -133,6 +183,11 @@ def test_workflow_code_calls_nothing_the_sandbox_restricts(module, path):
         pytest.param("import time\ntime.time()\n", ["2: time.time"], id="the-clock"),
         pytest.param("from random import random\nrandom()\n", ["2: random.random"], id="randomness"),
         pytest.param("import os\nos.environ.get('X')\n", ["2: os.environ", "2: os.environ.get"], id="the-environment"),
+        pytest.param("with open('f') as f:\n    f.read()\n", ["1: builtins.open"], id="a-restricted-builtin"),
+        pytest.param("x = input\n", ["1: builtins.input"], id="a-restricted-builtin-named"),
+        pytest.param("def run(input):\n    return input.workload\n", [], id="an-argument-of-a-builtins-name"),
+        pytest.param("def run(x):\n    input = x\n    return input\n", [], id="a-local-of-a-builtins-name"),
+        pytest.param("def f(input):\n    pass\ndef g():\n    return input()\n", ["4: builtins.input"], id="the-builtin-beside-an-argument"),
         pytest.param("from datetime import timedelta\ntimedelta(seconds=1)\n", [], id="what-is-deterministic"),
     ],
 )
