@@ -48,7 +48,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Compile the repository's modules once. PYTHONDONTWRITEBYTECODE (set on these machines) keeps
     Python from caching what it compiles, so on a fresh clone every `admitflow` subprocess the
-    tests start, and every workflow run's sandbox, would compile the same sources again."""
+    tests start would compile the same sources again."""
     import compileall
 
     root = Path(__file__).resolve().parents[1]

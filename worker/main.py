@@ -58,11 +58,12 @@ log = structlog.get_logger("admitflow.worker")
 
 
 def workflow_runner() -> WorkflowRunner:
-    """Workflow code runs outside the SDK's sandbox. The sandbox cost a workload about a tenth of
-    the worker's CPU (its import hooks and restricted builtins applied around every activation, an
-    instance built for every run; docs/performance.md), and it no longer guarded anything: admitflow's
-    modules, the workflow code's own included, were passed through it, where its proxies that refuse
-    `datetime.datetime.now()` and the like do not see their calls. What guards determinism instead:
+    """Workflow code runs outside the SDK's sandbox. The sandbox cost a workload 5-10 % of the
+    worker's CPU (its import hooks and restricted builtins applied around every activation, an
+    instance built for every run; docs/performance.md), and it guarded little: admitflow's modules,
+    the workflow code's own included, were passed through it, where its proxies that refuse
+    `datetime.datetime.now()` and the like do not see their calls; it refused three builtins (`open`,
+    `input`, `breakpoint`). What guards determinism instead:
     tests/unit/test_workflow_determinism.py refuses, in every module workflow code imports, any use of
     what the sandbox restricts (builtins such as `open` included), and the replay tests check what the
     code does against every recorded history. The workflow modules' pass-through imports stay, so

@@ -113,8 +113,6 @@ def _bound_in(scope: ast.AST) -> set[str]:
             bound.add(node.id)
         elif isinstance(node, ast.alias):
             bound.add(node.asname or node.name.split(".")[0])
-        elif isinstance(node, ast.arg):  # a comprehension's or handler's names are Name nodes; this is a safeguard
-            bound.add(node.arg)
         elif isinstance(node, ast.ExceptHandler) and node.name:
             bound.add(node.name)
         todo.extend(ast.iter_child_nodes(node))
