@@ -68,20 +68,19 @@ async def main() -> None:
     p.add_argument("--out", type=Path, help="JSON path; default bench/results/sandbox_context-<date>.json")
     args = p.parse_args()
     converter = for_workers(DATA_CONVERTER)
-    sandboxed = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH))
+
+    def replaying(runner) -> Replayer:
+        return Replayer(workflows=list(WORKFLOWS), data_converter=converter, workflow_runner=runner)
+
+    def sandboxed(passthrough: tuple[str, ...]) -> SandboxedWorkflowRunner:
+        return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*passthrough))
+
     kinds = {
-        "sdk": Replayer(workflows=list(WORKFLOWS), data_converter=converter, workflow_runner=sandboxed),
-        "context_free": Replayer(
-            workflows=list(WORKFLOWS), data_converter=converter, workflow_runner=without_context(sandboxed, converter),
-        ),
-        "unsandboxed": Replayer(
-            workflows=list(WORKFLOWS), data_converter=converter, workflow_runner=without_context(workflow_runner(), converter),
-        ),
-        "unsandboxed_question": Replayer(workflows=list(WORKFLOWS), data_converter=converter, workflow_runner=workflow_runner()),
-        "reimported": Replayer(workflows=list(WORKFLOWS), data_converter=converter, workflow_runner=without_context(
-            SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*REIMPORTED_PASSTHROUGH)),
-            converter,
-        )),
+        "sdk": replaying(sandboxed(PASSTHROUGH)),
+        "context_free": replaying(without_context(sandboxed(PASSTHROUGH), converter)),
+        "unsandboxed": replaying(without_context(workflow_runner(), converter)),
+        "unsandboxed_question": replaying(workflow_runner()),
+        "reimported": replaying(without_context(sandboxed(REIMPORTED_PASSTHROUGH), converter)),
     }
     hs = [recorded(path) for path in HISTORIES]
     before = machine()

@@ -72,7 +72,7 @@ def workflow_runner() -> WorkflowRunner:
 
 
 def without_context(runner: WorkflowRunner, converter: DataConverter) -> WorkflowRunner:
-    """`runner`, whose workflows skip the sandbox's serialization-context question when `converter`
+    """`runner`, whose workflows skip the SDK's serialization-context question when `converter`
     takes no context (worker/context_free.py)."""
     return ContextFreeRunner(runner) if context_free(converter) else runner
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -96,55 +97,52 @@ def workflow_modules() -> dict[str, Path]:
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
+def _own_nodes(scope: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a scope, and the scopes inside it, but not what those scopes hold."""
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, _SCOPES):
+            todo.extend(ast.iter_child_nodes(node))
+
+
 def _bound_in(scope: ast.AST) -> set[str]:
-    """The names a scope binds itself: its arguments, assignments, imports, definitions (not those of
-    the scopes inside it)."""
+    """The names a scope binds itself: its arguments, assignments, imports, definitions."""
     bound: set[str] = set()
     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         a = scope.args
         bound |= {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, (a.vararg, a.kwarg)))}
-    todo = list(ast.iter_child_nodes(scope))
-    while todo:
-        node = todo.pop()
-        if isinstance(node, _SCOPES):
-            bound |= {node.name} if not isinstance(node, ast.Lambda) else set()
-            continue
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+    for node in _own_nodes(scope):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             bound.add(node.id)
         elif isinstance(node, ast.alias):
             bound.add(node.asname or node.name.split(".")[0])
         elif isinstance(node, ast.ExceptHandler) and node.name:
             bound.add(node.name)
-        todo.extend(ast.iter_child_nodes(node))
     return bound
 
 
-def _builtin_uses(tree: ast.Module, imported: set[str]) -> list[tuple[int, str]]:
-    """Each line that names a restricted builtin (`open`) where no enclosing scope binds that name
-    (an argument called `input` is not the builtin)."""
-    found: list[tuple[int, str]] = []
-
-    def visit(scope: ast.AST, outer: frozenset[str]) -> None:
-        visible = outer | _bound_in(scope)
-        todo = list(ast.iter_child_nodes(scope))
-        while todo:
-            node = todo.pop()
-            if isinstance(node, _SCOPES):
-                visit(node, visible)
-                continue
-            if isinstance(node, ast.Name) and node.id in RESTRICTED_BUILTINS and node.id not in visible:
-                found.append((node.lineno, node.id))
-            todo.extend(ast.iter_child_nodes(node))
-
-    visit(tree, frozenset(imported))
-    return sorted(set(found))
+def _builtin_uses(scope: ast.AST, outer: frozenset[str]) -> set[tuple[int, str]]:
+    """Each line that names a restricted builtin (`open`) where neither `scope` nor an enclosing
+    scope (`outer`) binds that name: an argument called `input` is not the builtin."""
+    visible = outer | _bound_in(scope)
+    found: set[tuple[int, str]] = set()
+    for node in _own_nodes(scope):
+        if isinstance(node, _SCOPES):
+            found |= _builtin_uses(node, visible)
+        elif isinstance(node, ast.Name) and node.id in RESTRICTED_BUILTINS and node.id not in visible:
+            found.add((node.lineno, node.id))
+    return found
 
 
 def restricted_uses(path: Path, module: str) -> list[str]:
     """Each use of a restricted member in `path`, as `line: dotted.path`."""
     tree = ast.parse(path.read_text())
     names = _imports(tree, module)
-    found = [f"{line}: builtins.{name}" for line, name in _builtin_uses(tree, set(names))]
+    found = [f"{line}: builtins.{name}" for line, name in _builtin_uses(tree, frozenset(names))]
     for node in ast.walk(tree):
         chain: list[str] = []
         n: ast.AST = node
