@@ -256,10 +256,28 @@ def _unknown(p: Payload) -> str:
 class AdmitflowPayloadConverter(PydanticPayloadConverter):
     """Pydantic JSON (the wire format). A payload the codec marked as undecodable, or one whose
     encoding no converter reads, raises PayloadDecodeError with its reason (PayloadDecryptionError
-    when it was encrypted): wherever a value is decoded, the caller learns why in one line."""
+    when it was encrypted): wherever a value is decoded, the caller learns why in one line.
+
+    One instance per class, built once: the SDK builds a payload converter for every DataConverter,
+    and a worker builds two DataConverters for every workflow activation (to decode it and to encode
+    its completion) and one more for every workflow run. Each new instance built its composite of
+    converters again and started with an empty cache of pydantic TypeAdapters, so every payload of
+    every activation built its adapter again (docs/performance.md). The instance holds nothing but
+    that cache, which is thread-safe."""
 
     # An untyped argument or result gets an Undecodable instead (the engine's workers: `for_workers`).
     tolerant = False
+
+    def __new__(cls) -> AdmitflowPayloadConverter:
+        shared = cls.__dict__.get("_shared")
+        if shared is None:
+            shared = super().__new__(cls)
+            PydanticPayloadConverter.__init__(shared)
+            cls._shared = shared  # two threads may both build one the first time: either serves
+        return shared
+
+    def __init__(self) -> None:
+        """Built once, in `__new__`."""
 
     def from_payloads(self, payloads: Sequence[Payload], type_hints: list[type] | None = None) -> list[Any]:
         hints: list[Any] = list(type_hints or [])

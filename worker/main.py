@@ -13,7 +13,6 @@ from typing import Any
 
 import structlog
 from temporalio.client import Client
-from temporalio.converter import DataConverter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import PollerBehaviorSimpleMaximum, Replayer, UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 
@@ -26,7 +25,6 @@ from admitflow.activities.provisioning.simulated import AutoscalerActivities
 from admitflow.activities.queue_lookup import QueueLookupActivities
 from admitflow.admission import metrics
 from admitflow.codec import data_converter, for_workers
-from admitflow.worker.context_free import ContextFreeRunner, context_free
 from admitflow.worker.stale_activations import StaleActivationGuard
 from admitflow.workflows.autoscaler import SimulatedAutoscalerWorkflow
 from admitflow.workflows.catalog import CatalogWorkflow
@@ -71,17 +69,10 @@ def workflow_runner() -> WorkflowRunner:
     return UnsandboxedWorkflowRunner()
 
 
-def without_context(runner: WorkflowRunner, converter: DataConverter) -> WorkflowRunner:
-    """`runner`, whose workflows skip the SDK's serialization-context question when `converter`
-    takes no context (worker/context_free.py)."""
-    return ContextFreeRunner(runner) if context_free(converter) else runner
-
-
 def replayer() -> Replayer:
     """Replays recorded histories against the current workflow code, with the worker's settings
     (and its encryption keys, from the environment, for histories written encrypted)."""
-    converter = for_workers(data_converter())
-    return Replayer(workflows=list(WORKFLOWS), data_converter=converter, workflow_runner=without_context(workflow_runner(), converter))
+    return Replayer(workflows=list(WORKFLOWS), data_converter=for_workers(data_converter()), workflow_runner=workflow_runner())
 
 
 def provisioning_backend(
@@ -160,11 +151,8 @@ def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBack
         delivery.deliver_signals, lookup.enqueue_workload, lookup.fetch_cluster_queue_view,
         autoscaler.fetch_node_groups, *provreq.all(),
     ]
-    runner = without_context(
-        # Never run workflow code on the stale clock of a query's fallback (worker/stale_activations.py).
-        StaleActivationGuard(workflow_runner(), options.get("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)),
-        polling.data_converter,
-    )
+    # Never run workflow code on the stale clock of a query's fallback (worker/stale_activations.py).
+    runner = StaleActivationGuard(workflow_runner(), options.get("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT))
     return EngineWorker([
         Worker(
             polling, task_queue=queue, workflows=list(WORKFLOWS), activities=activities, workflow_runner=runner,

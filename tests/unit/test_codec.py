@@ -10,6 +10,7 @@ line, and the codec server shows it as JSON.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import zlib
@@ -30,6 +31,7 @@ from admitflow.codec import (
     KEY_ID_METADATA,
     THRESHOLD,
     UNDECODABLE,
+    AdmitflowPayloadConverter,
     EncryptionConfigError,
     LargePayloadCodec,
     PayloadDecodeError,
@@ -40,6 +42,7 @@ from admitflow.codec import (
     key_fingerprint,
     undecodable,
     undecodable_reason,
+    WorkerPayloadConverter,
 )
 from admitflow.codec_server import shown
 from admitflow.wire import Undecodable
@@ -427,3 +430,17 @@ def test_only_admitflows_converter_is_made_tolerant_for_workers():
     worker = for_workers(DATA_CONVERTER)
     assert worker.payload_codec is DATA_CONVERTER.payload_codec
     assert worker.failure_converter_class is DATA_CONVERTER.failure_converter_class
+
+
+async def test_every_converter_built_by_the_sdk_is_the_one_instance_of_its_kind():
+    # The SDK builds a payload converter for every DataConverter it makes (two per workflow activation).
+    clients, workers = (AdmitflowPayloadConverter(), AdmitflowPayloadConverter()), (WorkerPayloadConverter(), WorkerPayloadConverter())
+    assert clients[0] is clients[1] and workers[0] is workers[1]
+    assert clients[0] is not workers[0]
+    assert (type(clients[0]).tolerant, type(workers[0]).tolerant) == (False, True)
+    made = dataclasses.replace(for_workers(DATA_CONVERTER))
+    (payload,) = made.payload_converter.to_payloads([Undecodable(encoding="e", reason="r")])
+    assert made.payload_converter.from_payloads([payload], [Undecodable]) == [Undecodable(encoding="e", reason="r")]
+    # Still the worker's kind: what it cannot read arrives as an Undecodable.
+    (unread,) = made.payload_converter.from_payloads([Payload(metadata={"encoding": b"x"}, data=b"")])
+    assert isinstance(unread, Undecodable) and unread.encoding == "x"
