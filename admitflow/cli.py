@@ -1127,7 +1127,14 @@ async def cmd_completion(args: argparse.Namespace) -> None:
 
 async def cmd_worker(args: argparse.Namespace) -> None:
     from admitflow.worker.logging import configure
-    from admitflow.worker.main import build_worker, metrics_runtime, provisioning_backend, run_until_signalled, sdk_options
+    from admitflow.worker.main import (
+        build_worker,
+        metrics_runtime,
+        provisioning_backend,
+        run_until_signalled,
+        sdk_options,
+        tune_collector,
+    )
 
     configure(args.log_level)
     client = await _client(args, metrics_runtime(args.metrics_port))
@@ -1148,6 +1155,7 @@ async def cmd_worker(args: argparse.Namespace) -> None:
         for flag, _, _ in WORKER_SETTINGS
         if getattr(args, flag.replace("-", "_")) is not None
     }
+    tune_collector()
     await run_until_signalled(build_worker(client.client, client.task_queue, provisioning=backend, **sdk_options(**settings)))
 
 
@@ -1175,7 +1183,7 @@ async def cmd_setup(args: argparse.Namespace) -> None:
 async def cmd_dev(args: argparse.Namespace) -> None:
     from admitflow.progress import follow
     from admitflow.worker.logging import configure
-    from admitflow.worker.main import build_worker, metrics_runtime
+    from admitflow.worker.main import build_worker, metrics_runtime, tune_collector
 
     from admitflow import controller as sdk
     from admitflow import gauges
@@ -1209,6 +1217,7 @@ async def cmd_dev(args: argparse.Namespace) -> None:
         sdk_port = gauges.loopback_port() if args.metrics_port is not None else None
         client = await _client(args, metrics_runtime(sdk_port))
         sdk_metrics = f"http://127.0.0.1:{sdk_port}/metrics" if sdk_port is not None else None
+        tune_collector()
         async with (
             build_worker(client.client, client.task_queue),
             gauges.serving(client.client, args.metrics_port, also=sdk_metrics),

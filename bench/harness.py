@@ -30,7 +30,7 @@ from admitflow.codec import DATA_CONVERTER  # noqa: E402
 from admitflow.devserver import DevServer  # noqa: E402
 from bench.bare_workflow import BareWorkflow, noop  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
-from admitflow.worker.main import build_worker  # noqa: E402
+from admitflow.worker.main import build_worker, tune_collector  # noqa: E402
 
 CONCURRENCY = 50
 RESULTS = ROOT / "bench" / "results"
@@ -67,6 +67,7 @@ async def engine(task_queue: str = "admitflow", **worker_options: Any) -> AsyncI
         await server.start()
         try:
             client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
+            tune_collector()  # as `admitflow worker` does; the bare runs inside share it
             async with build_worker(client, task_queue, **worker_options):
                 yield Engine(server, client, AdmitflowClient(client, task_queue))
         finally:

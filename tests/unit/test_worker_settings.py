@@ -1,16 +1,18 @@
 """`admitflow worker`'s SDK settings (docs/operations.md, "Worker settings"): each flag is a Worker
 option of the same name (the pollers: the simple poller behaviour), a value below 1 is refused in
-one line, and what is not given is left to the SDK."""
+one line, and what is not given is left to the SDK. And the process's garbage collector, tuned once
+the worker's process has started."""
 
 from __future__ import annotations
 
+import gc
 import inspect
 
 import pytest
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from admitflow import cli
-from admitflow.worker.main import sdk_options
+from admitflow.worker.main import GC_YOUNGEST, sdk_options, tune_collector
 
 
 def parse(*argv: str):
@@ -63,3 +65,16 @@ def test_one_workflow_task_poller_is_refused_in_one_line(capsys):
         'admitflow worker: error: argument --workflow-task-pollers: "1": must be a whole number of at least 2'
     ]
     assert parse("--workflow-task-pollers", "2", "--activity-task-pollers", "1").workflow_task_pollers == 2
+
+
+def test_the_collector_leaves_what_the_process_started_with_alone_and_runs_less_often():
+    threshold = gc.get_threshold()
+    try:
+        started_with = [object()]  # one container alive when the worker starts
+        tune_collector()
+        assert gc.get_threshold() == (GC_YOUNGEST, *threshold[1:])
+        assert gc.get_freeze_count() > 0
+        assert not any(started_with is o for o in gc.get_objects()), "frozen: no collection looks at it"
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
