@@ -99,6 +99,17 @@ RUNNER_RETURNS_FINISH = "runner-returns-finish"
 # patches after it. A run that recorded it asks for none of them; one that did not asks the one before.
 PATCHES_OF_2026_12_2 = "patches-of-2026-12.2"
 TAKEN_TOGETHER_12_2 = TAKEN_TOGETHER_12 | {RUNNER_RETURNS_FINISH}
+# workflow.patched: a queue notice about the next ticket that comes before the run has decided to
+# enqueue it waits for that enqueue's answer too (lifecycle's `early_notices`, EARLY_NOTICES). It comes
+# so when the task that took an eviction timed out after its local activity had enqueued the next
+# ticket and the queue reserved it: the next attempt gets the eviction and the reservation in one
+# batch, before the Settle that enqueues again; dropped, the reservation left the quota held and the
+# workload pending for good (seen in bench/kueue_baseline.py, 2026-12-02).
+NEXT_TICKET_NOTICES = "next-ticket-notices"
+# workflow.patched, asked first in every run: as PATCHES_OF_2026_12_2, for TAKEN_TOGETHER_12_2 and the
+# patches after it. A run that recorded it asks for none of them; one that did not asks the one before.
+PATCHES_OF_2026_12_3 = "patches-of-2026-12.3"
+TAKEN_TOGETHER_12_3 = TAKEN_TOGETHER_12_2 | {NEXT_TICKET_NOTICES}
 NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), maximum_attempts=0)
 # A controller's transient errors are retried for as long as it takes, at most this far apart; the
 # attempts cost no history (only the last one is recorded). A non-retryable error comes back as a
@@ -121,7 +132,7 @@ class WorkloadWorkflow(LegacyLoop):
         self.state = input.state or wl.new_state(input.workload, str(workflow.uuid4()), workflow.now())
         self.inbox: list[Any] = []
         self.published: TypedSearchAttributes | None = None
-        self.patches_of_2026_12_2 = self.patches_of_2026_12 = self.patches_of_2026_11 = False  # run() asks first
+        self.patches_of_2026_12_3 = self.patches_of_2026_12_2 = self.patches_of_2026_12 = self.patches_of_2026_11 = False  # run() asks first
         self.handled = 0  # events taken from the inbox and settled, for updates waiting on theirs
         self.taken = 0
         # What is under way in this run (never carried: lifecycle's Started asks again).
@@ -261,7 +272,8 @@ class WorkloadWorkflow(LegacyLoop):
 
     @workflow.run
     async def run(self, input: WorkloadInput) -> WorkloadReport:
-        self.patches_of_2026_12_2 = workflow.patched(PATCHES_OF_2026_12_2)
+        self.patches_of_2026_12_3 = workflow.patched(PATCHES_OF_2026_12_3)
+        self.patches_of_2026_12_2 = self.patches_of_2026_12_3 or workflow.patched(PATCHES_OF_2026_12_2)
         self.patches_of_2026_12 = self.patches_of_2026_12_2 or workflow.patched(PATCHES_OF_2026_12)
         self.patches_of_2026_11 = self.patches_of_2026_12 or workflow.patched(PATCHES_OF_2026_11)
         if not self._patched(LIFECYCLE_STEP):
@@ -271,7 +283,7 @@ class WorkloadWorkflow(LegacyLoop):
         gated = not admission_gates.may_enter_admission(self.state.workload)
         await self._settle([lc.Started(
             honours_gates=not gated or self._patched(ADMISSION_GATED_BY), runner_finish_ends_run=self._patched(RUNNER_FINISH_ENDS_RUN),
-            keeps_early_notices=self._patched(EARLY_NOTICES),
+            keeps_early_notices=self._patched(EARLY_NOTICES), keeps_next_ticket_notices=self._patched(NEXT_TICKET_NOTICES),
         )])
         while not (wl.is_finished(self.state) or self.state.deleted):
             self.timer.set(lc.next_wake(self.state))
@@ -302,9 +314,10 @@ class WorkloadWorkflow(LegacyLoop):
         return self.state.report()
 
     def _patched(self, patch_id: str) -> bool:
-        """`workflow.patched(patch_id)`, taken without its own marker by a run that took PATCHES_OF_2026_12_2
-        (or PATCHES_OF_2026_12 or PATCHES_OF_2026_11, for the patches before each)."""
-        return ((self.patches_of_2026_12_2 and patch_id in TAKEN_TOGETHER_12_2)
+        """`workflow.patched(patch_id)`, taken without its own marker by a run that took PATCHES_OF_2026_12_3
+        (or PATCHES_OF_2026_12_2, PATCHES_OF_2026_12 or PATCHES_OF_2026_11, for the patches before each)."""
+        return ((self.patches_of_2026_12_3 and patch_id in TAKEN_TOGETHER_12_3)
+                or (self.patches_of_2026_12_2 and patch_id in TAKEN_TOGETHER_12_2)
                 or (self.patches_of_2026_12 and patch_id in TAKEN_TOGETHER_12) or (self.patches_of_2026_11 and patch_id in TAKEN_TOGETHER)
                 or workflow.patched(patch_id))
 

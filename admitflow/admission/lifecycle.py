@@ -87,6 +87,12 @@ class Started(Fact):
         description="Whether a queue notice about the ticket being enqueued that comes before the enqueue's answer "
         "waits for it: the workflow's `workflow.patched` answer (a run whose history predates it replays without).",
     )
+    keeps_next_ticket_notices: bool = Field(
+        default=True,
+        description="Whether a queue notice about the next ticket that comes before the run has decided to enqueue it "
+        "waits for that enqueue's answer too: the workflow's `workflow.patched` answer (a run whose history predates "
+        "it replays without).",
+    )
 
 
 class QueueNoticed(Fact):
@@ -368,6 +374,7 @@ def _started(st: WorkloadState, ev: Started, now: datetime, random: float) -> li
     st.honours_gates = ev.honours_gates
     st.runner_finish_ends_run = ev.runner_finish_ends_run
     st.keeps_early_notices = ev.keeps_early_notices
+    st.keeps_next_ticket_notices = ev.keeps_next_ticket_notices
     # What an earlier run had under way did not come along; Settle asks again.
     st.asking = {}
     st.enqueuing = None
@@ -405,10 +412,13 @@ def _queue_noticed(st: WorkloadState, ev: QueueNoticed, now: datetime, random: f
     except ValidationError as err:
         wl.record(st, "InvalidQueueNotice", f"{ev.signal}: {first_error(err, 'notice')}", now, "Warning")
         return []
-    if st.keeps_early_notices and st.enqueuing is not None and n.ticket == st.enqueuing and n.uid == st.workload.metadata.uid:
-        # The queue took the enqueue and answered before the enqueue's own answer reached this run:
-        # its workflow task timed out or failed after the local activity, and the next attempt gets
-        # the queue's signal first. Dropped, a reservation would leave the quota held for good.
+    # The queue took the enqueue and answered before the enqueue's own answer reached this run: its
+    # workflow task timed out or failed after the local activity, and the next attempt gets the
+    # queue's signal first, even before it decides to enqueue that ticket again (when the signal
+    # comes in the batch that makes it enqueue: an eviction, say). Dropped, a reservation would leave
+    # the quota held for good.
+    enqueuing = n.ticket == st.enqueuing if st.enqueuing is not None else (st.keeps_next_ticket_notices and n.ticket == st.ticket + 1)
+    if st.keeps_early_notices and enqueuing and n.uid == st.workload.metadata.uid:
         st.early_notices.append(QueueNoticed(signal=ev.signal, payload=ev.payload).model_dump(mode="json"))
         return []
     return _apply_notice(st, n, now)

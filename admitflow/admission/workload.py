@@ -196,9 +196,15 @@ class WorkloadState(WireModel):
         description="A queue notice about the ticket being enqueued that comes before the enqueue's answer waits in "
         "`early_notices`; set when each run starts, False in a run whose history predates it.",
     )
+    keeps_next_ticket_notices: bool = Field(
+        default=False,
+        description="As `keeps_early_notices`, for a notice about the next ticket that comes before this run has decided "
+        "to enqueue it; set when each run starts, False in a run whose history predates it.",
+    )
     early_notices: list[dict[str, Any]] = Field(
         default_factory=list,
-        description="Queue notices about the ticket being enqueued that came before the enqueue's answer, applied once it comes.",
+        description="Queue notices about the ticket being enqueued (or the next one) that came before the enqueue's "
+        "answer, applied once it comes.",
     )
     probe_at: datetime | None = Field(
         default=None, description="When its ProvisioningRequest attempts' workflows are next checked for being alive."

@@ -37,6 +37,9 @@ enqueue's first pending reason in its answer, and, in a cohort, the workloads' m
 straight to the tree once the home named it. `runner-returns/` (`runner-returns`): a runner's
 `start_workload` returning the finish (`workflow.patched("runner-returns-finish")`, taken under the
 marker `patches-of-2026-12.2`): a success, a failure, and a value that is no finish, refused.
+`patches-of-2026-12.3/` (the main job) under the marker that also takes
+`workflow.patched("next-ticket-notices")`: a queue notice about the next ticket that comes before
+the run has decided to enqueue it waits for that enqueue's answer.
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """

@@ -14,7 +14,7 @@ from admitflow.admission import conditions as cond
 from admitflow.admission import lifecycle as lc
 from admitflow.admission import workload as wl
 from admitflow.admission.catalog import QueueResolution
-from admitflow.admission.cluster_queue import AdmissionCheckInfo
+from admitflow.admission.cluster_queue import AdmissionCheckInfo, Notice
 from admitflow.api.configuration import WaitForPodsReady
 from tests.builders import manifest, workload_manifest
 from tests.unit.test_workload_status import T0, reserved_notice
@@ -497,6 +497,29 @@ def test_a_queue_notice_that_comes_before_the_enqueues_answer_waits_for_it(patch
         lc.QueueNoticed(signal="quota_reserved", payload=reserved_notice(ticket=request.entry.ticket).to_wire()),
         lc.EnqueueResolved(ticket=request.entry.ticket, resolution=QueueResolution(cluster_queue="cq")),
     )
+    assert w.phase() == phase
+    assert w.state.early_notices == []
+
+
+@pytest.mark.parametrize(("patched", "phase"), [(True, "Admitted"), (False, "Pending")],
+                         ids=["the-next-tickets-reservation-waits-for-its-enqueue", "a-history-from-before-the-patch-dropped-it"])
+def test_the_next_tickets_reservation_in_the_batch_of_its_eviction_waits_for_the_enqueue(patched, phase):
+    """Seen in bench/kueue_baseline.py (2026-12-02): the task that took an eviction timed out after its
+    local activity had enqueued the next ticket, and the queue reserved that ticket at once. The next
+    attempt got the eviction and that reservation in one batch, before the Settle that enqueues the
+    ticket again, and dropped the reservation as one for a ticket it did not know: the queue held the
+    quota of a workload that waited in it for good. The reservation now waits for the enqueue's
+    answer, then holds."""
+    w = World()
+    w.state, _ = lc.step(w.state, lc.Started(keeps_next_ticket_notices=patched), w.now, 0.5)
+    w.reserve()
+    ticket = w.state.ticket
+    evicted = Notice(key="default/job", uid="uid-1", ticket=ticket, kind="evicted", reason="Preempted", message="preempted")
+    out = w.batch(
+        lc.QueueNoticed(signal="evicted", payload=evicted.to_wire()),
+        lc.QueueNoticed(signal="quota_reserved", payload=reserved_notice(ticket=ticket + 1).to_wire()),
+    )
+    assert [c.request.entry.ticket for c in out if isinstance(c, lc.Enqueue)] == [ticket + 1]
     assert w.phase() == phase
     assert w.state.early_notices == []
 
