@@ -110,6 +110,15 @@ NEXT_TICKET_NOTICES = "next-ticket-notices"
 # patches after it. A run that recorded it asks for none of them; one that did not asks the one before.
 PATCHES_OF_2026_12_3 = "patches-of-2026-12.3"
 TAKEN_TOGETHER_12_3 = TAKEN_TOGETHER_12_2 | {NEXT_TICKET_NOTICES}
+# The patch sets, newest first: run() asks each marker in turn until one was recorded (a new run
+# records the first), and the run takes that set's patches without asking for each. A new set goes
+# on top, holding the one before it.
+PATCH_SETS = (
+    (PATCHES_OF_2026_12_3, TAKEN_TOGETHER_12_3),
+    (PATCHES_OF_2026_12_2, TAKEN_TOGETHER_12_2),
+    (PATCHES_OF_2026_12, TAKEN_TOGETHER_12),
+    (PATCHES_OF_2026_11, TAKEN_TOGETHER),
+)
 NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), maximum_attempts=0)
 # A controller's transient errors are retried for as long as it takes, at most this far apart; the
 # attempts cost no history (only the last one is recorded). A non-retryable error comes back as a
@@ -132,7 +141,7 @@ class WorkloadWorkflow(LegacyLoop):
         self.state = input.state or wl.new_state(input.workload, str(workflow.uuid4()), workflow.now())
         self.inbox: list[Any] = []
         self.published: TypedSearchAttributes | None = None
-        self.patches_of_2026_12_3 = self.patches_of_2026_12_2 = self.patches_of_2026_12 = self.patches_of_2026_11 = False  # run() asks first
+        self.taken_together: frozenset[str] = frozenset()  # run() asks first (PATCH_SETS)
         self.handled = 0  # events taken from the inbox and settled, for updates waiting on theirs
         self.taken = 0
         # What is under way in this run (never carried: lifecycle's Started asks again).
@@ -272,10 +281,7 @@ class WorkloadWorkflow(LegacyLoop):
 
     @workflow.run
     async def run(self, input: WorkloadInput) -> WorkloadReport:
-        self.patches_of_2026_12_3 = workflow.patched(PATCHES_OF_2026_12_3)
-        self.patches_of_2026_12_2 = self.patches_of_2026_12_3 or workflow.patched(PATCHES_OF_2026_12_2)
-        self.patches_of_2026_12 = self.patches_of_2026_12_2 or workflow.patched(PATCHES_OF_2026_12)
-        self.patches_of_2026_11 = self.patches_of_2026_12 or workflow.patched(PATCHES_OF_2026_11)
+        self.taken_together = next((taken for marker, taken in PATCH_SETS if workflow.patched(marker)), frozenset())
         if not self._patched(LIFECYCLE_STEP):
             return await self._v0_run(input)
         if input.state is None:
@@ -314,12 +320,9 @@ class WorkloadWorkflow(LegacyLoop):
         return self.state.report()
 
     def _patched(self, patch_id: str) -> bool:
-        """`workflow.patched(patch_id)`, taken without its own marker by a run that took PATCHES_OF_2026_12_3
-        (or PATCHES_OF_2026_12_2, PATCHES_OF_2026_12 or PATCHES_OF_2026_11, for the patches before each)."""
-        return ((self.patches_of_2026_12_3 and patch_id in TAKEN_TOGETHER_12_3)
-                or (self.patches_of_2026_12_2 and patch_id in TAKEN_TOGETHER_12_2)
-                or (self.patches_of_2026_12 and patch_id in TAKEN_TOGETHER_12) or (self.patches_of_2026_11 and patch_id in TAKEN_TOGETHER)
-                or workflow.patched(patch_id))
+        """`workflow.patched(patch_id)`, taken without its own marker by a run that took a patch set
+        holding it (PATCH_SETS)."""
+        return patch_id in self.taken_together or workflow.patched(patch_id)
 
     async def _settle(self, events: list[Any]) -> None:
         """Step the events and a Settle, carrying out each step's commands; what those commands

@@ -417,8 +417,11 @@ def _queue_noticed(st: WorkloadState, ev: QueueNoticed, now: datetime, random: f
     # queue's signal first, even before it decides to enqueue that ticket again (when the signal
     # comes in the batch that makes it enqueue: an eviction, say). Dropped, a reservation would leave
     # the quota held for good.
-    enqueuing = n.ticket == st.enqueuing if st.enqueuing is not None else (st.keeps_next_ticket_notices and n.ticket == st.ticket + 1)
-    if st.keeps_early_notices and enqueuing and n.uid == st.workload.metadata.uid:
+    if st.enqueuing is not None:
+        awaited = n.ticket == st.enqueuing
+    else:
+        awaited = st.keeps_next_ticket_notices and n.ticket == st.ticket + 1
+    if st.keeps_early_notices and awaited and n.uid == st.workload.metadata.uid:
         st.early_notices.append(QueueNoticed(signal=ev.signal, payload=ev.payload).model_dump(mode="json"))
         return []
     return _apply_notice(st, n, now)
