@@ -164,7 +164,13 @@ class Owner:
             if cq.forget(state, m.key, m.uid):
                 self._freed()
         else:
+            held = state.reservations.get(m.key)
+            gated = held is not None and (held.uid, held.ticket) == (m.uid, m.ticket) and held.gated
             if cq.release(state, m.key, m.uid, m.ticket):
+                if gated and release_settles_gate():
+                    # The workload may never have taken this reservation (its release crossed the
+                    # notice); the gate would count it as not ready for good.
+                    self.tell_gate(contract.GATE_SETTLED, GateSettled(key=m.key, uid=m.uid, ticket=m.ticket))
                 self._freed()
         self.needs_pass = True
 
@@ -349,3 +355,9 @@ def preemptor_holds_its_queue() -> bool:
     """Runs recorded before a waiting preemptor kept its queue's head reserved the quota its victims
     freed for the workloads behind it; they replay that way (scheduler.schedule asks only then)."""
     return workflow.patched("preemptor-holds-its-queue")
+
+
+def release_settles_gate() -> bool:
+    """Runs recorded before a release that frees a reservation made with the blockAdmission gate's
+    grant settled it with the gate (as a forced release and a forgotten run do) replay without."""
+    return workflow.patched("release-settles-gate")

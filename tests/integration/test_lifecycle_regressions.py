@@ -2,8 +2,9 @@
 
 F1 a Retry whose delay overflows a datetime; F2 a controller that answers garbage or fails; F3 check
 attempts that count per reservation and never go back; F4 the longest Retry delay of one eviction;
-F5 blockAdmission and a workload that loses readiness; F6 deactivating a workload that holds no
-quota; F7 a ProvisioningRequest attempt whose workflow ends without telling its workload."""
+F5 blockAdmission: a workload that loses readiness, and a release that crosses a reservation made
+with the gate's grant; F6 deactivating a workload that holds no quota; F7 a ProvisioningRequest
+attempt whose workflow ends without telling its workload."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from admitflow.controller import Controller, ready
 from tests.builders import cluster_queue_manifest, configuration_manifest, flavor_manifest, local_queue_manifest
 from tests.integration import test_provisioning as prov
 from tests.integration.test_admission import eventually, loaded
-from tests.integration.test_admission_checks import check_manifest, checks_of, report, say, setup, submit, until
+from tests.integration.test_admission_checks import check_manifest, checks_of, phase, report, say, setup, submit, until
 from tests.integration.test_controllers import check as controller_check
 from tests.integration.test_controllers import history_events, queue_with
 
@@ -275,7 +276,7 @@ async def _longest_delay_wins(engine, name: str, order: tuple[str, str]) -> None
     assert reasons(r).count("QuotaReserved") == 2, reasons(r)
 
 
-# --- F5: blockAdmission and a workload that loses readiness --------------------------------------------
+# --- F5: blockAdmission: a workload that loses readiness; a release that crosses a gated reservation ---
 
 
 async def test_f5_block_admission_holds_new_workloads_while_an_admitted_one_recovers(engine):
@@ -314,6 +315,51 @@ async def test_f5_block_admission_holds_new_workloads_while_an_admitted_one_reco
 
     await af.pods_ready("default/w1", ready=True)
     await until(af, "Admitted", "w2")
+
+
+async def test_f5_a_release_that_crosses_a_reservation_with_the_gates_grant_settles_the_gate(monkeypatch, engine):
+    """The queue reserves `crossed` with the blockAdmission gate's grant (the gate counts it not
+    ready), and `crossed` is deactivated before that reservation reaches it: it releases the place it
+    knows of, which frees the reserved quota, and drops the reservation when it comes. Nobody told
+    the gate, so it counted `crossed` for good and no other workload was ever admitted. The queue
+    now settles the gate when a release frees a reservation made with its grant."""
+    from admitflow import contract
+    from admitflow.activities import delivery
+
+    send, let_through = delivery.send_signal, asyncio.Event()
+    crossed = ids.workload_id("default/crossed")
+
+    async def holding_crossed_reservation(client, d, task_queue):
+        if d.signal == contract.QUOTA_RESERVED and d.workflow_id == crossed:
+            await let_through.wait()
+        return await send(client, d, task_queue)
+
+    monkeypatch.setattr(delivery, "send_signal", holding_crossed_reservation)
+    af = engine.admitflow
+    await af.apply(
+        loaded(
+            configuration_manifest(timeout="10m", recoveryTimeout="10m", blockAdmission=True),
+            flavor_manifest(), cluster_queue_manifest(), local_queue_manifest(),
+        )
+    )
+    await submit(af, "crossed", cpu="1")
+
+    async def gate_counts_crossed() -> bool:
+        try:
+            gate = await engine.client.get_workflow_handle(ids.PODS_READY_GATE_ID).query("status", result_type=GateState)
+        except RPCError:  # the gate starts with the first grant asked of it
+            return False
+        return "default/crossed" in gate.not_ready
+
+    await eventually(gate_counts_crossed, timeout=30)
+    assert await phase(af, "crossed") == "Pending", "its reservation is held on its way"
+    await af.deactivate("default/crossed")
+    await until(af, "Inactive", "crossed")
+    let_through.set()
+    await submit(af, "next", cpu="1")
+    await until(af, "Admitted", "next", timeout=30)
+    assert await phase(af, "crossed") == "Inactive"
+    assert not await gate_counts_crossed()
 
 
 # --- F6: deactivating a workload that holds no quota -----------------------------------------------------
