@@ -110,10 +110,20 @@ NEXT_TICKET_NOTICES = "next-ticket-notices"
 # patches after it. A run that recorded it asks for none of them; one that did not asks the one before.
 PATCHES_OF_2026_12_3 = "patches-of-2026-12.3"
 TAKEN_TOGETHER_12_3 = TAKEN_TOGETHER_12_2 | {NEXT_TICKET_NOTICES}
+# workflow.patched: a next ticket its queue has and the run decided not to enqueue (an attempt of an
+# earlier task enqueued it and timed out; the attempt that counted saw a deactivation or a backoff in
+# the same batch) is taken and released when the queue's notice about it comes (lifecycle
+# `_give_back_unasked_ticket`); kept, it held the queue's quota for a workload that did not want it.
+GIVES_BACK_UNASKED_TICKETS = "gives-back-unasked-tickets"
+# workflow.patched, asked first in every run: as PATCHES_OF_2026_12_3, for TAKEN_TOGETHER_12_3 and the
+# patches after it.
+PATCHES_OF_2026_12_4 = "patches-of-2026-12.4"
+TAKEN_TOGETHER_12_4 = TAKEN_TOGETHER_12_3 | {GIVES_BACK_UNASKED_TICKETS}
 # The patch sets, newest first: run() asks each marker in turn until one was recorded (a new run
 # records the first), and the run takes that set's patches without asking for each. A new set goes
 # on top, holding the one before it.
 PATCH_SETS = (
+    (PATCHES_OF_2026_12_4, TAKEN_TOGETHER_12_4),
     (PATCHES_OF_2026_12_3, TAKEN_TOGETHER_12_3),
     (PATCHES_OF_2026_12_2, TAKEN_TOGETHER_12_2),
     (PATCHES_OF_2026_12, TAKEN_TOGETHER_12),
@@ -290,6 +300,7 @@ class WorkloadWorkflow(LegacyLoop):
         await self._settle([lc.Started(
             honours_gates=not gated or self._patched(ADMISSION_GATED_BY), runner_finish_ends_run=self._patched(RUNNER_FINISH_ENDS_RUN),
             keeps_early_notices=self._patched(EARLY_NOTICES), keeps_next_ticket_notices=self._patched(NEXT_TICKET_NOTICES),
+            gives_back_unasked_tickets=self._patched(GIVES_BACK_UNASKED_TICKETS),
         )])
         while not (wl.is_finished(self.state) or self.state.deleted):
             self.timer.set(lc.next_wake(self.state))

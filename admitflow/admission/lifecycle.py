@@ -93,6 +93,12 @@ class Started(Fact):
         "waits for that enqueue's answer too: the workflow's `workflow.patched` answer (a run whose history predates "
         "it replays without).",
     )
+    gives_back_unasked_tickets: bool = Field(
+        default=True,
+        description="Whether a next ticket its queue has and this run decided not to enqueue is taken and released "
+        "(`_give_back_unasked_ticket`): the workflow's `workflow.patched` answer (a run whose history predates it "
+        "replays without).",
+    )
 
 
 class QueueNoticed(Fact):
@@ -375,6 +381,7 @@ def _started(st: WorkloadState, ev: Started, now: datetime, random: float) -> li
     st.runner_finish_ends_run = ev.runner_finish_ends_run
     st.keeps_early_notices = ev.keeps_early_notices
     st.keeps_next_ticket_notices = ev.keeps_next_ticket_notices
+    st.gives_back_unasked_tickets = ev.gives_back_unasked_tickets
     # What an earlier run had under way did not come along; Settle asks again.
     st.asking = {}
     st.enqueuing = None
@@ -648,6 +655,7 @@ def _settle(st: WorkloadState, ev: Settle, now: datetime, random: float) -> list
     out += _gate(st)
     admission_gates.sync(st, now)
     out += _enqueue(st)
+    out += _give_back_unasked_ticket(st)
     out += _ask(st, now)
     return out
 
@@ -698,6 +706,25 @@ def _release(st: WorkloadState) -> list[Any]:
     command = _tell_queue(st, "release")
     st.holder = None
     return [command]
+
+
+def _give_back_unasked_ticket(st: WorkloadState) -> list[Any]:
+    """Its queue has the next ticket, which this run has decided not to enqueue: an attempt of an
+    earlier workflow task enqueued it and timed out, and the attempt that counted, with more messages
+    (a deactivation, a Retry's backoff), decided otherwise. The queue said so (the notice waits in
+    `early_notices`); the run takes the ticket as its own and releases it (the queue settles the
+    blockAdmission gate if it reserved the ticket with its grant). Kept, it would hold the queue's
+    quota for a workload that does not want it; the next enqueue takes the ticket after it."""
+    if not st.gives_back_unasked_tickets or st.enqueuing is not None or not st.early_notices:
+        return []
+    if st.holder is not None or _claims_queue(st) or not st.cluster_queue:
+        return []
+    if not any(Notice.model_validate(e["payload"]).ticket == st.ticket + 1 for e in st.early_notices):
+        return []
+    st.early_notices = []
+    st.ticket += 1
+    st.holder, st.holder_queue = st.ticket, st.cluster_queue
+    return _release(st)
 
 
 def _tell_queue(st: WorkloadState, signal: Literal["release", "admitted", "reprioritize"]) -> TellQueue:

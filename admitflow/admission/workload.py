@@ -201,6 +201,12 @@ class WorkloadState(WireModel):
         description="As `keeps_early_notices`, for a notice about the next ticket that comes before this run has decided "
         "to enqueue it; set when each run starts, False in a run whose history predates it.",
     )
+    gives_back_unasked_tickets: bool = Field(
+        default=False,
+        description="A next ticket its queue has that this run decided not to enqueue (an earlier attempt of the "
+        "workflow task enqueued it) is taken and released; set when each run starts, False in a run whose history "
+        "predates it.",
+    )
     early_notices: list[dict[str, Any]] = Field(
         default_factory=list,
         description="Queue notices about the ticket being enqueued (or the next one) that came before the enqueue's "

@@ -39,7 +39,9 @@ straight to the tree once the home named it. `runner-returns/` (`runner-returns`
 marker `patches-of-2026-12.2`): a success, a failure, and a value that is no finish, refused.
 `patches-of-2026-12.3/` (the main job) under the marker that also takes
 `workflow.patched("next-ticket-notices")`: a queue notice about the next ticket that comes before
-the run has decided to enqueue it waits for that enqueue's answer.
+the run has decided to enqueue it waits for that enqueue's answer. `patches-of-2026-12.4/` (the
+main job) under the marker that also takes `workflow.patched("gives-back-unasked-tickets")`: a next
+ticket its queue has and the run decided not to enqueue is taken and released.
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """

@@ -524,6 +524,31 @@ def test_the_next_tickets_reservation_in_the_batch_of_its_eviction_waits_for_the
     assert w.state.early_notices == []
 
 
+@pytest.mark.parametrize("together", [True, False], ids=["in-the-batch-of-the-deactivation", "in-a-later-batch"])
+@pytest.mark.parametrize("patched", [True, False], ids=["gives-it-back", "a-history-from-before-the-patch-kept-it"])
+def test_a_next_ticket_the_run_decided_not_to_enqueue_is_taken_and_released(patched, together):
+    """The task that took an eviction timed out after its local activity had enqueued the next
+    ticket; the next attempt got a deactivation too, and does not enqueue. The queue reserves the
+    ticket nobody wants: its notice makes the run take that ticket and release it, and the next
+    enqueue takes the one after. Before, the reservation waited in `early_notices` and the queue held
+    the quota of an inactive workload until it was activated again."""
+    w = World()
+    w.state, _ = lc.step(w.state, lc.Started(gives_back_unasked_tickets=patched), w.now, 0.5)
+    w.reserve()
+    evicted = Notice(key="default/job", uid="uid-1", ticket=1, kind="evicted", reason="Preempted", message="preempted")
+    unasked = lc.QueueNoticed(signal="quota_reserved", payload=reserved_notice(ticket=2).to_wire())
+    out = w.batch(lc.QueueNoticed(signal="evicted", payload=evicted.to_wire()), lc.Deactivated(), *([unasked] if together else []))
+    if not together:
+        out += w.batch(unasked)
+    released = [c.request.ticket for c in out if isinstance(c, lc.TellQueue) and c.signal == "release"]
+    assert not [c for c in out if isinstance(c, lc.Enqueue)]
+    assert w.phase() == "Inactive"
+    assert released == ([1, 2] if patched else [1])
+    assert (w.state.ticket, w.state.holder, len(w.state.early_notices)) == ((2, None, 0) if patched else (1, None, 1))
+    enqueued = [c.request.entry.ticket for c in w.batch(lc.Activated()) if isinstance(c, lc.Enqueue)]
+    assert enqueued == [3 if patched else 2]
+
+
 def _priority_told(commands: list[Any]) -> list[tuple[str, int, int]]:
     return [(c.cluster_queue, c.request.ticket, c.request.priority) for c in commands
             if isinstance(c, lc.TellQueue) and c.signal == "reprioritize"]

@@ -11,13 +11,23 @@ The machine plays every other party, minimally:
   asked (check -> attempt), the runner's admission, ProvisioningRequest children. A continue-as-new
   (`Started`) drops all of it, round-trips the state through the payload converter, and only happens
   with no runner running, as in the workflow. The timer fires as `TimerFired(at=<its deadline>)`:
-  first when a message comes later than it, or in the same workflow task after the messages;
+  first when a message comes later than it, or in the same workflow task after the messages. A task
+  may time out after its enqueue's local activity ran: its first attempt (the messages, stepped and
+  settled on the side, nothing carried out) enqueued ticket T, the queue holds T, and the retry that
+  counts gets the same messages and a deactivation after them, so it does not enqueue: the queue
+  holds an orphan T the state does not name (only for a workload that knows its ClusterQueue: one
+  that never learned it cannot give the ticket back, and is not played). The queue's rules act on
+  the orphan as on any ticket; the next enqueue of T adopts it (the queue keeps what it has, and the
+  answer finds its queue), a newer one replaces it. No continue-as-new while such an enqueue is under
+  way (in the workflow an enqueue is answered in its own task);
 - its ClusterQueue: holds the tickets it was given (queued, then reserved), reserves, says pending,
   preempts (reason Preempted, InClusterQueue), dequeues, changes the checks, sends stale notices
-  (another ticket or run, a ticket just released) and junk, and records what the workload tells it
-  (`release`, `admitted`). In half the runs it is eager, as a queue with room to spare: the enqueue
-  is answered in the same task and every queued ticket is reserved in the next one (so runs go
-  through many reservations); in the others the rules say when;
+  (another ticket or run, a ticket just released), notices again about an orphan it holds, and junk,
+  and records what the workload tells it (`release`, `admitted`); it forgets a run's orphans when
+  that run's workflow ends. An enqueue of a ticket the queue dequeued answers that its LocalQueue is
+  missing (the reason it was dequeued). In half the runs it is eager, as a queue with room to spare:
+  the enqueue is answered in the same task and every queued ticket is reserved in the next one (so
+  runs go through many reservations); in the others the rules say when;
 - the catalog (the enqueue resolves to ClusterQueue `cq`, or to a missing LocalQueue or ClusterQueue,
   and later says the queue appeared), two check controllers ("a": no retry strategy, a pendingTimeout
   of 15 minutes; "b": Static 30 s, backoffLimitCount 2) answering what they were asked (Ready, Pending, Retry with or without
@@ -48,7 +58,11 @@ Invariants (each failure says which, with the last steps of the run):
    never told `release` twice for a ticket, nor for one it never held (a ticket it dequeued itself
    may cross the release), nor `admitted` for a ticket it does not hold reserved, nor twice; no
    second enqueue while one is under way or the queue holds a ticket; a finished or deleted workload
-   holds nothing. What is under way agrees with the state (enqueue, controllers, runner).
+   holds nothing. What is under way agrees with the state (enqueue, controllers, runner). An orphan
+   (a ticket an attempt that timed out enqueued) is exempt from all this until the workload hears
+   of it: after each workflow task in which a queue notice about an orphan was stepped, the workload
+   has given it back (told `release`, once, like any ticket) or is enqueuing it itself (adopted: from
+   then on it is the workload's like any other); the queue keeps what it held of an adopted ticket.
 4. A (check, attempt) asked of a controller belongs to one reservation only (asking again in the
    same one, after a failure or a continue-as-new, is allowed); per check the attempts asked never
    decrease; `state.attempts[c]` never decreases; an answer about an attempt not asked in this
@@ -157,8 +171,10 @@ PRIORITIES = {
     "junk-str": {"priority": "high"}, "junk-range": {"priority": 2**31}, "junk-args": WrongArguments(count=2),
 }
 UNGATES = ["first", "second", "all", "both", "absent", "junk-none", "junk-str", "junk-both", "junk-args"]
+# "orphan": the queue says again where it holds an orphan (the next ticket, which an attempt that
+# timed out enqueued): only when it holds one, and as it holds it (pending, or reserved or checks).
 STALE = st.tuples(st.sampled_from(["reserved", "pending", "evicted", "dequeued", "checks"]),
-                  st.sampled_from(["old-ticket", "next-ticket", "other-uid", "just-released"]))
+                  st.sampled_from(["old-ticket", "orphan", "other-uid", "just-released"]))
 JUNK_NOTICES = [42, None, {}, {"kind": "reserved"}, {"key": "default/job", "kind": "bogus"}, WrongArguments(count=2)]
 
 verdict_spec = st.one_of(
@@ -189,6 +205,8 @@ other_spec = st.one_of(
     st.tuples(st.just("enqueue"), st.sampled_from(["found", "found", "no-local-queue", "no-cluster-queue"])),
 )
 ungate_spec = st.tuples(st.just("ungate"), st.sampled_from(UNGATES))
+# What makes a workload enqueue (with nothing: a plain Settle of one that wants its queue).
+ENQUEUES = st.tuples(st.sampled_from(["preempt", "dequeue", "activate"]))
 batch_item = st.one_of(verdict_spec, verdict_spec, answer_spec, answer_spec, queue_spec, queue_spec, noise_spec, other_spec,
                        st.tuples(st.just("end"), END_KINDS), ungate_spec)
 
@@ -275,10 +293,23 @@ class LifecycleModel(RuleBasedStateMachine):
         self.dropped: set[tuple[str, int]] = set()
         self.admitted: set[tuple[str, int]] = set()
         self.last_released: tuple[str, int] | None = None
+        # Tickets an attempt that timed out enqueued, which the workload has neither given back nor
+        # enqueued itself (orphans), and those of them a notice was stepped about in this workflow task.
+        self.orphans: set[tuple[str, int]] = set()
+        self.heard: set[tuple[str, int]] = set()
 
     # --- one workload ---------------------------------------------------------------------------
 
     def submit(self, max_exec: int | None, gates: int = 0) -> None:
+        # Its workflow is gone: the queue forgets that run (its orphans; a ticket it held already
+        # that was being enqueued, which the workflow answers in its own task, the model later).
+        for key in [k for k in self.queue if self.uids and k[0] == self.uid]:
+            if key not in self.orphans and key[1] != self.adopting:
+                self.fail(3, f"the run ended and its queue still holds ticket {key[1]} as {self.queue[key]}")
+            STATS["tickets forgotten with their run"] += 1
+            del self.queue[key]
+            self.evicting.discard(key)
+        self.orphans.clear()
         self.uids += 1
         STATS["workloads"] += 1
         state = submitted()
@@ -291,6 +322,7 @@ class LifecycleModel(RuleBasedStateMachine):
         self.state = state
         # Under way in this run.
         self.enqueuing: int | None = None
+        self.adopting: int | None = None  # the enqueue under way is of an orphan the queue holds
         self.controllers: dict[str, int] = {}
         self.runner: int | None = None
         self.lost: int | None = None  # the admission whose run failed: its runner may still run it
@@ -368,6 +400,7 @@ class LifecycleModel(RuleBasedStateMachine):
     def run(self, events: list[Any]) -> None:
         """WorkloadWorkflow._settle."""
         STATS["messages"] += len(events)
+        self.heard = set()
         pending = [*events, lc.Settle()]
         rounds = 0
         while pending:
@@ -404,6 +437,14 @@ class LifecycleModel(RuleBasedStateMachine):
         if after.events and after.events[-1].reason == lc.NOT_APPLIED:
             self.fail(1, f"{event!r} was not applied: {after.events[-1].message}")
         self.state = after
+        if isinstance(event, lc.QueueNoticed) and self.orphans:
+            try:
+                n = Notice.model_validate(event.payload)
+            except ValueError:
+                n = None
+            if n is not None and (n.uid, n.ticket) in self.orphans:
+                self.heard.add((n.uid, n.ticket))
+                STATS["orphans heard of"] += 1
         self.after_step(event, before, after, random)
         if commands:
             self.trace.append("    -> " + ", ".join(_short(c) for c in commands))
@@ -490,11 +531,24 @@ class LifecycleModel(RuleBasedStateMachine):
     def execute(self, c: Any) -> list[Any]:
         """WorkloadWorkflow._execute; returns the events answered at once."""
         if isinstance(c, lc.Enqueue):
+            ticket = c.request.entry.ticket
             if self.enqueuing is not None:
-                self.fail(3, f"a second enqueue (ticket {c.request.entry.ticket}) while ticket {self.enqueuing} is being enqueued")
-            if self.held():
-                self.fail(3, f"enqueued ticket {c.request.entry.ticket} while its queue holds {self.held()}")
-            self.enqueuing = c.request.entry.ticket
+                self.fail(3, f"a second enqueue (ticket {ticket}) while ticket {self.enqueuing} is being enqueued")
+            for key in sorted(k for k in self.orphans if k[0] == self.uid):
+                if key[1] > ticket:
+                    self.fail(3, f"enqueued ticket {ticket} while its queue holds orphan {key[1]}, a newer one")
+                self.orphans.discard(key)
+                if key[1] < ticket:  # a newer ticket of the same run replaces it
+                    self.queue.pop(key, None)
+                    self.evicting.discard(key)
+                    STATS["orphans replaced"] += 1
+                elif key in self.queue:  # the queue keeps what it has: the workload's own from now on
+                    self.adopting = ticket
+                    STATS["orphans adopted"] += 1
+            held = {t: w for t, w in self.held().items() if t != self.adopting}
+            if held:
+                self.fail(3, f"enqueued ticket {ticket} while its queue holds {held}")
+            self.enqueuing = ticket
             if c.request.entry.priority != (self.state.workload.spec.priority or 0):
                 self.fail(3, f"enqueued with priority {c.request.entry.priority}, its spec says {self.state.workload.spec.priority}")
         elif isinstance(c, lc.TellQueue):
@@ -510,6 +564,9 @@ class LifecycleModel(RuleBasedStateMachine):
                 self.evicting.discard(key)
                 self.released.add(key)
                 self.last_released = key
+                if key in self.orphans:
+                    self.orphans.discard(key)
+                    STATS["orphans given back"] += 1
             elif c.signal == "reprioritize":
                 if key in self.released:
                     self.fail(3, f"reprioritize told for ticket {key[1]}, released before")
@@ -560,9 +617,18 @@ class LifecycleModel(RuleBasedStateMachine):
     def settled(self, timer) -> None:
         """After a workflow task (`timer`: the deadline of the timer that fired in it, if one did)."""
         s = self.state
-        # 3. quota and place
-        held = self.held()
+        # 3. an orphan the workload heard of is given back, or enqueued by the workload itself
+        for key in sorted(self.heard & self.orphans):
+            self.fail(3, f"its queue told it of ticket {key[1]}, which an attempt that timed out enqueued, and it neither "
+                         f"gave it back nor enqueued it (the queue holds it as {self.queue.get(key)}; ticket {s.ticket}, "
+                         f"holder {s.holder}, enqueuing {s.enqueuing})")
+        # 3. quota and place (what the queue holds for an orphan not heard of yet is not the workload's)
+        held = {t: w for t, w in self.held().items() if (self.uid, t) not in self.orphans}
         mine = {s.holder} if s.holder is not None else set()
+        if self.adopting is not None and self.adopting == s.enqueuing and self.adopting in held:
+            # The queue held the ticket being enqueued already: it is the workload's once the
+            # enqueue's answer comes (in the workflow, in this task).
+            del held[self.adopting]
         if set(held) != mine:
             self.fail(3, f"the queue holds tickets {held}, the workload's holder is {s.holder}")
         if s.holder is not None and not (holds(s) or s.queued or s.enqueuing is not None):
@@ -658,8 +724,12 @@ class LifecycleModel(RuleBasedStateMachine):
             ticket, uid = s.ticket, self.uid
             if which == "old-ticket":
                 ticket -= 1
-            elif which == "next-ticket":
+            elif which == "orphan":
                 ticket += 1
+                where = self.queue.get((uid, ticket))
+                if (uid, ticket) not in self.orphans or where is None:
+                    return []
+                notice_kind = "pending" if where == "pending" else "checks" if notice_kind == "checks" else "reserved"
             elif which == "other-uid":
                 uid = "uid-other"
             elif self.last_released is None or self.last_released[0] != self.uid:
@@ -701,10 +771,11 @@ class LifecycleModel(RuleBasedStateMachine):
             if self.enqueuing is None:
                 return []
             ticket, self.enqueuing = self.enqueuing, None
-            if args[0] == "found":
-                self.queue[(self.uid, ticket)] = "pending"
+            found = self.enqueue_answer(ticket, args[0])
+            if found == "found":
+                self.queue.setdefault((self.uid, ticket), "pending")  # an adopted orphan stays as the queue holds it
                 return [lc.EnqueueResolved(ticket=ticket, resolution=QueueResolution(cluster_queue="cq"))]
-            if args[0] == "no-local-queue":
+            if found == "no-local-queue":
                 return [lc.EnqueueResolved(ticket=ticket, resolution=QueueResolution(
                     reason="Misconfigured", message="LocalQueue lq is terminating or missing"))]
             return [lc.EnqueueResolved(ticket=ticket, resolution=QueueResolution(
@@ -720,9 +791,14 @@ class LifecycleModel(RuleBasedStateMachine):
             if self.enqueuing is None:
                 return []
             ticket, self.enqueuing = self.enqueuing, None
-            self.queue[(self.uid, ticket)] = "pending"
+            if self.enqueue_answer(ticket, "found") != "found":
+                return self.resolve(("enqueue-missing", ticket))
+            self.queue.setdefault((self.uid, ticket), "pending")
             told = self.queue_says("reserve", args[0]) if args[1] else self.queue_says("pending", [args[0][0]])
             return [*told, lc.EnqueueResolved(ticket=ticket, resolution=QueueResolution(cluster_queue="cq"))]
+        if kind == "enqueue-missing":  # an enqueue of a ticket its queue dequeued (its LocalQueue is missing)
+            return [lc.EnqueueResolved(ticket=args[0], resolution=QueueResolution(
+                reason="Misconfigured", message="LocalQueue lq is terminating or missing"))]
         if kind == "stale-enqueue":
             if s.enqueuing == s.ticket + args[0]:
                 return []
@@ -764,6 +840,17 @@ class LifecycleModel(RuleBasedStateMachine):
         elif kind == "dequeued":
             update |= {"reason": "Misconfigured", "message": "LocalQueue lq is terminating or missing", "admission_checks": []}
         return base.model_copy(update=update)
+
+    def enqueue_answer(self, ticket: int, found: str) -> str:
+        """How the enqueue of `ticket` resolves: as drawn, but an adopted orphan the queue holds finds
+        its queue (it is there), and one the queue dequeued finds its LocalQueue missing (why it was
+        dequeued)."""
+        key = (self.uid, ticket)
+        if self.adopting == ticket:
+            self.adopting = None
+            if key in self.queue:
+                return "found"
+        return "no-local-queue" if key in self.dropped else found
 
     def queue_says(self, kind: str, args: list) -> list[Any]:
         """The ClusterQueue acts on the ticket it holds, and tells the workload."""
@@ -955,14 +1042,18 @@ class LifecycleModel(RuleBasedStateMachine):
         self.now = max(self.now, lc.next_wake(self.state)[0])
         self.deliver([], 0, timer_in_batch=True)
 
-    @precondition(lambda self: self.runner is None)
+    @precondition(lambda self: self.runner is None and self.adopting is None)
     @rule(seconds=dt)
     def workflow_continues_as_new(self, seconds):
         """After a quiet while, the workflow continues as new (never while its runner runs): what was
-        under way is gone, the state goes through the payload converter."""
+        under way is gone, the state goes through the payload converter. Not while it enqueues a
+        ticket its queue holds already (an orphan): in the workflow the enqueue is answered in its own
+        task, and the next run would not know the queue holds it."""
         target = self.now + timedelta(seconds=seconds)
         self.fire_timers(target)
         if self.runner is not None:
+            return
+        if self.adopting is not None:
             return
         self.now = max(self.now, target)
         payloads = DATA_CONVERTER.payload_converter.to_payloads([self.state])
@@ -976,6 +1067,46 @@ class LifecycleModel(RuleBasedStateMachine):
     def workflow_task(self, specs, seconds, timer_too):
         """Several messages in one workflow task, then one Settle."""
         self.deliver(specs, seconds, timer_in_batch=timer_too)
+
+    @precondition(lambda self: self.state.cluster_queue is not None and self.enqueuing is None)
+    @rule(specs=st.lists(st.one_of(ENQUEUES, ENQUEUES, batch_item), max_size=3), seconds=dt)
+    def an_attempt_enqueued_then_timed_out(self, specs, seconds):
+        """A workflow task's first attempt steps its messages and settles (on the side: its state is
+        thrown away), its enqueue's local activity puts ticket T in the queue, and the task times out.
+        The retry gets the same messages and a deactivation after them (so it does not enqueue): the
+        queue holds an orphan T. An attempt that does not enqueue is an ordinary task. `preempt`,
+        `dequeue`, `activate` (or nothing: a plain Settle) are what make a workload enqueue. Only for
+        a workload that knows its ClusterQueue (else it could not give the ticket back) and is not
+        enqueuing (else the attempt could not enqueue)."""
+        target = self.now + timedelta(seconds=seconds)
+        self.fire_timers(target)
+        self.now = max(self.now, target)
+        events: list[Any] = []
+        for spec in specs:
+            events += self.resolve(spec)
+        state, enqueued = self.state, None
+        for i, event in enumerate([*events, lc.Settle()]):
+            state, commands = lc.step(state, event, self.now, (i * 0.3819660112501051) % 1.0)
+            enqueued = next((c.request.entry.ticket for c in commands if isinstance(c, lc.Enqueue)), enqueued)
+        if enqueued is not None and self.state.cluster_queue is not None and self.enqueuing is None:
+            key = (self.uid, enqueued)
+            if key in self.queue and key not in self.orphans:
+                self.fail(3, f"an attempt enqueued ticket {enqueued}, which its queue holds for it: {self.held()}")
+            self.trace.append(f"+{self.seconds()}s (an attempt of this task enqueued ticket {enqueued} and timed out)")
+            STATS["attempts that enqueued and timed out"] += 1
+            STATS["orphans created" if key not in self.queue else "orphans enqueued again"] += 1
+            self.queue.setdefault(key, "pending")  # the queue ignores a ticket it has
+            self.orphans.add(key)
+            events.append(lc.Deactivated())
+        self.run(events)
+        if self.eager:
+            self.eager_queue()
+
+    @precondition(lambda self: self.state.cluster_queue is not None and self.enqueuing is None)
+    @rule(spec=st.one_of(ENQUEUES, st.none()), seconds=dt)
+    def an_attempt_enqueued_then_timed_out_on_one_message(self, spec, seconds):
+        """The same, with one of the messages that make a workload enqueue, or none."""
+        self.an_attempt_enqueued_then_timed_out([spec] if spec else [], seconds)
 
 
 LifecycleModel.TestCase.settings = settings(
