@@ -151,7 +151,12 @@ class Owner:
                     cq.notices_outdated(state)
             self._freed()
         elif isinstance(m, QueueEntry):
+            held = state.reservations.get(m.key)
             cq.enqueue(state, m)
+            if held is not None and held.gated and m.key not in state.reservations and release_settles_gate():
+                # A newer run of the workload (the one before ended without a word) or ticket took
+                # the place of a reservation made with the gate's grant, quota included.
+                self.tell_gate(contract.GATE_SETTLED, GateSettled(key=m.key, uid=held.uid, ticket=held.ticket))
         elif isinstance(m, Admitted):
             cq.mark_admitted(state, m.key, m.uid, m.ticket)
             return  # usage for the scheduler is unchanged
@@ -358,6 +363,7 @@ def preemptor_holds_its_queue() -> bool:
 
 
 def release_settles_gate() -> bool:
-    """Runs recorded before a release that frees a reservation made with the blockAdmission gate's
-    grant settled it with the gate (as a forced release and a forgotten run do) replay without."""
+    """Runs recorded before a release, or an enqueue that replaces what the queue held, settled a
+    reservation made with the blockAdmission gate's grant with the gate (as a forced release and a
+    forgotten run do) replay without."""
     return workflow.patched("release-settles-gate")

@@ -279,14 +279,18 @@ async def _longest_delay_wins(engine, name: str, order: tuple[str, str]) -> None
 # --- F5: blockAdmission: a workload that loses readiness; a release that crosses a gated reservation ---
 
 
-async def test_f5_block_admission_holds_new_workloads_while_an_admitted_one_recovers(engine):
-    af = engine.admitflow
+async def apply_with_block_admission(af) -> None:
     await af.apply(
         loaded(
             configuration_manifest(timeout="10m", recoveryTimeout="10m", blockAdmission=True),
             flavor_manifest(), cluster_queue_manifest(), local_queue_manifest(),
         )
     )
+
+
+async def test_f5_block_admission_holds_new_workloads_while_an_admitted_one_recovers(engine):
+    af = engine.admitflow
+    await apply_with_block_admission(af)
     await submit(af, "w1", cpu="1")
     await until(af, "Admitted", "w1")
 
@@ -299,11 +303,7 @@ async def test_f5_block_admission_holds_new_workloads_while_an_admitted_one_reco
     await af.pods_ready("default/w1", ready=False)
     await eventually(lambda: pods("False", "WaitForRecovery"))
 
-    async def gate_counts_w1() -> bool:
-        gate = await engine.client.get_workflow_handle(ids.PODS_READY_GATE_ID).query("status", result_type=GateState)
-        return "default/w1" in gate.not_ready
-
-    await eventually(gate_counts_w1)  # w1 told the gate it is not ready again
+    await eventually(lambda: gate_counts(engine, "w1"))  # w1 told the gate it is not ready again
 
     await submit(af, "w2", cpu="1")
 
@@ -336,22 +336,10 @@ async def test_f5_a_release_that_crosses_a_reservation_with_the_gates_grant_sett
 
     monkeypatch.setattr(delivery, "send_signal", holding_crossed_reservation)
     af = engine.admitflow
-    await af.apply(
-        loaded(
-            configuration_manifest(timeout="10m", recoveryTimeout="10m", blockAdmission=True),
-            flavor_manifest(), cluster_queue_manifest(), local_queue_manifest(),
-        )
-    )
+    await apply_with_block_admission(af)
     await submit(af, "crossed", cpu="1")
 
-    async def gate_counts_crossed() -> bool:
-        try:
-            gate = await engine.client.get_workflow_handle(ids.PODS_READY_GATE_ID).query("status", result_type=GateState)
-        except RPCError:  # the gate starts with the first grant asked of it
-            return False
-        return "default/crossed" in gate.not_ready
-
-    await eventually(gate_counts_crossed, timeout=30)
+    await eventually(lambda: gate_counts(engine, "crossed"), timeout=30)
     assert await phase(af, "crossed") == "Pending", "its reservation is held on its way"
     await af.deactivate("default/crossed")
     await until(af, "Inactive", "crossed")
@@ -359,7 +347,37 @@ async def test_f5_a_release_that_crosses_a_reservation_with_the_gates_grant_sett
     await submit(af, "next", cpu="1")
     await until(af, "Admitted", "next", timeout=30)
     assert await phase(af, "crossed") == "Inactive"
-    assert not await gate_counts_crossed()
+    assert not await gate_counts(engine, "crossed")
+
+
+async def test_f5_a_run_that_takes_the_place_of_a_gated_reservation_settles_the_gate(engine):
+    """`w1` is admitted with the gate's grant and not ready when its workflow is terminated (an
+    operator's doing: nothing gives its quota back), and `w1` is applied again. The new run's enqueue
+    takes the place of the old run's reservation, quota included; the gate counted the old run not
+    ready for good, and the new run waited for a grant that never came. The queue now settles the
+    gate for a reservation made with its grant that an enqueue replaces."""
+    af = engine.admitflow
+    await apply_with_block_admission(af)
+    await submit(af, "w1", cpu="1")
+    first = (await until(af, "Admitted", "w1")).metadata.uid
+    await eventually(lambda: gate_counts(engine, "w1"))
+    await handle_of(engine, "w1").terminate(reason="lost")
+    await submit(af, "w1", cpu="1")
+
+    async def admitted_again() -> bool:
+        r = await report(af, "w1")
+        return r.metadata.uid != first and await phase(af, "w1") == "Admitted"
+
+    await eventually(admitted_again, timeout=30)
+
+
+async def gate_counts(engine, name: str) -> bool:
+    """The blockAdmission gate counts workload `name` as reserved with its grant and not ready."""
+    try:
+        gate = await engine.client.get_workflow_handle(ids.PODS_READY_GATE_ID).query("status", result_type=GateState)
+    except RPCError:  # the gate starts with the first grant asked of it
+        return False
+    return f"default/{name}" in gate.not_ready
 
 
 # --- F6: deactivating a workload that holds no quota -----------------------------------------------------
