@@ -7,10 +7,14 @@ the rest are still being submitted, as a cluster would. Prints the submission ra
 the last workload finished, the longest gap between two admissions (a stalled queue shows there),
 the longest workflow task of the ClusterQueue (one scheduling pass and the messages it handled),
 the largest continue-as-new payload it carried (as stored, after the codec), the most workloads
-pending at once, and the peak memory of this process (worker and client). Runs on the embedded dev
-server with a file database, like `admitflow dev`.
+pending at once, and the peak memory of this process (worker and client). The worker and the dev
+server's CPU per workload, and their share of the wall, are measured over the workloads' phase,
+against `--bare` bare workflows of one activity (`bench/bare_workflow.py`) run before and after in
+the same process: the ratio of the two rates says how far the engine is from bare Temporal on the
+same machine at that moment. Runs on the embedded dev server with a file database, with the worker
+set up as `admitflow dev` sets it up (`bench/harness.py`'s `engine`).
 
-    .venv/bin/python bench/queue_depth.py [--n 10000] [--quota 100] [--runtime 0] [--minutes 10] [--json PATH]
+    .venv/bin/python bench/queue_depth.py [--n 10000] [--quota 100] [--runtime 0] [--minutes 10] [--bare 500] [--json PATH]
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ import asyncio
 import json
 import resource
 import sys
-import tempfile
 import time
+from statistics import mean
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,14 +40,10 @@ from admitflow import contract, ids  # noqa: E402
 from admitflow.api import LoadedManifest, parse_manifest  # noqa: E402
 from admitflow.api.workload import RUNNER_ANNOTATION  # noqa: E402
 from admitflow.messages import FinishRequest, StartWorkload, StopWorkload  # noqa: E402
-from admitflow.client import AdmitflowClient, AdmitflowError  # noqa: E402
-from admitflow.codec import DATA_CONVERTER  # noqa: E402
-from admitflow.devserver import DevServer  # noqa: E402
+from admitflow.client import AdmitflowError  # noqa: E402
 from bench.admission_throughput import bounded  # noqa: E402
-from bench.harness import revision  # noqa: E402
+from bench.harness import CpuMeter, bare_rate, engine, revision  # noqa: E402
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest  # noqa: E402
-from tests.conftest import free_port  # noqa: E402
-from admitflow.worker.main import build_worker  # noqa: E402
 
 
 RUNNER = "depth-runner"  # the runner's task queue, named by the LocalQueue
@@ -125,6 +125,7 @@ async def main() -> None:
     p.add_argument("--runtime", type=float, default=0.0, help="seconds each admitted workload runs before its finish")
     p.add_argument("--minutes", type=float, default=10.0, help="give up after this long")
     p.add_argument("--cache", type=int, help="the engine worker's max_cached_workflows (default: the SDK's, 1000)")
+    p.add_argument("--bare", type=int, default=500, help="bare workflows measured before and after")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     n, deadline = args.n, time.monotonic() + args.minutes * 60
@@ -132,60 +133,72 @@ async def main() -> None:
                  "revision": revision(), **pure_pass_ms(n, args.quota)}
     print(f"pure scheduling pass at {n} pending: {out}", flush=True)
 
-    with tempfile.TemporaryDirectory() as tmp:
-        server = DevServer(port=free_port(), db=Path(tmp) / "bench.db", headless=True)
-        await server.start()
-        try:
-            client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
-            runner = Runner(client, args.runtime)
-            cache = {"max_cached_workflows": args.cache} if args.cache else {}
-            async with build_worker(client, "admitflow", **cache), Worker(
-                client, task_queue=RUNNER, activities=[runner.start_workload, runner.stop_workload], max_concurrent_activities=1000
-            ):
-                af = AdmitflowClient(client, "admitflow")
-                lq = local_queue_manifest()
-                lq["metadata"]["annotations"] = {RUNNER_ANNOTATION: RUNNER}
-                docs = [flavor_manifest(), cluster_queue_manifest(quotas={"default": {"cpu": str(args.quota)}}), lq]
-                await af.apply([LoadedManifest(source="bench", index=i, obj=parse_manifest(d)[0], warnings=[]) for i, d in enumerate(docs, 1)])
-                workloads = [parse_manifest(workload_manifest(f"w{i:05d}", cpu="1"))[0] for i in range(n)]
-                routes = await af.routes()
+    cache = {"max_cached_workflows": args.cache} if args.cache else {}
+    async with engine(**cache) as e:
+        client, af = e.client, e.admitflow
+        bare_cpu = [CpuMeter(e.server), CpuMeter(e.server)]
+        bare_before = await bare_rate(client, args.bare, "before", bare_cpu[0])
+        print(f"bare Temporal before: {bare_before:.1f} wf/s", flush=True)
+        runner = Runner(client, args.runtime)
+        async with Worker(
+            client, task_queue=RUNNER, activities=[runner.start_workload, runner.stop_workload], max_concurrent_activities=1000
+        ):
+            lq = local_queue_manifest()
+            lq["metadata"]["annotations"] = {RUNNER_ANNOTATION: RUNNER}
+            docs = [flavor_manifest(), cluster_queue_manifest(quotas={"default": {"cpu": str(args.quota)}}), lq]
+            await af.apply([LoadedManifest(source="bench", index=i, obj=parse_manifest(d)[0], warnings=[]) for i, d in enumerate(docs, 1)])
+            workloads = [parse_manifest(workload_manifest(f"w{i:05d}", cpu="1"))[0] for i in range(n)]
+            routes = await af.routes()
 
-                pending_peak = 0
+            pending_peak = 0
 
-                async def watch_pending() -> None:
-                    nonlocal pending_peak
-                    while True:
-                        try:
-                            report = await af.cluster_queue_report("cq")
-                            pending_peak = max(pending_peak, report.status.pending_workloads if report else 0)
-                        except (RPCError, AdmitflowError):
-                            pass  # a busy worker answers a query late
-                        await asyncio.sleep(1.0)
+            async def watch_pending() -> None:
+                nonlocal pending_peak
+                while True:
+                    try:
+                        report = await af.cluster_queue_report("cq")
+                        pending_peak = max(pending_peak, report.status.pending_workloads if report else 0)
+                    except (RPCError, AdmitflowError):
+                        pass  # a busy worker answers a query late
+                    await asyncio.sleep(1.0)
 
-                watching = asyncio.ensure_future(watch_pending())
-                start = time.monotonic()
-                await bounded(af.submit(w, cluster_queue=routes["default/lq"]) for w in workloads)
-                out["submitted_s"] = round(time.monotonic() - start, 1)
-                out["submit_per_s"] = round(n / out["submitted_s"], 1)
-                print(f"submitted {n} in {out['submitted_s']} s ({out['submit_per_s']} /s)", flush=True)
-                while len(runner.finished) < n and time.monotonic() < deadline:
-                    await asyncio.sleep(0.5)
-                watching.cancel()
-                done = len(runner.finished)
-                out["finished"] = done
-                out["all_finished"] = done >= n
-                out["total_s"] = round((max(runner.finished.values(), default=time.monotonic()) - start), 1)
-                gaps = [b - a for a, b in zip(runner.admitted, runner.admitted[1:])]
-                out["admissions"] = len(runner.admitted)
-                out["longest_admission_gap_s"] = round(max(gaps, default=0.0), 2)
-                out["admission_gaps_over_1s"] = sum(g > 1 for g in gaps)
-                out["through_per_s"] = round(done / out["total_s"], 1) if out["total_s"] else None
-                out["pending_peak"] = pending_peak
-                print(f"{done} of {n} through in {out['total_s']} s; longest gap between admissions "
-                      f"{out['longest_admission_gap_s']} s", flush=True)
-                out.update(await queue_history_figures(client, ids.cluster_queue_id("cq")))
-        finally:
-            server.stop()
+            watching = asyncio.ensure_future(watch_pending())
+            meter = CpuMeter(e.server).start()
+            start = time.monotonic()
+            await bounded(af.submit(w, cluster_queue=routes["default/lq"]) for w in workloads)
+            out["submitted_s"] = round(time.monotonic() - start, 1)
+            out["submit_per_s"] = round(n / out["submitted_s"], 1)
+            print(f"submitted {n} in {out['submitted_s']} s ({out['submit_per_s']} /s)", flush=True)
+            while len(runner.finished) < n and time.monotonic() < deadline:
+                await asyncio.sleep(0.5)
+            meter.stop()
+            wall = time.monotonic() - start
+            watching.cancel()
+            done = len(runner.finished)
+            out["finished"] = done
+            out["all_finished"] = done >= n
+            out["total_s"] = round((max(runner.finished.values(), default=time.monotonic()) - start), 1)
+            gaps = [b - a for a, b in zip(runner.admitted, runner.admitted[1:])]
+            out["admissions"] = len(runner.admitted)
+            out["longest_admission_gap_s"] = round(max(gaps, default=0.0), 2)
+            out["admission_gaps_over_1s"] = sum(g > 1 for g in gaps)
+            out["through_per_s"] = round(done / out["total_s"], 1) if out["total_s"] else None
+            out["pending_peak"] = pending_peak
+            print(f"{done} of {n} through in {out['total_s']} s; longest gap between admissions "
+                  f"{out['longest_admission_gap_s']} s", flush=True)
+            out.update(await queue_history_figures(client, ids.cluster_queue_id("cq")))
+        bare_after = await bare_rate(client, args.bare, "after", bare_cpu[1])
+        print(f"bare Temporal after: {bare_after:.1f} wf/s", flush=True)
+    out["bare_per_s"] = {"before": round(bare_before, 1), "after": round(bare_after, 1)}
+    if out["through_per_s"]:
+        out["ratio_to_bare"] = round(out["through_per_s"] / mean((bare_before, bare_after)), 3)
+    out["limits"] = {
+        # Over the workloads' phase (submission to the last finish, and the pending watcher's
+        # queries), divided by the workloads that finished.
+        "cpu_per_workload_ms": meter.per(done or 1),
+        "cpu_share_of_wall": {"python": round(meter.python_s / wall, 2), "server": round(meter.server_s / wall, 2)},
+        "cpu_per_bare_workflow_ms": {k: round(mean(m.per(args.bare)[k] for m in bare_cpu), 1) for k in ("python_ms", "server_ms")},
+    }
     out["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     print(json.dumps(out))
     if args.json:
