@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from admitflow import contract, ids
     from admitflow.admission import cluster_queue as cq
     from admitflow.admission import fair_sharing, metrics, scheduler
-    from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView, ForceReleaseOutcome, Notice, QueueEntry
+    from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView, ForceReleaseOutcome, Notice, QueueEntry, Reservation
     from admitflow.admission.pods_ready import GateAnswer
     from admitflow.admission.requests import format_requests
     from admitflow.messages import (
@@ -153,10 +153,7 @@ class Owner:
         elif isinstance(m, QueueEntry):
             held = state.reservations.get(m.key)
             cq.enqueue(state, m)
-            if held is not None and held.gated and m.key not in state.reservations and release_settles_gate():
-                # A newer run of the workload (the one before ended without a word) or ticket took
-                # the place of a reservation made with the gate's grant, quota included.
-                self.tell_gate(contract.GATE_SETTLED, GateSettled(key=m.key, uid=held.uid, ticket=held.ticket))
+            self.settle_freed_grant(state, held)
         elif isinstance(m, Admitted):
             cq.mark_admitted(state, m.key, m.uid, m.ticket)
             return  # usage for the scheduler is unchanged
@@ -170,14 +167,16 @@ class Owner:
                 self._freed()
         else:
             held = state.reservations.get(m.key)
-            gated = held is not None and (held.uid, held.ticket) == (m.uid, m.ticket) and held.gated
             if cq.release(state, m.key, m.uid, m.ticket):
-                if gated and release_settles_gate():
-                    # The workload may never have taken this reservation (its release crossed the
-                    # notice); the gate would count it as not ready for good.
-                    self.tell_gate(contract.GATE_SETTLED, GateSettled(key=m.key, uid=m.uid, ticket=m.ticket))
+                self.settle_freed_grant(state, held)
                 self._freed()
         self.needs_pass = True
+
+    def settle_freed_grant(self, state: ClusterQueueState, held: Reservation | None) -> None:
+        """Tell the gate of a reservation made with its grant that a release or an enqueue freed
+        (`cluster_queue.grant_freed`)."""
+        if cq.grant_freed(state, held) and release_settles_gate():
+            self.tell_gate(contract.GATE_SETTLED, GateSettled(key=held.key, uid=held.uid, ticket=held.ticket))
 
     def force_release(self, name: str, request: ForceRelease, now: datetime) -> ForceReleaseOutcome:
         outcome, notices = cq.force_release(self.members[name], request.key, request.message, now)

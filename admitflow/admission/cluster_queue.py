@@ -418,6 +418,14 @@ def release(state: ClusterQueueState, key: str, uid: str, ticket: int) -> bool:
     return False
 
 
+def grant_freed(state: ClusterQueueState, held: Reservation | None) -> bool:
+    """`held`, what the queue held for its key before a release or an enqueue, was reserved with the
+    blockAdmission gate's grant and that message freed it: the gate must be told it settled. The
+    workload may never have taken it (its release crossed the reservation's notice; a new run took
+    its place after the one before ended without a word), and the gate would count it for good."""
+    return held is not None and held.gated and state.reservations.get(held.key) is not held
+
+
 def forget(state: ClusterQueueState, key: str, uid: str) -> bool:
     """That run of the workload no longer runs: nothing will ever release for it. Returns whether
     quota was freed."""

@@ -316,6 +316,36 @@ def test_release_of_another_ticket_changes_nothing():
     assert "default/a" in st.reservations
 
 
+@pytest.mark.parametrize(
+    ("gated", "message", "freed"),
+    [
+        pytest.param(True, ("release", 1), True, id="its-release"),
+        pytest.param(True, ("release", 7), False, id="the-release-of-another-ticket"),
+        pytest.param(True, ("enqueue", entry("a", ticket=2)), True, id="a-newer-ticket-in-its-place"),
+        pytest.param(True, ("enqueue", entry("a").model_copy(update={"uid": "uid-next-run"})), True, id="a-new-run-in-its-place"),
+        pytest.param(True, ("enqueue", entry("a")), False, id="its-enqueue-again"),
+        pytest.param(False, ("release", 1), False, id="reserved-without-the-grant"),
+    ],
+)
+def test_what_frees_a_reservation_made_with_the_gates_grant(gated, message, freed):
+    """`grant_freed`: the gate must be told when a release or an enqueue frees a reservation made
+    with its grant (the workload may never have taken it), and only then."""
+    st = state_with(view(), entry("a"))
+    run_pass(st)
+    st.reservations["default/a"].gated = gated
+    held = st.reservations["default/a"]
+    kind, arg = message
+    if kind == "release":
+        cq.release(st, "default/a", "uid-a", arg)
+    else:
+        cq.enqueue(st, arg)
+    assert cq.grant_freed(st, held) is freed
+
+
+def test_nothing_held_frees_no_grant():
+    assert cq.grant_freed(state_with(view(), entry("a")), None) is False
+
+
 # --- status ---------------------------------------------------------------------------------------
 
 
