@@ -299,9 +299,12 @@ class Owner:
             if answering is not None:
                 answering.append(n)
                 continue
+            # It names the queue: a workload that never heard back from its very first enqueue (the
+            # task that ran it timed out) has no other way to know where to give that ticket back.
+            payload = n.model_copy(update={"cluster_queue": cluster_queue}).to_wire()
             self.outbox.add(
                 Delivery(
-                    workflow_id=ids.workload_id(n.key), signal=NOTICE_SIGNALS[n.kind], payload=n.to_wire(),
+                    workflow_id=ids.workload_id(n.key), signal=NOTICE_SIGNALS[n.kind], payload=payload,
                     cluster_queue=cluster_queue,
                 )
             )

@@ -119,10 +119,20 @@ GIVES_BACK_UNASKED_TICKETS = "gives-back-unasked-tickets"
 # patches after it.
 PATCHES_OF_2026_12_4 = "patches-of-2026-12.4"
 TAKEN_TOGETHER_12_4 = TAKEN_TOGETHER_12_3 | {GIVES_BACK_UNASKED_TICKETS}
+# workflow.patched: such a ticket goes back to the ClusterQueue its notice names (the queue's notices
+# name it since this release), also when the run never learned its ClusterQueue because the enqueue
+# it never heard back from was its very first; before, that run kept the notice, and the queue the
+# quota of an inactive workload, until it was activated again.
+UNASKED_TICKETS_TO_THEIR_QUEUE = "unasked-tickets-to-their-queue"
+# workflow.patched, asked first in every run: as PATCHES_OF_2026_12_4, for TAKEN_TOGETHER_12_4 and the
+# patches after it.
+PATCHES_OF_2026_12_5 = "patches-of-2026-12.5"
+TAKEN_TOGETHER_12_5 = TAKEN_TOGETHER_12_4 | {UNASKED_TICKETS_TO_THEIR_QUEUE}
 # The patch sets, newest first: run() asks each marker in turn until one was recorded (a new run
 # records the first), and the run takes that set's patches without asking for each. A new set goes
 # on top, holding the one before it.
 PATCH_SETS = (
+    (PATCHES_OF_2026_12_5, TAKEN_TOGETHER_12_5),
     (PATCHES_OF_2026_12_4, TAKEN_TOGETHER_12_4),
     (PATCHES_OF_2026_12_3, TAKEN_TOGETHER_12_3),
     (PATCHES_OF_2026_12_2, TAKEN_TOGETHER_12_2),
@@ -301,6 +311,7 @@ class WorkloadWorkflow(LegacyLoop):
             honours_gates=not gated or self._patched(ADMISSION_GATED_BY), runner_finish_ends_run=self._patched(RUNNER_FINISH_ENDS_RUN),
             keeps_early_notices=self._patched(EARLY_NOTICES), keeps_next_ticket_notices=self._patched(NEXT_TICKET_NOTICES),
             gives_back_unasked_tickets=self._patched(GIVES_BACK_UNASKED_TICKETS),
+            unasked_tickets_to_their_queue=self._patched(UNASKED_TICKETS_TO_THEIR_QUEUE),
         )])
         while not (wl.is_finished(self.state) or self.state.deleted):
             self.timer.set(lc.next_wake(self.state))

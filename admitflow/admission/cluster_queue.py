@@ -158,6 +158,10 @@ class Notice(WireModel):
     gated: bool = Field(
         default=False, description="With reserved: reserved with a grant of the blockAdmission gate; tell it when ready."
     )
+    cluster_queue: str | None = Field(
+        default=None, description="The ClusterQueue that sends it (set on the way out; None from a queue of an "
+        "earlier release). A workload that gives back a ticket it never took releases it there.",
+    )
 
 
 class QueueEvent(WireModel):

@@ -99,6 +99,12 @@ class Started(Fact):
         "(`_give_back_unasked_ticket`): the workflow's `workflow.patched` answer (a run whose history predates it "
         "replays without).",
     )
+    unasked_tickets_to_their_queue: bool = Field(
+        default=True,
+        description="Whether such a ticket is released to the ClusterQueue its notice names, also when the run never "
+        "learned its ClusterQueue (`_give_back_unasked_ticket`): the workflow's `workflow.patched` answer (a run "
+        "whose history predates it replays without).",
+    )
 
 
 class QueueNoticed(Fact):
@@ -382,6 +388,7 @@ def _started(st: WorkloadState, ev: Started, now: datetime, random: float) -> li
     st.keeps_early_notices = ev.keeps_early_notices
     st.keeps_next_ticket_notices = ev.keeps_next_ticket_notices
     st.gives_back_unasked_tickets = ev.gives_back_unasked_tickets
+    st.unasked_tickets_to_their_queue = ev.unasked_tickets_to_their_queue
     # What an earlier run had under way did not come along; Settle asks again.
     st.asking = {}
     st.enqueuing = None
@@ -714,16 +721,25 @@ def _give_back_unasked_ticket(st: WorkloadState) -> list[Any]:
     (a deactivation, a Retry's backoff), decided otherwise. The queue said so (the notice waits in
     `early_notices`); the run takes the ticket as its own and releases it (the queue settles the
     blockAdmission gate if it reserved the ticket with its grant). Kept, it would hold the queue's
-    quota for a workload that does not want it; the next enqueue takes the ticket after it."""
+    quota for a workload that does not want it; the next enqueue takes the ticket after it.
+
+    It goes back to the ClusterQueue the notice names (`unasked_tickets_to_their_queue`): the
+    enqueue that run never heard back from looked its LocalQueue up afresh, so that is where the
+    ticket is, and when that enqueue was the run's very first, the run knows no other. Before, the
+    run gave it back to the queue it had last heard from, and a run that had heard from none kept
+    the notice until it was activated again."""
     if not st.gives_back_unasked_tickets or st.enqueuing is not None or not st.early_notices:
         return []
-    if st.holder is not None or _claims_queue(st) or not st.cluster_queue:
+    if st.holder is not None or _claims_queue(st):
         return []
-    if not any(Notice.model_validate(e["payload"]).ticket == st.ticket + 1 for e in st.early_notices):
+    unasked = [n for n in (Notice.model_validate(e["payload"]) for e in st.early_notices) if n.ticket == st.ticket + 1]
+    named = next((n.cluster_queue for n in unasked if n.cluster_queue), None) if st.unasked_tickets_to_their_queue else None
+    queue = named or st.cluster_queue
+    if not unasked or not queue:
         return []
     st.early_notices = []
     st.ticket += 1
-    st.holder, st.holder_queue = st.ticket, st.cluster_queue
+    st.holder, st.holder_queue = st.ticket, queue
     return _release(st)
 
 

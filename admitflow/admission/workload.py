@@ -207,6 +207,11 @@ class WorkloadState(WireModel):
         "workflow task enqueued it) is taken and released; set when each run starts, False in a run whose history "
         "predates it.",
     )
+    unasked_tickets_to_their_queue: bool = Field(
+        default=False,
+        description="Such a ticket is released to the ClusterQueue its notice names, also by a run that never learned "
+        "its ClusterQueue; set when each run starts, False in a run whose history predates it.",
+    )
     early_notices: list[dict[str, Any]] = Field(
         default_factory=list,
         description="Queue notices about the ticket being enqueued (or the next one) that came before the enqueue's "

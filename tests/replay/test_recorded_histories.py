@@ -41,7 +41,9 @@ marker `patches-of-2026-12.2`): a success, a failure, and a value that is no fin
 `workflow.patched("next-ticket-notices")`: a queue notice about the next ticket that comes before
 the run has decided to enqueue it waits for that enqueue's answer. `patches-of-2026-12.4/` (the
 main job) under the marker that also takes `workflow.patched("gives-back-unasked-tickets")`: a next
-ticket its queue has and the run decided not to enqueue is taken and released.
+ticket its queue has and the run decided not to enqueue is taken and released. `patches-of-2026-12.5/`
+(the main job) under the marker that also takes `workflow.patched("unasked-tickets-to-their-queue")`:
+such a ticket goes back to the queue its notice names; its ClusterQueues' notices name them.
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """

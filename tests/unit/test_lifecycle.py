@@ -16,6 +16,8 @@ from admitflow.admission import workload as wl
 from admitflow.admission.catalog import QueueResolution
 from admitflow.admission.cluster_queue import AdmissionCheckInfo, Notice
 from admitflow.api.configuration import WaitForPodsReady
+from admitflow.workflows.outbox import Outbox
+from admitflow.workflows.queue_owner import Owner
 from tests.builders import manifest, workload_manifest
 from tests.unit.test_workload_status import T0, reserved_notice
 
@@ -547,6 +549,42 @@ def test_a_next_ticket_the_run_decided_not_to_enqueue_is_taken_and_released(patc
     assert (w.state.ticket, w.state.holder, len(w.state.early_notices)) == ((2, None, 0) if patched else (1, None, 1))
     enqueued = [c.request.entry.ticket for c in w.batch(lc.Activated()) if isinstance(c, lc.Enqueue)]
     assert enqueued == [3 if patched else 2]
+
+
+@pytest.mark.parametrize(("patched", "named", "known", "released"), [
+    (True, "cq", None, [("cq", 1)]),
+    (False, "cq", None, []),
+    (True, None, None, []),
+    (True, "cq-2", "cq", [("cq-2", 1)]),
+    (False, "cq-2", "cq", [("cq", 1)]),
+    (True, None, "cq", [("cq", 1)]),
+], ids=["its-very-first-ticket-goes-to-the-queue-that-names-itself", "a-history-from-before-the-patch-kept-it",
+        "a-queue-of-an-earlier-release-does-not-name-itself", "the-queue-its-localqueue-now-leads-to",
+        "a-history-from-before-the-patch-released-it-to-the-last-queue", "a-notice-without-a-name-goes-to-the-last-queue"])
+def test_an_unasked_ticket_goes_back_to_the_queue_its_notice_names(patched, named, known, released):
+    """The enqueue that the run never heard back from (its task timed out after the local activity)
+    looked the LocalQueue up afresh: the ticket is in the queue the notice names. When that enqueue
+    was the run's very first, the run knows no ClusterQueue at all; before, it kept the notice, and
+    the queue held the quota of an inactive workload until it was activated again. A ticket is
+    released once, and the next enqueue takes the ticket after it."""
+    w = World(active=False)
+    w.state, _ = lc.step(w.state, lc.Started(unasked_tickets_to_their_queue=patched), w.now, 0.5)
+    w.state.cluster_queue = known
+    notice = reserved_notice(ticket=1).model_copy(update={"cluster_queue": named})
+    out = w.batch(lc.QueueNoticed(signal="quota_reserved", payload=notice.to_wire()))
+    assert [(c.cluster_queue, c.request.ticket) for c in out if isinstance(c, lc.TellQueue)] == released
+    assert (w.state.ticket, len(w.state.early_notices)) == ((1, 0) if released else (0, 1))
+    enqueued = [c.request.entry.ticket for c in w.batch(lc.Activated()) if isinstance(c, lc.Enqueue)]
+    assert enqueued == [2 if released else 1]
+    assert len([c for c in w.commands if isinstance(c, lc.TellQueue) and c.signal == "release"]) == len(released)
+
+
+def test_a_queue_names_itself_in_every_notice_it_sends():
+    """What an older workload ignores (an unknown field), and what a run that never heard back from its
+    first enqueue needs to give that ticket back."""
+    owner = Owner(Outbox(), {})
+    owner.notify([reserved_notice(ticket=1), reserved_notice(ticket=2).model_copy(update={"kind": "evicted"})], "cq")
+    assert [(d.cluster_queue, Notice.model_validate(d.payload).cluster_queue) for d in owner.outbox.undelivered()] == [("cq", "cq")] * 2
 
 
 def _priority_told(commands: list[Any]) -> list[tuple[str, int, int]]:

@@ -15,8 +15,8 @@ The machine plays every other party, minimally:
   may time out after its enqueue's local activity ran: its first attempt (the messages, stepped and
   settled on the side, nothing carried out) enqueued ticket T, the queue holds T, and the retry that
   counts gets the same messages and a deactivation after them, so it does not enqueue: the queue
-  holds an orphan T the state does not name (only for a workload that knows its ClusterQueue: one
-  that never learned it cannot give the ticket back, and is not played). The queue's rules act on
+  holds an orphan T the state does not name (T may be the run's very first ticket: then the run
+  knows no ClusterQueue but the one the queue's notices name). The queue's rules act on
   the orphan as on any ticket; the next enqueue of T adopts it (the queue keeps what it has, and the
   answer finds its queue), a newer one replaces it. No continue-as-new while such an enqueue is under
   way (in the workflow an enqueue is answered in its own task);
@@ -553,6 +553,8 @@ class LifecycleModel(RuleBasedStateMachine):
                 self.fail(3, f"enqueued with priority {c.request.entry.priority}, its spec says {self.state.workload.spec.priority}")
         elif isinstance(c, lc.TellQueue):
             key = (c.request.uid, c.request.ticket)
+            if c.cluster_queue != "cq":
+                self.fail(3, f"told {c.signal} to ClusterQueue {c.cluster_queue!r}, not to its queue cq")
             if c.request.uid != self.uid:
                 self.fail(3, f"told its queue about another run: {c!r}")
             if c.signal == "release":
@@ -824,7 +826,7 @@ class LifecycleModel(RuleBasedStateMachine):
 
     def notice(self, kind: str, ticket: int, check_set: tuple, pods: bool, runner: bool, gated: bool, uid: str | None = None) -> Notice:
         base = reserved_notice(checks=list(check_set), ticket=ticket, uid=uid or self.uid)
-        update: dict[str, Any] = {"kind": kind}
+        update: dict[str, Any] = {"kind": kind, "cluster_queue": "cq"}  # the queue names itself
         if kind in ("reserved", "checks"):
             update |= {"checks_info": {c: CHECK_INFO[c] for c in check_set}, "wait_for_pods_ready": PODS_READY if pods else None,
                        "workload_retention": RETENTION if pods else None}
@@ -1068,16 +1070,16 @@ class LifecycleModel(RuleBasedStateMachine):
         """Several messages in one workflow task, then one Settle."""
         self.deliver(specs, seconds, timer_in_batch=timer_too)
 
-    @precondition(lambda self: self.state.cluster_queue is not None and self.enqueuing is None)
+    @precondition(lambda self: self.enqueuing is None)
     @rule(specs=st.lists(st.one_of(ENQUEUES, ENQUEUES, batch_item), max_size=3), seconds=dt)
     def an_attempt_enqueued_then_timed_out(self, specs, seconds):
         """A workflow task's first attempt steps its messages and settles (on the side: its state is
         thrown away), its enqueue's local activity puts ticket T in the queue, and the task times out.
         The retry gets the same messages and a deactivation after them (so it does not enqueue): the
         queue holds an orphan T. An attempt that does not enqueue is an ordinary task. `preempt`,
-        `dequeue`, `activate` (or nothing: a plain Settle) are what make a workload enqueue. Only for
-        a workload that knows its ClusterQueue (else it could not give the ticket back) and is not
-        enqueuing (else the attempt could not enqueue)."""
+        `dequeue`, `activate` (or nothing: a plain Settle) are what make a workload enqueue. Not while
+        the workload is enqueuing (the attempt could not enqueue then); T may be its very first
+        ticket (a workload that was never told its ClusterQueue, and learns it from the notices)."""
         target = self.now + timedelta(seconds=seconds)
         self.fire_timers(target)
         self.now = max(self.now, target)
@@ -1088,7 +1090,9 @@ class LifecycleModel(RuleBasedStateMachine):
         for i, event in enumerate([*events, lc.Settle()]):
             state, commands = lc.step(state, event, self.now, (i * 0.3819660112501051) % 1.0)
             enqueued = next((c.request.entry.ticket for c in commands if isinstance(c, lc.Enqueue)), enqueued)
-        if enqueued is not None and self.state.cluster_queue is not None and self.enqueuing is None:
+        if enqueued is not None and self.enqueuing is None:
+            if self.state.ticket == 0:
+                STATS["orphans of a first ticket"] += 1
             key = (self.uid, enqueued)
             if key in self.queue and key not in self.orphans:
                 self.fail(3, f"an attempt enqueued ticket {enqueued}, which its queue holds for it: {self.held()}")
@@ -1102,7 +1106,7 @@ class LifecycleModel(RuleBasedStateMachine):
         if self.eager:
             self.eager_queue()
 
-    @precondition(lambda self: self.state.cluster_queue is not None and self.enqueuing is None)
+    @precondition(lambda self: self.enqueuing is None)
     @rule(spec=st.one_of(ENQUEUES, st.none()), seconds=dt)
     def an_attempt_enqueued_then_timed_out_on_one_message(self, spec, seconds):
         """The same, with one of the messages that make a workload enqueue, or none."""
