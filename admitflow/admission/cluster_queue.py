@@ -29,6 +29,7 @@ from admitflow.admission.quota_tree import CohortTree
 from admitflow.admission.requests import format_requests
 from admitflow.admission.selectors import Requirement, Taint, Toleration, namespace_labels, selector_matches
 from admitflow.api.admission_check import AdmissionCheckRetryStrategy, PendingTimeout
+from admitflow.api.cluster_queue import ClusterQueueReference
 from admitflow.api.configuration import WaitForPodsReady, WorkloadRetentionPolicy
 from admitflow.api import (
     ClusterQueueSpec,
@@ -158,7 +159,7 @@ class Notice(WireModel):
     gated: bool = Field(
         default=False, description="With reserved: reserved with a grant of the blockAdmission gate; tell it when ready."
     )
-    cluster_queue: str | None = Field(
+    cluster_queue: ClusterQueueReference | None = Field(
         default=None, description="The ClusterQueue that sends it (set on the way out; None from a queue of an "
         "earlier release). A workload that gives back a ticket it never took releases it there.",
     )

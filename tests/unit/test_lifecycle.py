@@ -579,6 +579,18 @@ def test_an_unasked_ticket_goes_back_to_the_queue_its_notice_names(patched, name
     assert len([c for c in w.commands if isinstance(c, lc.TellQueue) and c.signal == "release"]) == len(released)
 
 
+def test_a_notice_that_names_no_clusterqueue_is_refused_and_changes_nothing():
+    """Whoever sends it: a Warning event with one line, no ticket taken, nothing released or kept."""
+    w = World(active=False)
+    notice = {**reserved_notice(ticket=1).to_wire(), "clusterQueue": "No Such Queue!"}
+    out = w.batch(lc.QueueNoticed(signal="quota_reserved", payload=notice))
+    assert [c for c in out if isinstance(c, lc.TellQueue)] == []
+    assert (w.state.ticket, w.state.early_notices) == (0, [])
+    event = w.state.events[-1]
+    assert (event.type, event.reason) == ("Warning", "InvalidQueueNotice")
+    assert event.message.startswith("quota_reserved: clusterQueue: String should match pattern") and "\n" not in event.message
+
+
 def test_a_queue_names_itself_in_every_notice_it_sends():
     """What an older workload ignores (an unknown field), and what a run that never heard back from its
     first enqueue needs to give that ticket back."""
