@@ -90,7 +90,8 @@ class QueueLookupActivities:
             Message(signal=contract.ENQUEUE, payload=request.entry.to_wire(), answer=request.answer),
             StartQueue(name=resolution.cluster_queue, task_queue=activity.info().task_queue),
         )
-        return resolution.model_copy(update={"notices": [n.payload for n in taken.answers if n.signal == contract.PENDING_STATUS]})
+        answers = (contract.PENDING_STATUS, contract.QUOTA_RESERVED)
+        return resolution.model_copy(update={"notices": [n.payload for n in taken.answers if n.signal in answers]})
 
     @activity.defn(name=contract.FETCH_CLUSTER_QUEUE_VIEW)
     async def fetch_cluster_queue_view(self, ref: ClusterQueueRef) -> ClusterQueueView:

@@ -394,6 +394,11 @@ class AdmitflowClient:
             except priority.PriorityError as err:
                 raise AdmitflowError(f"workloads {workload.key}: {err}") from None
             workload = workload.model_copy(update={"spec": resolved})
+        if not workload.metadata.uid:
+            # Given here, as Kubernetes' API server gives one at creation, so that it is in the
+            # workflow's input: one the workflow drew from its randomness would differ between a run
+            # reset in Temporal and the replay of that run's history.
+            workload = workload.model_copy(update={"metadata": workload.metadata.model_copy(update={"uid": str(uuid.uuid4())})})
         spec = workload.spec
         now = datetime.now(UTC)
         attributes = [

@@ -18,8 +18,12 @@ from temporalio.client import Client, WorkflowHistory
 
 from worker.main import WORKFLOWS, replayer
 
-# Failed workflow tasks that are Temporal's own doing, not a defect of the workflow code.
-EXPLAINED = {WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND}
+# Failed workflow tasks that are Temporal's own doing, not a defect of the workflow code (a reset
+# fails the task of the new run that it resets from).
+EXPLAINED = {
+    WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND,
+    WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW,
+}
 
 
 @dataclass

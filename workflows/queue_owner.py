@@ -271,9 +271,11 @@ class Owner:
         )
 
     def answer(self, asked: Asked, index: int, entry: QueueEntry) -> None:
-        """`entry`, applied here, asked for its answer: its pending reason from the next pass goes to `asked`."""
+        """`entry`, applied here, asked for its answer: its pending reason from the next pass goes to
+        `asked`; or, when a queue here has reserved that ticket already (the run was reset in Temporal
+        to before its reservation notice, and enqueues the ticket again), that reservation's notice."""
         key = (entry.key, entry.uid, entry.ticket)
-        self.answering[key] = []
+        self.answering[key] = [n for n in (scheduler.reservation_told(s, *key) for s in self.members.values()) if n is not None]
         asked.waiting[key] = index
 
     def wait_for(self, asked: Asked) -> None:

@@ -373,8 +373,9 @@ class WorkloadWorkflow(LegacyLoop):
                 start_to_close_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
                 summary=f"enqueue in LocalQueue {c.request.local_queue}",
             )
-            # What its queue answered in the same task (the entry's first pending reason) comes
-            # after the resolution, as the signal it stands for would have.
+            # What its queue answered in the same task (the entry's first pending reason, or the
+            # reservation it holds for that ticket already) comes after the resolution, as the signal
+            # it stands for would have; a notice is applied by its kind.
             return [lc.EnqueueResolved(ticket=c.request.entry.ticket, resolution=resolution),
                     *(lc.QueueNoticed(signal=contract.PENDING_STATUS, payload=n) for n in resolution.notices)]
         if isinstance(c, lc.TellQueue):

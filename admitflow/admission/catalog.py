@@ -99,7 +99,8 @@ class QueueResolution(WireModel):
     notices: list[dict[str, Any]] = Field(
         default_factory=list,
         description="What its ClusterQueue answered to the enqueue: the `pending_status` notices its first pass "
-        "decided for the entry, which the queue sends no other way.",
+        "decided for the entry, which the queue sends no other way; or, for a ticket the queue had reserved already "
+        "(the run was reset to before its notice), that reservation's notice again.",
     )
 
 

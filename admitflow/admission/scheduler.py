@@ -27,6 +27,7 @@ from admitflow.wire import WireModel
 
 from admitflow.admission.cluster_queue import (
     ClusterQueueState,
+    ClusterQueueView,
     Notice,
     checks_info,
     send_back_strangers,
@@ -600,23 +601,15 @@ class _Cursor:
         reservation = Reservation(
             key=e.key, uid=e.uid, ticket=e.ticket, local_queue=e.local_queue, priority=e.priority,
             timestamp=e.timestamp, assignment=a, reserved_at=second(self.run.now), admitted=not checks, checks=checks,
+            gated=view.block_admission,
         )
         self.state.pending.remove(e.key)
         self.state.reservations[e.key] = reservation
         self._preemptible.clear()
         self.result.reserved.append(reservation)
-        notice = Notice(
-            key=e.key, uid=e.uid, ticket=e.ticket, kind="reserved", assignment=a, admission_checks=checks,
-            checks_info=checks_info(view, checks),
-            flavors={f: view.flavors[f] for f in sorted(used) if f in view.flavors},
-            wait_for_pods_ready=view.wait_for_pods_ready,
-            workload_retention=view.workload_retention,
-            runner=view.local_queues[e.local_queue_key].runner,
-        )
-        self.result.notices.append(notice)
+        self.result.notices.append(reservation_notice(view, reservation))
         if view.block_admission:
             self.state.gate, self.result.gate_used = "none", reservation
-            reservation.gated = notice.gated = True
         for (_, res), v in usage.items():
             self.free[res] = self.free.get(res, 0) - v
         self.index += 1
@@ -637,6 +630,31 @@ def _tell(result: PassResult, e: QueueEntry, reason: str, message: str) -> None:
             return
     e.notice = (reason, message)
     result.notices.append(Notice(key=e.key, uid=e.uid, ticket=e.ticket, kind="pending", reason=reason, message=message))
+
+
+def reservation_notice(view: ClusterQueueView, r: Reservation) -> Notice:
+    """What a workload is told when quota is reserved for it: its assignment, the admission checks it
+    has for the flavors it was assigned, and what its queue says it runs with."""
+    used = {f for ps in r.assignment.pod_sets for f in ps.flavors.values()}
+    lq = view.local_queues.get(r.local_queue_key)
+    return Notice(
+        key=r.key, uid=r.uid, ticket=r.ticket, kind="reserved", assignment=r.assignment, admission_checks=r.checks,
+        checks_info=checks_info(view, r.checks),
+        flavors={f: view.flavors[f] for f in sorted(used) if f in view.flavors},
+        wait_for_pods_ready=view.wait_for_pods_ready,
+        workload_retention=view.workload_retention,
+        runner=lq.runner if lq is not None else "",
+        gated=r.gated,
+    )
+
+
+def reservation_told(state: ClusterQueueState, key: str, uid: str, ticket: int) -> Notice | None:
+    """The reservation the queue holds for this ticket, as its notice again (an enqueue of a ticket
+    the queue has reserved asks again: the run was reset in Temporal to before the notice), or None."""
+    r = state.reservations.get(key)
+    if r is None or r.uid != uid or r.ticket != ticket or r.evicting or state.view is None or state.view.spec is None:
+        return None
+    return reservation_notice(state.view, r)
 
 
 def pending_told(state: ClusterQueueState, key: str, uid: str, ticket: int) -> Notice | None:

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from temporalio import activity
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import EventType, ResetReapplyType
+from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowHandle,
@@ -369,6 +372,44 @@ async def test_f5_a_run_that_takes_the_place_of_a_gated_reservation_settles_the_
         return r.metadata.uid != first and await phase(af, "w1") == "Admitted"
 
     await eventually(admitted_again, timeout=30)
+
+
+@pytest.mark.parametrize("reapply", ["signals", "nothing"])
+async def test_f5_a_gated_workload_reset_to_its_first_workflow_task_is_admitted_again_and_replays(engine, reapply):
+    """`w1`, admitted with the blockAdmission gate's grant and not ready, is reset in Temporal to its
+    first workflow task (the Temporal UI's and CLI's "first workflow task" reset), with the signals
+    after it given again (Temporal's default) or not. Two faults: the new run drew its uid from the
+    workflow's randomness, which the reset changes live but not when the history is replayed, so the
+    run's history no longer replayed (a nondeterminism error, and a wedge at the next replay); and
+    without the signals, the new run enqueued the ticket the queue had reserved and heard nothing
+    back, while the gate counted it not ready, so no other workload was ever admitted. The client now
+    gives the uid at submission, and the queue answers such an enqueue with its reservation. The
+    engine fixture replays every run afterwards."""
+    af = engine.admitflow
+    await apply_with_block_admission(af)
+    await submit(af, "w1", cpu="1")
+    await until(af, "Admitted", "w1")
+    await eventually(lambda: gate_counts(engine, "w1"))
+    handle = handle_of(engine, "w1")
+    first = next(e.event_id for e in (await handle.fetch_history()).events
+                 if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+    old = (await handle.describe()).run_id
+    await engine.client.workflow_service.reset_workflow_execution(ResetWorkflowExecutionRequest(
+        namespace=engine.client.namespace,
+        workflow_execution=WorkflowExecution(workflow_id=handle.id, run_id=old),
+        reason="test: reset to the first workflow task", workflow_task_finish_event_id=first, request_id=str(uuid.uuid4()),
+        reset_reapply_type=ResetReapplyType.RESET_REAPPLY_TYPE_SIGNAL if reapply == "signals" else ResetReapplyType.RESET_REAPPLY_TYPE_NONE,
+    ))
+
+    async def admitted_in_the_new_run() -> bool:
+        new = await engine.client.get_workflow_handle(handle.id).describe()
+        return new.run_id != old and await phase(af, "w1") == "Admitted"
+
+    await eventually(admitted_in_the_new_run, timeout=30)
+    await af.pods_ready("default/w1", ready=True)
+    await submit(af, "w2", cpu="1")
+    await until(af, "Admitted", "w2", timeout=30)
+    assert not await gate_counts(engine, "w1")
 
 
 async def gate_counts(engine, name: str) -> bool:

@@ -342,6 +342,37 @@ def test_what_frees_a_reservation_made_with_the_gates_grant(gated, message, free
     assert cq.grant_freed(st, held) is freed
 
 
+@pytest.mark.parametrize(
+    ("ask", "told"),
+    [
+        pytest.param(("uid-a", 1), True, id="its-ticket"),
+        pytest.param(("uid-a", 2), False, id="another-ticket"),
+        pytest.param(("uid-other-run", 1), False, id="another-run"),
+        pytest.param(("evicting", 1), False, id="one-being-evicted"),
+        pytest.param(("gone", 1), False, id="one-released"),
+    ],
+)
+@pytest.mark.parametrize("gated", [False, True], ids=["", "with-the-gates-grant"])
+def test_an_enqueue_of_a_ticket_the_queue_reserved_is_told_that_reservation_again(ask, told, gated):
+    """A run reset in Temporal to before its reservation notice enqueues the same ticket again: the
+    queue keeps its reservation and answers with the notice the pass sent, not with nothing (the run
+    would wait for good while the queue held its quota, and the blockAdmission gate counted it)."""
+    st = state_with(blocking_view(gated), entry("a"))
+    if gated:
+        st.gate = "granted"
+    (sent,) = [n for n in run_pass(st).notices if n.kind == "reserved"]
+    uid, ticket = ask
+    if uid == "evicting":
+        st.reservations["default/a"].evicting, uid = True, "uid-a"
+    elif uid == "gone":
+        cq.release(st, "default/a", "uid-a", 1)
+        uid = "uid-a"
+    again = scheduler.reservation_told(st, "default/a", uid, ticket)
+    assert again == (sent if told else None)
+    if told:
+        assert again.gated is gated
+
+
 def test_nothing_held_frees_no_grant():
     assert cq.grant_freed(state_with(view(), entry("a")), None) is False
 

@@ -579,6 +579,27 @@ def test_an_unasked_ticket_goes_back_to_the_queue_its_notice_names(patched, name
     assert len([c for c in w.commands if isinstance(c, lc.TellQueue) and c.signal == "release"]) == len(released)
 
 
+@pytest.mark.parametrize("signal_first", [False, True], ids=["answered-with-it", "its-signal-came-first-too"])
+def test_a_reservation_in_the_enqueues_answer_is_taken_once(signal_first):
+    """A run reset to before its reservation notice enqueues the ticket again, and the queue answers
+    with the reservation it holds; with the signals given again, the notice came by signal too, before
+    the answer. The workload is admitted once, with one QuotaReserved event."""
+    notice = reserved_notice(ticket=1).to_wire()
+    w = World(active=False)
+    w.state, _ = lc.step(w.state, lc.Activated(), w.now, 0.5)
+    w.state, commands = lc.step(w.state, lc.Settle(), w.now, 0.5)
+    (enqueue,) = [c for c in commands if isinstance(c, lc.Enqueue)]
+    out = w.batch(
+        *([lc.QueueNoticed(signal="quota_reserved", payload=notice)] if signal_first else []),
+        # As the workflow steps the enqueue's answer: the resolution, then each notice it carries.
+        lc.EnqueueResolved(ticket=enqueue.request.entry.ticket, resolution=QueueResolution(cluster_queue="cq", notices=[notice])),
+        lc.QueueNoticed(signal="pending_status", payload=notice),
+    )
+    assert w.phase() == "Admitted"
+    assert [e.reason for e in w.state.events].count("QuotaReserved") == 1
+    assert not [c for c in out if isinstance(c, lc.TellQueue) and c.signal == "release"]
+
+
 def test_a_notice_that_names_no_clusterqueue_is_refused_and_changes_nothing():
     """Whoever sends it: a Warning event with one line, no ticket taken, nothing released or kept."""
     w = World(active=False)
