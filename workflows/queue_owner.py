@@ -135,7 +135,8 @@ class Owner:
         self.cut_short = False
         self.requeue = False
         # Entries whose enqueue asked for its answer in this task: the pending notices the next pass
-        # decides for them go in the answer, not to the outbox.
+        # decides for them go in the answer, not to the outbox (as does the reservation a queue here
+        # already holds for that ticket: `answer`).
         self.answering: dict[tuple[str, str, int], list[Notice]] = {}
         self.asked: list[Asked] = []
 
@@ -284,7 +285,8 @@ class Owner:
 
     def answer_all(self, holder: str | None = None) -> None:
         """After the pass (or in a task without one): every update waiting here gets its receipt, with
-        the pending notices of its entries, or what an entry was told before (its enqueue came again)."""
+        the pending notices of its entries (or the reservation held for one already), or what an entry
+        was told before (its enqueue came again)."""
         for asked in self.asked:
             for (key, uid, ticket), index in asked.waiting.items():
                 notices = self.answering.get((key, uid, ticket)) or [
