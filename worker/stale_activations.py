@@ -29,15 +29,30 @@ least that long after the workflow task it replays up to started; a real workflo
 activation comes as soon as its history is replayed (a workflow task older than that could only be
 one the server has given up on, whose completion it refuses anyway). Worker clocks must agree with
 the server's to well within that timeout (NTP), as Temporal's timers already assume.
+
+A run still cached on its worker meets the same history by another road. A query that reached the
+server while a workflow task was running waits for that task; when the task ends with nothing
+new, the server sends the query on by itself, and an event arriving just then (an activity's
+result, a signal) comes with it, before the workflow task it schedules. The SDK applies those
+events to the cached run live, on the clock of its last workflow task, and the real task then
+applies the rest in an activation of its own: the simulated autoscaler's timer was armed once
+more than in any replay (`Timer machine does not handle ActivityTaskScheduled` after a server
+restart). So a live run also refuses an activation that brings history events its last workflow
+task did not have (its history length grew) on a clock no later than that task's; refused, the run
+is evicted and its real task replays it. What follows in one workflow task never grows the history:
+a local activity's result, or an activity cancelled with TRY_CANCEL, come on the same clock and
+length and pass.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import structlog
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
@@ -46,6 +61,8 @@ from admitflow.contract import STALE_QUERY_REFUSED
 
 # The query's failure; admitflow's client asks again when it sees it.
 REFUSED = STALE_QUERY_REFUSED
+
+log = structlog.get_logger("admitflow.worker")
 
 
 def stale(act: WorkflowActivation, last_replayed: float | None, max_age: float, now: float | None = None) -> bool:
@@ -60,6 +77,32 @@ def stale(act: WorkflowActivation, last_replayed: float | None, max_age: float, 
     return at <= last_replayed or (time.time() if now is None else now) - at >= max_age
 
 
+@dataclass(frozen=True)
+class Task:
+    """Where a run's history stood at an activation: its clock (seconds since the epoch) and its
+    length (the last event applied)."""
+
+    at: float
+    length: int
+
+
+def task_of(act: WorkflowActivation) -> Task | None:
+    """The history `act` runs on, when it brings history events (more than queries or an
+    eviction) and says where they end."""
+    if not act.HasField("timestamp") or not act.timestamp.seconds or not act.history_length:
+        return None
+    if all(job.WhichOneof("variant") in ("query_workflow", "remove_from_cache") for job in act.jobs):
+        return None
+    return Task(act.timestamp.ToNanoseconds() / 1e9, act.history_length)
+
+
+def without_a_task(task: Task | None, last: Task | None) -> bool:
+    """Whether a live run's activation at `task` brings history events with no new workflow task:
+    its history grew since `last` and its clock did not move on (a query sent on by itself, with
+    the events that arrived meanwhile)."""
+    return task is not None and last is not None and task.length > last.length and task.at <= last.at
+
+
 class StaleActivationGuard(WorkflowRunner):
     """Wraps the worker's workflow runner (not the Replayer's: a replayed history that ends in new
     events is meant to run them)."""
@@ -72,17 +115,20 @@ class StaleActivationGuard(WorkflowRunner):
         self.runner.prepare_workflow(defn)
 
     def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
-        return _Guarded(self.runner.create_instance(det), self.max_age)
+        return _Guarded(self.runner.create_instance(det), self.max_age, det.info.workflow_id)
 
     def set_worker_level_failure_exception_types(self, types: Sequence[type[BaseException]]) -> None:
         self.runner.set_worker_level_failure_exception_types(types)
 
 
 class _Guarded(WorkflowInstance):
-    def __init__(self, instance: WorkflowInstance, max_age: float) -> None:
+    def __init__(self, instance: WorkflowInstance, max_age: float, workflow_id: str = "") -> None:
         self.instance = instance
         self.max_age = max_age
+        self.workflow_id = workflow_id
         self.last_replayed: float | None = None
+        # The furthest history any activation ran on, replayed or live.
+        self.last_task: Task | None = None
         self.live = False
         # When the run reached this worker: a workflow task's age is judged then, not after its
         # history is replayed, which takes as long as the history is long. Judged after, a replay
@@ -90,6 +136,16 @@ class _Guarded(WorkflowInstance):
         self.arrived: float | None = None
 
     def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
+        task = task_of(act)
+        if self.live and without_a_task(task, self.last_task):
+            log.warning(
+                "refused.events_without_a_workflow_task", workflow_id=self.workflow_id, run_id=act.run_id,
+                history_length=act.history_length,
+                last_history_length=self.last_task.length if self.last_task else None,
+            )
+            return self._refuse(act)
+        if task is not None:
+            self.last_task = task if self.last_task is None else Task(max(task.at, self.last_task.at), max(task.length, self.last_task.length))
         if not self.live:
             if self.arrived is None:
                 self.arrived = time.time()
@@ -97,12 +153,17 @@ class _Guarded(WorkflowInstance):
                 if act.HasField("timestamp") and act.timestamp.seconds:
                     self.last_replayed = act.timestamp.ToNanoseconds() / 1e9
             elif stale(act, self.last_replayed, self.max_age, now=self.arrived):
-                completion = WorkflowActivationCompletion(run_id=act.run_id)
-                completion.failed.failure.message = REFUSED
-                return completion
+                return self._refuse(act)
             else:
                 self.live = True
         return self.instance.activate(act)
+
+    @staticmethod
+    def _refuse(act: WorkflowActivation) -> WorkflowActivationCompletion:
+        """Fails the activation: the SDK fails the query it came with and evicts the run."""
+        completion = WorkflowActivationCompletion(run_id=act.run_id)
+        completion.failed.failure.message = REFUSED
+        return completion
 
     def get_info(self) -> Any:
         return self.instance.get_info()
