@@ -7,8 +7,10 @@ Ready, Retry (after 1-3 s), Rejected or fails (an error) at random. `manual` is 
 future attempt (stale), a payload that is no verdict or not even decodable (malformed: bad JSON
 shapes, and payloads claiming `binary/zlib`, `binary/encrypted` or an unknown encoding), and verdicts
 for workloads already finished (late). Admitted workloads run on the local runner (`sleep 0.2`) and
-finish. Meanwhile the engine worker is killed with SIGKILL and started again, and the Temporal
-server is killed with SIGKILL once and started again on its database.
+finish; one whose runner is lost (a server kill can lose a `start_workload` task) is evicted by
+WaitForPodsReady after a minute and requeued. Meanwhile the engine worker is killed with SIGKILL
+and started again, and the Temporal server is killed with SIGKILL once and started again on its
+database.
 
 Checked all along (every observation of the ClusterQueue): its usage is the sum of its reservations
 and never above its quota. At the end: every workload is Finished or Inactive (Rejected), none was
@@ -116,6 +118,12 @@ def manifests(n: int) -> list:
          "spec": {"controllerName": "tests.chaos"}},
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "manual"},
          "spec": {"controllerName": "tests.chaos-by-hand"}},
+        # A server killed just as it hands a `start_workload` to the runner can lose that task: the
+        # engine records RunnerLost at the heartbeat timeout and the workload waits for its pods,
+        # which never come, until WaitForPodsReady evicts and requeues it. Kueue's 30m would outlast
+        # any deadline here; a minute lets that recovery finish inside it.
+        {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+         "waitForPodsReady": {"timeout": "60s", "requeuingStrategy": {"backoffBaseSeconds": 5}}},
     ]
     for i in range(n):
         w = workload_manifest(f"w{i:03d}", cpu="1")
