@@ -137,15 +137,15 @@ class _Guarded(WorkflowInstance):
 
     def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
         task = task_of(act)
-        if self.live and without_a_task(task, self.last_task):
+        last = self.last_task
+        if self.live and without_a_task(task, last):
             log.warning(
                 "refused.events_without_a_workflow_task", workflow_id=self.workflow_id, run_id=act.run_id,
-                history_length=act.history_length,
-                last_history_length=self.last_task.length if self.last_task else None,
+                history_length=act.history_length, last_history_length=last.length if last else None,
             )
             return self._refuse(act)
         if task is not None:
-            self.last_task = task if self.last_task is None else Task(max(task.at, self.last_task.at), max(task.length, self.last_task.length))
+            self.last_task = task if last is None else Task(max(task.at, last.at), max(task.length, last.length))
         if not self.live:
             if self.arrived is None:
                 self.arrived = time.time()
