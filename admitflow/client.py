@@ -110,7 +110,8 @@ QUERY_TIMEOUT = timedelta(seconds=10)
 MOVES_FOLLOWED = 6
 MOVE_PAUSE = 0.2
 RPC_TIMEOUT = timedelta(seconds=10)
-# How often a workload query refused as stale (a worker died a moment ago) is asked again.
+# How often a query the engine's worker refused ("ask again": a worker died or the server restarted
+# a moment ago) is asked again, a second apart.
 STALE_RETRIES = 5
 # At most this many workloads asked at once when listing them.
 CONCURRENT_READS = 16
@@ -324,9 +325,9 @@ class AdmitflowClient:
         preview = None
         if dry_run == "server":
             try:
-                preview = await self.client.get_workflow_handle(ids.CATALOG_ID).query(
-                    contract.CATALOG_DRY_RUN, ApplyRequest(objects=objects), result_type=ApplyPreview,
-                    rpc_timeout=self.query_timeout,
+                preview = await self._ask(
+                    self.client.get_workflow_handle(ids.CATALOG_ID), contract.CATALOG_DRY_RUN,
+                    ApplyRequest(objects=objects), ApplyPreview,
                 )
             except WorkflowQueryFailedError as err:
                 raise NotAnswering(
@@ -457,8 +458,8 @@ class AdmitflowClient:
 
     async def catalog_objects(self, kind: str, key: str | None = None) -> list[Any]:
         try:
-            found = await self.client.get_workflow_handle(ids.CATALOG_ID).query(
-                contract.CATALOG_GET, ObjectQuery(kind=kind, key=key), result_type=ObjectList, rpc_timeout=self.query_timeout
+            found = await self._ask(
+                self.client.get_workflow_handle(ids.CATALOG_ID), contract.CATALOG_GET, ObjectQuery(kind=kind, key=key), ObjectList
             )
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
@@ -473,8 +474,8 @@ class AdmitflowClient:
         workflow_id = ids.cluster_queue_id(name)
         for _ in range(MOVES_FOLLOWED):
             try:
-                found = await self.client.get_workflow_handle(workflow_id).query(
-                    contract.CLUSTER_QUEUE_STATUS, query, result_type=ClusterQueueReport, rpc_timeout=self.query_timeout,
+                found = await self._ask(
+                    self.client.get_workflow_handle(workflow_id), contract.CLUSTER_QUEUE_STATUS, query, ClusterQueueReport
                 )
             except RPCError as err:
                 if err.status == RPCStatusCode.NOT_FOUND:
@@ -563,9 +564,7 @@ class AdmitflowClient:
             parents = await self._cohort_parents()
         handle = self.client.get_workflow_handle(ids.cohort_id(cohort_root(parents, name)))
         try:
-            return await handle.query(
-                contract.COHORT_STATUS, CohortRef(name=name), result_type=CohortStatus, rpc_timeout=self.query_timeout
-            )
+            return await self._ask(handle, contract.COHORT_STATUS, CohortRef(name=name), CohortStatus)
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return CohortStatus()
@@ -609,11 +608,17 @@ class AdmitflowClient:
         raise AdmitflowError(f'workloads "{key}" not found')
 
     async def _query_workload(self, handle: WorkflowHandle) -> WorkloadReport:
-        """The `workload` query, asked again (up to STALE_RETRIES times, a second apart) when the
-        engine's worker refused it as stale: the run then replays with its next workflow task."""
+        return await self._ask(handle, contract.WORKLOAD_QUERY, None, WorkloadReport)
+
+    async def _ask(self, handle: WorkflowHandle, query: str, arg: Any, result_type: type[T]) -> T:
+        """A query's answer, asked again (up to STALE_RETRIES times, a second apart) when the
+        engine's worker refused it (a worker died a moment ago, or the query came with events of no
+        workflow task yet, as after a server restart): the run then replays with its next workflow
+        task. Any other failure is raised as it comes."""
+        args = () if arg is None else (arg,)
         for attempt in range(STALE_RETRIES + 1):
             try:
-                return await handle.query(contract.WORKLOAD_QUERY, result_type=WorkloadReport, rpc_timeout=self.query_timeout)
+                return await handle.query(query, *args, result_type=result_type, rpc_timeout=self.query_timeout)
             except WorkflowQueryFailedError as err:
                 if str(err) != contract.STALE_QUERY_REFUSED or attempt == STALE_RETRIES:
                     raise
@@ -1071,7 +1076,7 @@ class AdmitflowClient:
         # Does the new run answer? A query waits for its first workflow task.
         handle = self.client.get_workflow_handle(trouble.workflow_id, run_id=response.run_id)
         try:
-            await handle.query(contract.WORKLOAD_QUERY, result_type=WorkloadReport, rpc_timeout=self.query_timeout)
+            await self._query_workload(handle)
             again = None
         except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
             desc = await handle.describe(rpc_timeout=RPC_TIMEOUT)
@@ -1149,8 +1154,9 @@ class AdmitflowClient:
     async def provisioning_requests(self, namespace: str | None = None) -> list[ProvisioningRequest]:
         """The simulated autoscaler's ProvisioningRequests (none when it does not run)."""
         try:
-            found = await self.client.get_workflow_handle(ids.AUTOSCALER_ID).query(
-                contract.PROVISIONING_REQUESTS_QUERY, ProvisioningRequestQuery(namespace=namespace), result_type=ProvisioningRequestList
+            found = await self._ask(
+                self.client.get_workflow_handle(ids.AUTOSCALER_ID), contract.PROVISIONING_REQUESTS_QUERY,
+                ProvisioningRequestQuery(namespace=namespace), ProvisioningRequestList,
             )
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:

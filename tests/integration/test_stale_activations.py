@@ -18,17 +18,22 @@ import asyncio
 import signal
 import subprocess
 import sys
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.worker import Worker
 
-from admitflow import ids
+from admitflow import contract, ids
+from admitflow.api.cluster_queue import ClusterQueueStatus
 from admitflow.client import AdmitflowClient
 from admitflow.codec import DATA_CONVERTER
 from admitflow.devserver import DevServer
+from admitflow.messages import ClusterQueueReport, StatusQuery
 from tests.conftest import free_port
 from tests.histories import assert_replays
 from tests.integration.test_admission_checks import say, setup, submit, until
@@ -101,3 +106,65 @@ async def test_a_query_during_a_worker_death_never_makes_a_workload_diverge(tmp_
         worker.kill()
         worker.wait(10)
         server.stop()
+
+
+# --- every read of admitflow's client asks a refused query again ----------------------------------
+
+# How many of the next queries the stand-in refuses, and how many it was asked (it runs unsandboxed,
+# in this process: a query changes no workflow state).
+_QUERIES = {"refuse": 0, "asked": 0}
+_FAILURE = {"message": REFUSED}
+
+
+@workflow.defn(name="test-refusing-cluster-queue", sandboxed=False)
+class _RefusingClusterQueue:
+    """Stands in for a ClusterQueue's workflow whose worker refuses the first queries as the
+    engine's guard does (the refusal reaches the client as that one message)."""
+
+    @workflow.run
+    async def run(self, name: str) -> None:
+        self.name = name
+        await workflow.wait_condition(lambda: False)
+
+    @workflow.query(name=contract.CLUSTER_QUEUE_STATUS)
+    def status(self, query: StatusQuery) -> ClusterQueueReport:
+        _QUERIES["asked"] += 1
+        if _QUERIES["refuse"] > 0:
+            _QUERIES["refuse"] -= 1
+            raise RuntimeError(_FAILURE["message"])
+        return ClusterQueueReport(name=self.name, status=ClusterQueueStatus(pending_workloads=7))
+
+
+async def _asked_of_the_stand_in(dev_server: DevServer, refuse: int, message: str):
+    """`cluster_queue_report` of a queue whose worker refuses the first `refuse` queries with
+    `message`; returns its answer (or raises its error) and how often it was asked."""
+    client = await Client.connect(dev_server.address, data_converter=DATA_CONVERTER)
+    name = f"refusing-{uuid.uuid4().hex[:8]}"
+    queue = f"refusing-{name}"
+    async with Worker(client, task_queue=queue, workflows=[_RefusingClusterQueue]):
+        handle = await client.start_workflow(_RefusingClusterQueue.run, name, id=ids.cluster_queue_id(name), task_queue=queue)
+        try:
+            _QUERIES.update(refuse=refuse, asked=0)
+            _FAILURE["message"] = message
+            try:
+                return await AdmitflowClient(client, queue).cluster_queue_report(name), _QUERIES["asked"]
+            except WorkflowQueryFailedError as err:
+                return err, _QUERIES["asked"]
+        finally:
+            await handle.terminate()
+
+
+async def test_a_read_refused_by_the_engines_worker_is_asked_again(dev_server):
+    """After a server restart the guard refuses queries that come with events of no workflow task
+    yet (worker/stale_activations.py): every read of admitflow's client (here a ClusterQueue's
+    status, as `admitflow get clusterqueue` asks it) asks again a second later, as it did for a
+    workload's report only."""
+    report, asked = await _asked_of_the_stand_in(dev_server, refuse=2, message=REFUSED)
+    assert isinstance(report, ClusterQueueReport) and report.status.pending_workloads == 7
+    assert asked == 3
+
+
+async def test_any_other_query_failure_is_not_asked_again(dev_server):
+    error, asked = await _asked_of_the_stand_in(dev_server, refuse=1, message="the handler failed")
+    assert isinstance(error, WorkflowQueryFailedError) and str(error) == "the handler failed"
+    assert asked == 1
