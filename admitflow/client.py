@@ -620,7 +620,7 @@ class AdmitflowClient:
             try:
                 return await handle.query(query, *args, result_type=result_type, rpc_timeout=self.query_timeout)
             except WorkflowQueryFailedError as err:
-                if str(err) != contract.STALE_QUERY_REFUSED or attempt == STALE_RETRIES:
+                if str(err) not in contract.REFUSED_QUERIES or attempt == STALE_RETRIES:
                     raise
             await asyncio.sleep(1)
         raise AssertionError("unreachable")

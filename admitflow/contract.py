@@ -126,10 +126,15 @@ DELETE_PROVISIONING_REQUEST = "delete_provisioning_request"
 WATCH_PROVISIONING_REQUEST = "watch_provisioning_request"
 PROVISIONING_PODS_SCHEDULED = "provisioning_pods_scheduled"
 
-# --- a query failure the engine's worker gives, which a client answers by asking again ------------
+# --- query failures the engine's worker gives, which a client answers by asking again ------------
 STALE_QUERY_REFUSED = (
     "admitflow refused an activation with a stale clock (a query reached this worker before the "
     "workflow task that follows a worker's death); the run is evicted and replays with that task; ask again"
 )
+EVENTS_WITHOUT_TASK_REFUSED = (
+    "admitflow refused an activation that brings history events of no workflow task yet (a query the "
+    "server sent on with them, as after a restart); the run is evicted and replays with its next task; ask again"
+)
+REFUSED_QUERIES = (STALE_QUERY_REFUSED, EVENTS_WITHOUT_TASK_REFUSED)
 
 __all__ = [name for name in dir() if name.isupper()] + ["cluster_queue_id", "workload_id", "CATALOG_ID", "PODS_READY_GATE_ID"]

@@ -105,7 +105,7 @@ async def _gauges(client: Client, name: str) -> list[Observation] | None:
                 return cluster_queue_gauges(ClusterQueueState(name=name))
             reason = err.message
         except WorkflowQueryFailedError as err:
-            if str(err) == contract.STALE_QUERY_REFUSED and attempt < STALE_RETRIES:
+            if str(err) in contract.REFUSED_QUERIES and attempt < STALE_RETRIES:
                 await asyncio.sleep(0.3)
                 continue
             reason = str(err)

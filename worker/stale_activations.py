@@ -38,8 +38,9 @@ events to the cached run live, on the clock of its last workflow task, and the r
 applies the rest in an activation of its own: the simulated autoscaler's timer was armed once
 more than in any replay (`Timer machine does not handle ActivityTaskScheduled` after a server
 restart). So a live run also refuses an activation that brings history events its last workflow
-task did not have (its history length grew) on a clock no later than that task's; refused, the run
-is evicted and its real task replays it. What follows in one workflow task never grows the history:
+task did not have (its history length grew) on a clock no later than that task's; refused (with a
+message of its own, which admitflow's client also asks again on), the run is evicted and its real
+task replays it. What follows in one workflow task never grows the history:
 a local activity's result, or an activity cancelled with TRY_CANCEL, come on the same clock and
 length and pass.
 """
@@ -57,10 +58,11 @@ from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
 
-from admitflow.contract import STALE_QUERY_REFUSED
+from admitflow.contract import EVENTS_WITHOUT_TASK_REFUSED, STALE_QUERY_REFUSED
 
-# The query's failure; admitflow's client asks again when it sees it.
+# The query's failures; admitflow's client asks again when it sees either.
 REFUSED = STALE_QUERY_REFUSED
+REFUSED_EVENTS = EVENTS_WITHOUT_TASK_REFUSED
 
 log = structlog.get_logger("admitflow.worker")
 
@@ -143,7 +145,7 @@ class _Guarded(WorkflowInstance):
                 "refused.events_without_a_workflow_task", workflow_id=self.workflow_id, run_id=act.run_id,
                 history_length=act.history_length, last_history_length=last.length if last else None,
             )
-            return self._refuse(act)
+            return self._refuse(act, REFUSED_EVENTS)
         if task is not None:
             self.last_task = task if last is None else Task(max(task.at, last.at), max(task.length, last.length))
         if not self.live:
@@ -153,16 +155,16 @@ class _Guarded(WorkflowInstance):
                 if act.HasField("timestamp") and act.timestamp.seconds:
                     self.last_replayed = act.timestamp.ToNanoseconds() / 1e9
             elif stale(act, self.last_replayed, self.max_age, now=self.arrived):
-                return self._refuse(act)
+                return self._refuse(act, REFUSED)
             else:
                 self.live = True
         return self.instance.activate(act)
 
     @staticmethod
-    def _refuse(act: WorkflowActivation) -> WorkflowActivationCompletion:
+    def _refuse(act: WorkflowActivation, message: str) -> WorkflowActivationCompletion:
         """Fails the activation: the SDK fails the query it came with and evicts the run."""
         completion = WorkflowActivationCompletion(run_id=act.run_id)
-        completion.failed.failure.message = REFUSED
+        completion.failed.failure.message = message
         return completion
 
     def get_info(self) -> Any:

@@ -37,7 +37,7 @@ from admitflow.messages import ClusterQueueReport, StatusQuery
 from tests.conftest import free_port
 from tests.histories import assert_replays
 from tests.integration.test_admission_checks import say, setup, submit, until
-from admitflow.worker.stale_activations import REFUSED
+from admitflow.worker.stale_activations import REFUSED, REFUSED_EVENTS
 
 pytestmark = pytest.mark.integration
 
@@ -154,12 +154,13 @@ async def _asked_of_the_stand_in(dev_server: DevServer, refuse: int, message: st
             await handle.terminate()
 
 
-async def test_a_read_refused_by_the_engines_worker_is_asked_again(dev_server):
+@pytest.mark.parametrize("message", [REFUSED, REFUSED_EVENTS], ids=["stale-clock", "events-without-a-task"])
+async def test_a_read_refused_by_the_engines_worker_is_asked_again(dev_server, message):
     """After a server restart the guard refuses queries that come with events of no workflow task
     yet (worker/stale_activations.py): every read of admitflow's client (here a ClusterQueue's
     status, as `admitflow get clusterqueue` asks it) asks again a second later, as it did for a
     workload's report only."""
-    report, asked = await _asked_of_the_stand_in(dev_server, refuse=2, message=REFUSED)
+    report, asked = await _asked_of_the_stand_in(dev_server, refuse=2, message=message)
     assert isinstance(report, ClusterQueueReport) and report.status.pending_workloads == 7
     assert asked == 3
 

@@ -160,5 +160,5 @@ def test_a_cached_run_refuses_the_events_a_query_brings_without_a_workflow_task(
     for act in passed:
         assert not guarded.activate(act).HasField("failed")
     refused = guarded.activate(at_length(task, 185, "resolve_activity", "signal_workflow"))
-    assert refused.failed.failure.message == stale_activations.REFUSED
+    assert refused.failed.failure.message == stale_activations.REFUSED_EVENTS
     assert instance.seen == passed
