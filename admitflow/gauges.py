@@ -39,7 +39,8 @@ from admitflow.messages import ClusterQueueRef
 # a scrape answers within Prometheus' default scrape_timeout of 10 s even when a queue does not.
 QUERY_TIMEOUT = timedelta(seconds=4)
 CONCURRENT_QUERIES = 16
-# A query refused as stale (a worker died a moment ago) is asked again this many times.
+# A query the engine's worker refused ("ask again": a worker died or the server restarted a
+# moment ago) is asked again this many times.
 STALE_RETRIES = 2
 UP = PREFIX + "exporter_cluster_queue_up"
 UP_HELP = (
