@@ -67,15 +67,23 @@ REFUSED_EVENTS = EVENTS_WITHOUT_TASK_REFUSED
 log = structlog.get_logger("admitflow.worker")
 
 
+def _brings_events(act: WorkflowActivation) -> bool:
+    """Whether `act` carries more than queries or an eviction."""
+    return not all(job.WhichOneof("variant") in ("query_workflow", "remove_from_cache") for job in act.jobs)
+
+
+def _clock(act: WorkflowActivation) -> float:
+    """The activation's workflow time, seconds since the epoch."""
+    return act.timestamp.ToNanoseconds() / 1e9
+
+
 def stale(act: WorkflowActivation, last_replayed: float | None, max_age: float, now: float | None = None) -> bool:
     """Whether `act`, a run's first activation after replaying `last_replayed` (the time of the last
     replayed activation, seconds since the epoch; None: nothing was replayed), runs new events on
     a clock no new workflow task can have."""
-    if act.is_replaying or last_replayed is None or not act.HasField("timestamp"):
+    if act.is_replaying or last_replayed is None or not act.HasField("timestamp") or not _brings_events(act):
         return False
-    if all(job.WhichOneof("variant") in ("query_workflow", "remove_from_cache") for job in act.jobs):
-        return False
-    at = act.timestamp.ToNanoseconds() / 1e9
+    at = _clock(act)
     return at <= last_replayed or (time.time() if now is None else now) - at >= max_age
 
 
@@ -91,11 +99,9 @@ class Task:
 def task_of(act: WorkflowActivation) -> Task | None:
     """The history `act` runs on, when it brings history events (more than queries or an
     eviction) and says where they end."""
-    if not act.HasField("timestamp") or not act.timestamp.seconds or not act.history_length:
+    if not act.HasField("timestamp") or not act.timestamp.seconds or not act.history_length or not _brings_events(act):
         return None
-    if all(job.WhichOneof("variant") in ("query_workflow", "remove_from_cache") for job in act.jobs):
-        return None
-    return Task(act.timestamp.ToNanoseconds() / 1e9, act.history_length)
+    return Task(_clock(act), act.history_length)
 
 
 def without_a_task(task: Task | None, last: Task | None) -> bool:
@@ -153,7 +159,7 @@ class _Guarded(WorkflowInstance):
                 self.arrived = time.time()
             if act.is_replaying:
                 if act.HasField("timestamp") and act.timestamp.seconds:
-                    self.last_replayed = act.timestamp.ToNanoseconds() / 1e9
+                    self.last_replayed = _clock(act)
             elif stale(act, self.last_replayed, self.max_age, now=self.arrived):
                 return self._refuse(act, REFUSED)
             else:
