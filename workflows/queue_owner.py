@@ -134,6 +134,9 @@ class Owner:
         # never carries more than about that many notices.
         self.cut_short = False
         self.requeue = False
+        # The tree's set of queues changed since the last pass: what pending workloads were told of
+        # the quota they could ever have (ExceedsMaxQuota) may no longer hold.
+        self.members_changed = False
         # Entries whose enqueue asked for its answer in this task: the pending notices the next pass
         # decides for them go in the answer, not to the outbox (as does the reservation a queue here
         # already holds for that ticket: `answer`).
@@ -236,6 +239,11 @@ class Owner:
             self.requeue = False
             for state in self.members.values():
                 cq.requeue_inadmissible(state)
+        if self.members_changed:
+            self.members_changed = False
+            if workflow.patched("retell-pending-after-members-change"):
+                for state in self.members.values():
+                    cq.notices_outdated(state)
         had_heads = metrics.has_workloads_to_try(self.members.values())
         started = metrics.pass_clock()
         results = scheduler.schedule(list(self.members.values()), workflow.now(), hold_for_preemptor, self.root, pass_bounded)
@@ -254,7 +262,12 @@ class Owner:
             self.requeue = True
 
     def requeue_all(self) -> None:
+        """The tree's set of queues changed (a queue adopted or given back): every queue's set-aside
+        workloads are looked at again, and what each was told is evaluated afresh, since a queue's
+        maximum capacity in its cohort moved with the lending limits of the others (Kueue requeues a
+        cohort's inadmissible workloads when a ClusterQueue joins or leaves it)."""
         self.requeue = True
+        self.members_changed = True
 
     def _gate(self, name: str, result: scheduler.PassResult) -> None:
         """blockAdmission: tell the gate whom its grant went to, ask for the next, or hand one back."""
