@@ -37,9 +37,11 @@ taken it, so a workload's messages still arrive in its order; the queue's ticket
 overtakes another across a handover harmless (a release remembered before its enqueue arrives).
 
 An enqueue may ask for its answer (`Message.answer`): the queue that holds the state decides in the
-same workflow task whether the entry fits, and puts the pending reason it would have signalled to
-the workload in the update's result instead (`Receipt.answers`), which the enqueue returns to the
-workload: no `pending_status` signal, and no workflow task of the workload's for it.
+same workflow task whether the entry fits, and puts the pending reason or the reservation it would
+have signalled to the workload in the update's result instead (`Receipt.answers`), which the
+enqueue returns to the workload: no `pending_status` or `quota_reserved` signal, and no workflow
+task of the workload's for it (a reservation whose workload says nothing of it is told again by
+signal 30 s later: workflows/queue_owner.py, `Retelling`).
 """
 
 from __future__ import annotations

@@ -48,8 +48,9 @@ class Message(WireModel):
     payload: dict[str, Any] = Field(default_factory=dict)
     answer: bool = Field(
         default=False,
-        description="The sender of an enqueue takes, in the update's result, the pending reason the queue's next pass "
-        "decides for the entry: the queue sends it no `pending_status` signal for it then.",
+        description="The sender of an enqueue takes, in the update's result, the pending reason or the reservation the "
+        "queue's next pass decides for the entry: the queue sends it no `pending_status` or `quota_reserved` signal for "
+        "it then (a reservation the workload says nothing of is told again by signal after scheduler.RETELL_AFTER).",
     )
 
 
@@ -252,7 +253,7 @@ class EnqueueRequest(WireModel):
     answer: bool = Field(
         default=False,
         description="Ask the queue for its answer (`Message.answer`): the enqueue returns the entry's first pending "
-        "reason in `QueueResolution.notices`, which the workload then steps as the signal it replaces.",
+        "reason, or its reservation, in `QueueResolution.notices`, which the workload then steps as the signal it replaces.",
     )
 
 

@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
         ForceReleaseCall,
         force_release_answered,
         Owner,
+        Retelling,
         Taking,
         receipt_for,
         QueueMessage,
@@ -69,6 +70,7 @@ class ClusterQueueWorkflow:
         self.inbox: list[QueueMessage | ForceReleaseCall | Handover | Taking] = []
         self.outbox = Outbox(input.undelivered)
         self.owner = Owner(self.outbox, {self.name: self.home.state} if self.home.away is None else {})
+        self.retelling = Retelling()
         self.looping = False  # run() has its view and takes its inbox
 
     # --- messages -----------------------------------------------------------------------------
@@ -198,6 +200,7 @@ class ClusterQueueWorkflow:
                 lambda: bool(self.inbox)
                 or self.outbox.needs_attention(holding=continue_as_new_suggested())
                 or (self._quiet() and continue_as_new_suggested())
+                or self.retelling.woke()
             )
             now = workflow.now()
             self._drain_inbox(now)
@@ -209,6 +212,9 @@ class ClusterQueueWorkflow:
                 self.owner.run_pass(preemptor_holds_its_queue)
                 self.outbox.step(holding=continue_as_new_suggested(), in_task=self._in_task)
             self.owner.answer_all(self._holder())
+            # After the pass, which may have answered reservations; what it tells again goes out with
+            # the next round of the loop (the outbox then needs attention).
+            self.retelling.step(self.owner)
             if self.home.away is None:
                 workflow.set_current_details(cq.current_details(self.home.state))
             else:

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         Asked,
         ForceReleaseCall,
         Owner,
+        Retelling,
         Taking,
         receipt_for,
         force_release_answered,
@@ -61,6 +62,7 @@ class CohortWorkflow:
         self.inbox: list[Handover | _Recall | Forwarded | ForceReleaseCall | Taking] = []
         self.outbox = Outbox(input.undelivered)
         self.owner = Owner(self.outbox, self.state.members, self.state.root)
+        self.retelling = Retelling()
 
     @workflow.signal(name=contract.ADOPT)
     def adopt(self, *payload: Any) -> None:
@@ -149,6 +151,7 @@ class CohortWorkflow:
                 lambda: bool(self.inbox)
                 or self.outbox.needs_attention(holding=self._ending())
                 or (self._quiet() and self._ending())
+                or self.retelling.woke()
             )
             self._drain_inbox()
             delivered = self.outbox.step(holding=self._ending(), in_task=signals_in_task)
@@ -161,6 +164,9 @@ class CohortWorkflow:
                 self.owner.run_pass(preemptor_holds_its_queue)
                 self.outbox.step(holding=self._ending(), in_task=signals_in_task)
             self.owner.answer_all()
+            # After the pass, which may have answered reservations; what it tells again goes out with
+            # the next round of the loop (the outbox then needs attention).
+            self.retelling.step(self.owner)
             workflow.set_current_details(tree.current_details(self.state))
             if self._ending() and self._quiet():
                 # An update that waits for its answer (take_messages, force_release) finishes only once

@@ -8,6 +8,7 @@ their outbox, through this one class.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -43,6 +44,12 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.workflows import arguments
     from admitflow.workflows.metrics import emit
     from admitflow.workflows.outbox import Outbox
+
+# workflow.patched: a reservation made in the pass that takes its enqueue goes in the enqueue's
+# answer, as its pending reason would (`Owner.notify`): the workload is admitted in the workflow task
+# that enqueued it, with no `quota_reserved` signal and no task of its own for it. Told again by
+# signal if the workload says nothing of it for scheduler.RETELL_AFTER (`Retelling`).
+RESERVATIONS_IN_ANSWERS = "reservations-in-answers"
 
 # Signal names a notice is delivered under, chosen to read well in a workload's history.
 NOTICE_SIGNALS = {
@@ -289,7 +296,10 @@ class Owner:
         `asked`; or, when a queue here has reserved that ticket already (the run was reset in Temporal
         to before its reservation notice, and enqueues the ticket again), that reservation's notice."""
         key = (entry.key, entry.uid, entry.ticket)
-        self.answering[key] = [n for n in (scheduler.reservation_told(s, *key) for s in self.members.values()) if n is not None]
+        self.answering[key] = [
+            n.model_copy(update={"cluster_queue": name})
+            for name, n in ((name, scheduler.reservation_told(s, *key)) for name, s in self.members.items()) if n is not None
+        ]
         asked.waiting[key] = index
 
     def wait_for(self, asked: Asked) -> None:
@@ -303,7 +313,9 @@ class Owner:
         for asked in self.asked:
             for (key, uid, ticket), index in asked.waiting.items():
                 notices = self.answering.get((key, uid, ticket)) or [
-                    n for n in (scheduler.pending_told(s, key, uid, ticket) for s in self.members.values()) if n is not None
+                    n.model_copy(update={"cluster_queue": name})
+                    for name, n in ((name, scheduler.pending_told(s, key, uid, ticket)) for name, s in self.members.items())
+                    if n is not None
                 ]
                 asked.receipt.answers[index] = [Message(signal=NOTICE_SIGNALS[n.kind], payload=n.to_wire()) for n in notices]
             asked.receipt.holder = holder
@@ -312,19 +324,60 @@ class Owner:
 
     def notify(self, notices: list[Notice], cluster_queue: str) -> None:
         for n in notices:
-            answering = self.answering.get((n.key, n.uid, n.ticket)) if n.kind == "pending" else None
-            if answering is not None:
-                answering.append(n)
-                continue
             # It names the queue: a workload that never heard back from its very first enqueue (the
             # task that ran it timed out) has no other way to know where to give that ticket back.
-            payload = n.model_copy(update={"cluster_queue": cluster_queue}).to_wire()
+            n = n.model_copy(update={"cluster_queue": cluster_queue})
+            answering = self.answering.get((n.key, n.uid, n.ticket))
+            if answering is not None and (n.kind == "pending" or (n.kind == "reserved" and workflow.patched(RESERVATIONS_IN_ANSWERS))):
+                answering.append(n)
+                if n.kind == "reserved":
+                    self.members[cluster_queue].reservations[n.key].answered_at = workflow.now()
+                continue
             self.outbox.add(
                 Delivery(
-                    workflow_id=ids.workload_id(n.key), signal=NOTICE_SIGNALS[n.kind], payload=payload,
+                    workflow_id=ids.workload_id(n.key), signal=NOTICE_SIGNALS[n.kind], payload=n.to_wire(),
                     cluster_queue=cluster_queue,
                 )
             )
+
+    def retell(self, now: datetime) -> None:
+        """Reservations told only in an enqueue's answer whose workload has said nothing of them for
+        scheduler.RETELL_AFTER are told again, by signal (`scheduler.retell_answered`). Only once the
+        outbox has sent what came before, and at most scheduler.MAX_RESERVATIONS at a time, as a pass
+        reserves: a continue-as-new never carries many more notices than that (the rest stay due)."""
+        if self.outbox.undelivered_or_in_flight:
+            return
+        room = scheduler.MAX_RESERVATIONS
+        for name, state in self.members.items():
+            told = scheduler.retell_answered(state, now, room)
+            room -= len(told)
+            self.notify(told, name)
+
+    def next_retell(self) -> datetime | None:
+        return min((t for t in (scheduler.next_retell(s) for s in self.members.values()) if t is not None), default=None)
+
+
+class Retelling:
+    """The one durable timer that wakes a queue's loop when a reservation told only in an enqueue's
+    answer is due to be told again (`Owner.retell`). Only runs that answered a reservation
+    (RESERVATIONS_IN_ANSWERS) ever start it; while the queue keeps answering, it fires about once
+    per scheduler.RETELL_AFTER."""
+
+    def __init__(self) -> None:
+        self.timer: asyncio.Future[None] | None = None
+
+    def woke(self) -> bool:
+        return self.timer is not None and self.timer.done()
+
+    def step(self, owner: Owner) -> None:
+        if self.woke():
+            self.timer = None
+        now = workflow.now()
+        owner.retell(now)
+        due = owner.next_retell()
+        # One already due waits for the outbox, whose delivery wakes the loop when it ends.
+        if due is not None and due > now and self.timer is None:
+            self.timer = asyncio.ensure_future(workflow.sleep(due - now, summary="tell again reservations told only in answers"))
 
 
 def report(state: ClusterQueueState, query: StatusQuery, owner: Owner | None = None) -> ClusterQueueReport:

@@ -128,10 +128,21 @@ UNASKED_TICKETS_TO_THEIR_QUEUE = "unasked-tickets-to-their-queue"
 # patches after it.
 PATCHES_OF_2026_12_5 = "patches-of-2026-12.5"
 TAKEN_TOGETHER_12_5 = TAKEN_TOGETHER_12_4 | {UNASKED_TICKETS_TO_THEIR_QUEUE}
+# workflow.patched: an eviction of the ticket the run is queued with counts though the run never
+# heard of its reservation (lifecycle `_apply_notice`): its ClusterQueue tells a reservation that
+# fits at once in the enqueue's answer, which a failed workflow task (or a reset to before it) loses;
+# the enqueue sent again then finds it evicted or released, and the eviction's signal was ignored,
+# leaving the run queued with a ticket its queue no longer has.
+EVICTS_UNHEARD_RESERVATIONS = "evicts-unheard-reservations"
+# workflow.patched, asked first in every run: as PATCHES_OF_2026_12_5, for TAKEN_TOGETHER_12_5 and the
+# patches after it.
+PATCHES_OF_2026_12_6 = "patches-of-2026-12.6"
+TAKEN_TOGETHER_12_6 = TAKEN_TOGETHER_12_5 | {EVICTS_UNHEARD_RESERVATIONS}
 # The patch sets, newest first: run() asks each marker in turn until one was recorded (a new run
 # records the first), and the run takes that set's patches without asking for each. A new set goes
 # on top, holding the one before it.
 PATCH_SETS = (
+    (PATCHES_OF_2026_12_6, TAKEN_TOGETHER_12_6),
     (PATCHES_OF_2026_12_5, TAKEN_TOGETHER_12_5),
     (PATCHES_OF_2026_12_4, TAKEN_TOGETHER_12_4),
     (PATCHES_OF_2026_12_3, TAKEN_TOGETHER_12_3),
@@ -312,6 +323,7 @@ class WorkloadWorkflow(LegacyLoop):
             keeps_early_notices=self._patched(EARLY_NOTICES), keeps_next_ticket_notices=self._patched(NEXT_TICKET_NOTICES),
             gives_back_unasked_tickets=self._patched(GIVES_BACK_UNASKED_TICKETS),
             unasked_tickets_to_their_queue=self._patched(UNASKED_TICKETS_TO_THEIR_QUEUE),
+            evicts_unheard_reservations=self._patched(EVICTS_UNHEARD_RESERVATIONS),
         )])
         while not (wl.is_finished(self.state) or self.state.deleted):
             self.timer.set(lc.next_wake(self.state))

@@ -116,6 +116,11 @@ class Reservation(WireModel):
     checks: list[str] = Field(default_factory=list, description="The admission checks the workload was told it has.")
     evicting: bool = Field(default=False, description="Told to leave (preempted); holds quota until it does.")
     gated: bool = Field(default=False, description="Reserved with a grant of the blockAdmission gate.")
+    answered_at: datetime | None = Field(
+        default=None,
+        description="Told only in the answer to its enqueue, at this time, and not heard of from its workload since: "
+        "told again by signal once scheduler.RETELL_AFTER has passed (scheduler.retell_answered).",
+    )
 
     @property
     def local_queue_key(self) -> str:
@@ -484,7 +489,10 @@ def _record(state: ClusterQueueState, reason: str, message: str, now: datetime, 
 def mark_admitted(state: ClusterQueueState, key: str, uid: str, ticket: int) -> bool:
     """The workload passed its checks: its reservation now counts as admitted."""
     held = state.reservations.get(key)
-    if held is None or held.uid != uid or held.ticket != ticket or held.admitted:
+    if held is None or held.uid != uid or held.ticket != ticket:
+        return False
+    held.answered_at = None  # word from the workload about it: it has the reservation
+    if held.admitted:
         return False
     held.admitted = True
     return True
@@ -498,6 +506,7 @@ def reprioritize(state: ClusterQueueState, key: str, uid: str, ticket: int, prio
     anything changed."""
     held = state.reservations.get(key)
     if held is not None and held.uid == uid and held.ticket == ticket:
+        held.answered_at = None  # word from the workload about it: it has the reservation
         if held.priority == priority:
             return False
         held.priority = priority

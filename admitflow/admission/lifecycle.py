@@ -105,6 +105,12 @@ class Started(Fact):
         "learned its ClusterQueue (`_give_back_unasked_ticket`): the workflow's `workflow.patched` answer (a run "
         "whose history predates it replays without).",
     )
+    evicts_unheard_reservations: bool = Field(
+        default=True,
+        description="Whether an eviction of the ticket this run is queued with counts, though the run never heard of its "
+        "reservation (`_apply_notice`): the workflow's `workflow.patched` answer (a run whose history predates it "
+        "replays without).",
+    )
 
 
 class QueueNoticed(Fact):
@@ -389,6 +395,7 @@ def _started(st: WorkloadState, ev: Started, now: datetime, random: float) -> li
     st.keeps_next_ticket_notices = ev.keeps_next_ticket_notices
     st.gives_back_unasked_tickets = ev.gives_back_unasked_tickets
     st.unasked_tickets_to_their_queue = ev.unasked_tickets_to_their_queue
+    st.evicts_unheard_reservations = ev.evicts_unheard_reservations
     # What an earlier run had under way did not come along; Settle asks again.
     st.asking = {}
     st.enqueuing = None
@@ -459,6 +466,14 @@ def _apply_notice(st: WorkloadState, n: Notice, now: datetime) -> list[Any]:
         st.holder = None  # the queue let it go itself
     elif n.kind == "evicted" and wl.accepts_eviction(st, n):
         wl.evict(st, n.reason, n.message, now, preemption_reason=n.preemption_reason)
+    elif n.kind == "evicted" and st.evicts_unheard_reservations and wl.accepts(st, n):
+        # Its queue reserved the ticket this run is queued with and told it only in the enqueue's
+        # answer, which this run never got (the workflow task that had it failed, or a reset went back
+        # before it, and the enqueue sent again found the reservation evicted or released), then
+        # evicted it: evicted all the same, and the ticket given back (an eviction waits for it).
+        wl.evict(st, n.reason, n.message, now, preemption_reason=n.preemption_reason, unheard=True)
+        st.queued = False
+        st.holder, st.holder_queue = st.ticket, n.cluster_queue or st.cluster_queue
     return []
 
 

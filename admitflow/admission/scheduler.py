@@ -19,7 +19,7 @@ leave); reservations made by the pass are added to it as they are made.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import Field
 
@@ -73,6 +73,11 @@ NOTIFY_WINDOW = 1000
 # wedged), and the notices it leaves for the outbox stay few enough to carry over a
 # continue-as-new. The rest is reserved by the next pass, once those notices are sent.
 MAX_RESERVATIONS = 500
+# A reservation told only in the answer to its enqueue (no signal, no workflow task of the
+# workload's for it) is told again by signal when its workload has said nothing about it this long
+# (`retell_answered`): its answer may have been lost with a failed workflow task. Workloads that
+# finish sooner, or tell their queue they are admitted, cost no signal at all.
+RETELL_AFTER = timedelta(seconds=30)
 
 BYPASSED = "Bypassed scheduling evaluation because an equivalent workload recently failed"
 # Kueue's messages for a head passed over in a cycle: it is evaluated again in the next one.
@@ -655,6 +660,36 @@ def reservation_told(state: ClusterQueueState, key: str, uid: str, ticket: int) 
     if r is None or r.uid != uid or r.ticket != ticket or r.evicting or state.view is None or state.view.spec is None:
         return None
     return reservation_notice(state.view, r)
+
+
+def retell_answered(state: ClusterQueueState, now: datetime, limit: int = MAX_RESERVATIONS) -> list[Notice]:
+    """The reservations told only in the answer to their enqueue at least RETELL_AFTER ago, with no
+    word from their workload since (its `admitted`, a new priority; a release ends the reservation,
+    an eviction tells it anyway): their notices again, as signals this time, once each.
+
+    The answer is lost when the workflow task that ran the enqueue failed after the queue took it,
+    and the task's next attempt, with more messages (a deactivation, a deletion), did not enqueue
+    again. The signal reaches that workload, which gives back a ticket it did not ask for; the
+    notice to a run that has ended finds no workflow, and the queue forgets that run. A workload that
+    has the reservation ignores the notice: the ticket is no longer waiting. At most `limit` at a
+    time, as a pass reserves (the rest stay due)."""
+    if state.view is None or state.view.spec is None:
+        return []
+    out: list[Notice] = []
+    for r in state.reservations.values():
+        if len(out) >= limit:
+            break
+        if r.answered_at is not None and r.answered_at + RETELL_AFTER <= now:
+            r.answered_at = None
+            if not r.evicting:
+                out.append(reservation_notice(state.view, r))
+    return out
+
+
+def next_retell(state: ClusterQueueState) -> datetime | None:
+    """When `retell_answered` has a notice to tell again, at the earliest; None when it never will."""
+    told = [r.answered_at for r in state.reservations.values() if r.answered_at is not None]
+    return min(told) + RETELL_AFTER if told else None
 
 
 def pending_told(state: ClusterQueueState, key: str, uid: str, ticket: int) -> Notice | None:

@@ -212,6 +212,12 @@ class WorkloadState(WireModel):
         description="Such a ticket is released to the ClusterQueue its notice names, also by a run that never learned "
         "its ClusterQueue; set when each run starts, False in a run whose history predates it.",
     )
+    evicts_unheard_reservations: bool = Field(
+        default=False,
+        description="An eviction of the ticket this run is queued with counts, though the run never heard of its "
+        "reservation (told only in a lost enqueue answer); set when each run starts, False in a run whose history "
+        "predates it.",
+    )
     early_notices: list[dict[str, Any]] = Field(
         default_factory=list,
         description="Queue notices about the ticket being enqueued (or the next one) that came before the enqueue's "
@@ -424,12 +430,14 @@ def evict(
     now: datetime,
     underlying_cause: str = "",
     preemption_reason: str = "",
+    unheard: bool = False,
 ) -> bool:
     """Kueue's eviction of a workload that holds quota, with what its job controller does for a
     bare Workload: the quota is released and the workload goes back to the queue. With an
     underlying cause the condition reason is `<reason>DueTo<cause>`, as Kueue writes it. Returns
-    whether its ClusterQueue must be told (it held quota there)."""
-    if not has_quota(state):
+    whether its ClusterQueue must be told (it held quota there). `unheard`: the reservation was
+    told only in an enqueue answer this run never got; evicted all the same."""
+    if not has_quota(state) and not unheard:
         return False
     counted = reason
     # Only a deactivation names its cause in the reason (DeactivatedDueToAdmissionCheck); other

@@ -17,7 +17,7 @@ from admitflow.admission import workload as wl
 from admitflow.admission.workload import WorkloadState
 from admitflow.api import load_manifests, parse_manifest
 from admitflow.api.loader import LoadedManifest
-from admitflow.workflows.workload import PATCHES_OF_2026_12_5
+from admitflow.workflows.workload import PATCHES_OF_2026_12_6
 from tests.builders import (
     cluster_queue_manifest,
     flavor_manifest,
@@ -131,8 +131,9 @@ async def test_a_notice_the_server_holds_costs_its_queue_seconds_not_its_task(mo
     workflows/outbox.py); a notice the server does not answer (seen for 6.6-7.8 s under load, when
     its workload's own task waited for the queue) must not hold that task: the attempt is given up
     after seconds and sent again after a durable timer, while the queue goes on taking messages.
-    The first `quota_reserved` here is never answered; the workload is admitted once it is sent
-    again, well before the attempt's former 30 s timeout."""
+    The first `quota_reserved` signal here is never answered; the workload is admitted once it is
+    sent again, well before the attempt's former 30 s timeout. (A workload that fits when it
+    enqueues is told in its enqueue's answer: this one waits for the quota of another.)"""
     from admitflow import contract
     from admitflow.activities import delivery
 
@@ -147,7 +148,11 @@ async def test_a_notice_the_server_holds_costs_its_queue_seconds_not_its_task(mo
     monkeypatch.setattr(delivery, "send_signal", holding_the_first_reservation)
     af = engine.admitflow
     await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest()))
+    await af.apply(loaded(workload_manifest("first", cpu="4")))
+    await eventually(lambda: _is(engine, "first", "Admitted"))
     await af.apply(loaded(workload_manifest("held", cpu="1")))
+    await eventually(lambda: _reason(engine, "held", "WaitingForQuota"))
+    await af.finish("default/first")
     await eventually(lambda: _is(engine, "held", "Admitted"), timeout=25)
     assert held == [ids.workload_id("default/held")]
 
@@ -216,7 +221,7 @@ async def test_a_workload_run_records_one_patch_marker_and_upserts_only_what_cha
     events = (await handle.fetch_history()).events
     patches = [e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data for e in events
                if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and e.marker_recorded_event_attributes.marker_name == "core_patch"]
-    assert [json.loads(p)["id"] for p in patches] == [PATCHES_OF_2026_12_5]
+    assert [json.loads(p)["id"] for p in patches] == [PATCHES_OF_2026_12_6]
     upserts = [sorted(e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields) for e in events
                if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES]
     assert upserts == [["TemporalChangeVersion"], ["AdmitflowPhase", "AdmitflowUpdated"], ["AdmitflowPhase", "AdmitflowUpdated"]]

@@ -241,8 +241,11 @@ async def test_f3_each_reservation_asks_a_new_attempt_and_old_or_unknown_attempt
 
 
 async def test_f4_the_longest_retry_delay_wins_whichever_verdict_comes_first(engine):
-    """Two workloads at once, one per order: `a-first` hears a's Retry (no delay) then b's (12 s),
-    `b-first` the reverse. Both wait out b's 12 s."""
+    """Two workloads at once, one per order: `a-first` hears a's Retry (1 s) then b's (12 s),
+    `b-first` the reverse. Both wait out b's 12 s. (A Retry without a delay requeues at once, and a
+    workload that fits is reserved again in that same workflow task, from its enqueue's answer: a
+    Retry after it is about the new reservation. So a's delay is short, not none: b's Retry, sent
+    right after a's, is in the history before a's backoff can end.)"""
     af = engine.admitflow
     await setup(af, "a", "b")
     orders = {"a-first": ("a", "b"), "b-first": ("b", "a")}
@@ -257,7 +260,7 @@ async def test_f4_the_longest_retry_delay_wins_whichever_verdict_comes_first(eng
 
 async def _longest_delay_wins(engine, name: str, order: tuple[str, str]) -> None:
     af = engine.admitflow
-    payloads = {"a": {"name": "a", "state": "Retry"}, "b": {"name": "b", "state": "Retry", "requeueAfterSeconds": 12}}
+    payloads = {"a": {"name": "a", "state": "Retry", "requeueAfterSeconds": 1}, "b": {"name": "b", "state": "Retry", "requeueAfterSeconds": 12}}
     handle = handle_of(engine, name)
     before = len((await report(af, name)).verdicts)
     sent = datetime.now(UTC)

@@ -109,17 +109,33 @@ async def wedged_for_reads(client: Client, workflow_id: str) -> bool:
     return False
 
 
-@pytest_asyncio.fixture
-async def wedged(engine):
+@pytest_asyncio.fixture(params=["by-signal"])
+async def wedged(engine, request):
     """ClusterQueue cq (4 cpu); `stuck` (3 cpu) admitted, then wedged by a signal it cannot handle;
-    `next` (3 cpu) waits behind it for quota `stuck` will never give back by itself."""
+    `next` (3 cpu) waits behind it for quota `stuck` will never give back by itself.
+
+    `stuck` is admitted `by-signal` (it waits for `first`'s quota, and its queue's `quota_reserved`
+    signal comes once `first` is deleted), or `in-its-first-task` (it fits, and its queue tells the
+    reservation in its enqueue's answer: a reset to that task enqueues again, after the signals that
+    came since)."""
     port = free_port()
     client = await Client.connect(
         engine.address, namespace=engine.namespace, data_converter=DATA_CONVERTER, runtime=metrics_runtime(port)
     )
     af = AdmitflowClient(client, TASK_QUEUE)
     async with build_worker(client, TASK_QUEUE, interceptors=[Wedge()]):
-        await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest(), workload_manifest("stuck", cpu="3")))
+        await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest()))
+        if request.param == "by-signal":
+            await af.apply(loaded(workload_manifest("first", cpu="4")))
+            await eventually(lambda: admitted(af, "first"), timeout=30)
+        await af.apply(loaded(workload_manifest("stuck", cpu="3")))
+        if request.param == "by-signal":
+
+            async def stuck_waits_for_quota():
+                return [p.name for p in await af.pending_workloads("cq")] == ["stuck"]
+
+            await eventually(stuck_waits_for_quota, timeout=30)
+            await af.delete("Workload", "default/first")  # gone from lists: the tests read every workload
         await eventually(lambda: admitted(af, "stuck"), timeout=30)
         WEDGED.add((engine.namespace, STUCK, ""))
         # The message it fails on: its pods are ready, as a runner would report.
@@ -242,6 +258,7 @@ async def test_writes_to_a_wedged_workload_fail_with_one_line_and_send_nothing(w
 
 
 @WEDGES
+@pytest.mark.parametrize("wedged", ["by-signal", "in-its-first-task"], indirect=True)
 async def test_release_gives_its_quota_to_the_next_workload_once_and_records_it(wedged):
     r = await wedged.run("release", "workload", "next")
     assert r.returncode == 2 and r.stdout == "", r.stdout

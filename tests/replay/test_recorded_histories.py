@@ -44,6 +44,11 @@ main job) under the marker that also takes `workflow.patched("gives-back-unasked
 ticket its queue has and the run decided not to enqueue is taken and released. `patches-of-2026-12.5/`
 (the main job) under the marker that also takes `workflow.patched("unasked-tickets-to-their-queue")`:
 such a ticket goes back to the queue its notice names; its ClusterQueues' notices name them.
+`patches-of-2026-12.6/` (the main job) and `reservations-in-answers-tree/` (`forwarding`): a
+reservation made in the pass that takes its enqueue told in the enqueue's answer, not by signal
+(`workflow.patched("reservations-in-answers")`, in the ClusterQueue and the cohort tree), and the
+workloads under the marker that also takes `workflow.patched("evicts-unheard-reservations")`: an
+eviction of the ticket a run is queued with counts though the run never heard of its reservation.
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """

@@ -373,6 +373,77 @@ def test_an_enqueue_of_a_ticket_the_queue_reserved_is_told_that_reservation_agai
         assert again.gated is gated
 
 
+@pytest.mark.parametrize(
+    ("after", "word", "told_again"),
+    [
+        pytest.param(timedelta(0), None, False, id="just-answered"),
+        pytest.param(scheduler.RETELL_AFTER - timedelta(seconds=1), None, False, id="not-yet"),
+        pytest.param(scheduler.RETELL_AFTER, None, True, id="due"),
+        pytest.param(scheduler.RETELL_AFTER * 10, None, True, id="long-due"),
+        pytest.param(scheduler.RETELL_AFTER, "admitted", False, id="the-workload-said-it-is-admitted"),
+        pytest.param(scheduler.RETELL_AFTER, "admitted-already", False, id="admitted-with-the-reservation-and-said-so"),
+        pytest.param(scheduler.RETELL_AFTER, "reprioritized", False, id="the-workload-changed-its-priority"),
+        pytest.param(scheduler.RETELL_AFTER, "another-ticket", True, id="word-about-another-ticket"),
+        pytest.param(scheduler.RETELL_AFTER, "evicting", False, id="being-evicted-it-is-told-anyway"),
+        pytest.param(scheduler.RETELL_AFTER, "released", False, id="released"),
+        pytest.param(scheduler.RETELL_AFTER, "signalled", False, id="told-by-signal"),
+    ],
+)
+def test_a_reservation_told_only_in_an_answer_is_told_again_when_its_workload_says_nothing(after, word, told_again):
+    """`retell_answered`: a reservation told only in its enqueue's answer (the answer is lost with a
+    failed workflow task) is told again, by signal, RETELL_AFTER later, once, unless the workload
+    has said something of it since, or it is gone or being evicted."""
+    st = state_with(view(), entry("a"))
+    (sent,) = [n for n in run_pass(st).notices if n.kind == "reserved"]
+    held = st.reservations["default/a"]
+    if word != "signalled":
+        held.answered_at = NOW
+    if word == "admitted":
+        held.admitted = False
+        assert cq.mark_admitted(st, "default/a", "uid-a", 1)
+    elif word == "admitted-already":
+        assert held.admitted and not cq.mark_admitted(st, "default/a", "uid-a", 1)
+    elif word == "reprioritized":
+        cq.reprioritize(st, "default/a", "uid-a", 1, 5)
+    elif word == "another-ticket":
+        cq.reprioritize(st, "default/a", "uid-a", 2, 5)
+    elif word == "evicting":
+        held.evicting = True
+    elif word == "released":
+        cq.release(st, "default/a", "uid-a", 1)
+    due = scheduler.next_retell(st)
+    assert due == (NOW + scheduler.RETELL_AFTER if word in (None, "another-ticket", "evicting") else None)
+    told = scheduler.retell_answered(st, NOW + after)
+    assert told == ([sent] if told_again else [])
+    if due is not None and after >= scheduler.RETELL_AFTER:
+        assert scheduler.next_retell(st) is None, "told again once"
+        assert scheduler.retell_answered(st, NOW + after * 2 + scheduler.RETELL_AFTER) == []
+
+
+def test_when_to_tell_again_is_the_earliest_answer_and_survives_the_wire():
+    st = state_with(view(), entry("a"), entry("b", age=1))
+    run_pass(st)
+    st.reservations["default/a"].answered_at = NOW + timedelta(seconds=5)
+    st.reservations["default/b"].answered_at = NOW
+    again = ClusterQueueState.model_validate_json(st.model_dump_json())
+    assert scheduler.next_retell(again) == scheduler.next_retell(st) == NOW + scheduler.RETELL_AFTER
+    assert [n.key for n in scheduler.retell_answered(again, NOW + scheduler.RETELL_AFTER)] == ["default/b"]
+    assert scheduler.next_retell(again) == NOW + timedelta(seconds=5) + scheduler.RETELL_AFTER
+
+
+def test_a_queue_tells_again_at_most_so_many_at_a_time_and_the_rest_stay_due():
+    st = state_with(view(), *(entry(f"w{i}", cpu=100, age=i) for i in range(5)))
+    run_pass(st)
+    for r in st.reservations.values():
+        r.answered_at = NOW
+    later = NOW + scheduler.RETELL_AFTER
+    assert len(scheduler.retell_answered(st, later, limit=2)) == 2
+    assert scheduler.next_retell(st) == later, "the rest are still due"
+    assert len(scheduler.retell_answered(st, later, limit=2)) == 2
+    assert len(scheduler.retell_answered(st, later, limit=2)) == 1
+    assert scheduler.next_retell(st) is None
+
+
 def test_nothing_held_frees_no_grant():
     assert cq.grant_freed(state_with(view(), entry("a")), None) is False
 

@@ -579,6 +579,42 @@ def test_an_unasked_ticket_goes_back_to_the_queue_its_notice_names(patched, name
     assert len([c for c in w.commands if isinstance(c, lc.TellQueue) and c.signal == "release"]) == len(released)
 
 
+@pytest.mark.parametrize("early", [False, True], ids=["after-its-enqueue", "in-the-batch-before-its-enqueue"])
+@pytest.mark.parametrize("patched", [True, False], ids=["evicted-and-requeued", "a-history-from-before-the-patch-ignored-it"])
+def test_an_eviction_of_a_reservation_the_run_never_heard_of_counts(patched, early):
+    """A ClusterQueue tells a reservation that fits at once in the enqueue's answer. A workflow task
+    that fails after the enqueue (or a reset to before it) loses the answer; the enqueue sent again
+    finds the reservation evicted or released (`admitflow release`), and the eviction's signal is
+    about a reservation the run never heard of. It counts: the workload is evicted, gives the ticket
+    back (an eviction waits for it) and queues with the next. Before, it stayed queued with a ticket
+    its queue no longer had, for good. `early`: as a reset run sees it, the eviction comes in the
+    batch before the run enqueues that ticket again, and waits for the enqueue's answer."""
+    w = World(active=False)
+    w.state, _ = lc.step(w.state, lc.Started(evicts_unheard_reservations=patched), w.now, 0.5)
+    evicted = Notice(
+        key="default/job", uid="uid-1", ticket=1, kind="evicted", reason="QuotaForceReleased", message="released by an operator",
+        cluster_queue="cq",
+    ).to_wire()
+    if early:
+        out = w.batch(lc.QueueNoticed(signal="evicted", payload=evicted), lc.Activated())
+    else:
+        w.batch(lc.Activated())
+        assert (w.state.ticket, w.state.queued) == (1, True)
+        out = w.batch(lc.QueueNoticed(signal="evicted", payload=evicted))
+    released = [(c.cluster_queue, c.request.ticket) for c in out if isinstance(c, lc.TellQueue) and c.signal == "release"]
+    enqueued = [c.request.entry.ticket for c in out if isinstance(c, lc.Enqueue)]
+    if patched:
+        c = cond.find(w.state.status.conditions, wl.EVICTED)
+        assert (c.status, c.reason, c.message) == ("True", "QuotaForceReleased", "released by an operator")
+        assert evictions(w.state) == 1
+        assert released == [("cq", 1)] and enqueued[-1] == 2
+        assert (w.state.ticket, w.state.queued, w.phase()) == (2, True, "Pending")
+    else:
+        assert cond.find(w.state.status.conditions, wl.EVICTED) is None and evictions(w.state) == 0
+        assert released == [] and enqueued == ([1] if early else [])
+        assert (w.state.ticket, w.state.queued) == (1, True), "queued with a ticket its queue no longer has"
+
+
 @pytest.mark.parametrize("signal_first", [False, True], ids=["answered-with-it", "its-signal-came-first-too"])
 def test_a_reservation_in_the_enqueues_answer_is_taken_once(signal_first):
     """A run reset to before its reservation notice enqueues the ticket again, and the queue answers
