@@ -152,10 +152,28 @@ def machine() -> dict[str, Any]:
     return {"cpus": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)}
 
 
+def engine_code_here() -> None:
+    """Refuse to measure another checkout's engine: admitflow's `workflows`, `activities` and
+    `worker` are installed as subpackages mapped to the directories of the checkout that was
+    installed, so a second checkout that shares its virtualenv runs its own `admitflow` package with
+    the installed checkout's workflows unless it has a virtualenv of its own."""
+    import admitflow.activities
+    import admitflow.worker
+    import admitflow.workflows
+
+    for package in (admitflow.workflows, admitflow.activities, admitflow.worker):
+        found = Path(package.__file__).resolve().parent.parent
+        if found != ROOT.resolve():
+            sys.exit(f"bench: {package.__name__} comes from {found}, not from this checkout ({ROOT}): "
+                     f"install this checkout in a virtualenv of its own (pip install -e .) to measure it")
+
+
 def revision() -> dict[str, Any]:
     """The commit measured, and whether the engine's code differed from it (other people edit it
-    while benchmarks run)."""
+    while benchmarks run). Exits when the engine's code is another checkout's (`engine_code_here`)."""
     import subprocess
+
+    engine_code_here()
 
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
