@@ -43,7 +43,7 @@ from admitflow.messages import FinishRequest, StartWorkload, StopWorkload  # noq
 from admitflow.client import AdmitflowError  # noqa: E402
 from bench.admission_throughput import bounded  # noqa: E402
 from bench.harness import CpuMeter, bare_rate, engine, revision  # noqa: E402
-from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest  # noqa: E402
+from tests.builders import cluster_queue_manifest, configuration_manifest, flavor_manifest, local_queue_manifest, workload_manifest  # noqa: E402
 
 
 RUNNER = "depth-runner"  # the runner's task queue, named by the LocalQueue
@@ -145,7 +145,13 @@ async def main() -> None:
         ):
             lq = local_queue_manifest()
             lq["metadata"]["annotations"] = {RUNNER_ANNOTATION: RUNNER}
-            docs = [flavor_manifest(), cluster_queue_manifest(quotas={"default": {"cpu": str(args.quota)}}), lq]
+            # The runner shares this process with the worker: on a loaded machine a `start_workload`
+            # has missed its 10 s heartbeat timeout before it ran (RunnerLost: one workload in each of
+            # two runs on 2026-12-02), and that workload waits for its PodsReady timeout, 30 min by
+            # default, well past the run. So the timeout is short, as in tests/chaos.py: such a
+            # workload is evicted and admitted again, as Kueue recovers pods that never start.
+            ready = {"timeout": f"{int(max(60, 3 * args.runtime + 30))}s", "requeuingStrategy": {"backoffBaseSeconds": 5}}
+            docs = [configuration_manifest(**ready), flavor_manifest(), cluster_queue_manifest(quotas={"default": {"cpu": str(args.quota)}}), lq]
             await af.apply([LoadedManifest(source="bench", index=i, obj=parse_manifest(d)[0], warnings=[]) for i, d in enumerate(docs, 1)])
             workloads = [parse_manifest(workload_manifest(f"w{i:05d}", cpu="1"))[0] for i in range(n)]
             routes = await af.routes()
