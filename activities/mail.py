@@ -41,7 +41,7 @@ same workflow task whether the entry fits, and puts the pending reason or the re
 have signalled to the workload in the update's result instead (`Receipt.answers`), which the
 enqueue returns to the workload: no `pending_status` or `quota_reserved` signal, and no workflow
 task of the workload's for it (a reservation whose workload says nothing of it is told again by
-signal 30 s later: workflows/queue_owner.py, `Retelling`).
+signal 5 min later: workflows/queue_owner.py, `Retelling`).
 """
 
 from __future__ import annotations

@@ -76,8 +76,10 @@ MAX_RESERVATIONS = 500
 # A reservation told only in the answer to its enqueue (no signal, no workflow task of the
 # workload's for it) is told again by signal when its workload has said nothing about it this long
 # (`retell_answered`): its answer may have been lost with a failed workflow task. Workloads that
-# finish sooner, or tell their queue they are admitted, cost no signal at all.
-RETELL_AFTER = timedelta(seconds=30)
+# finish sooner, or tell their queue they are admitted, cost no signal at all. Not 30 s: at Kueue's
+# benchmark shape a loaded worker's backlog kept many short workloads from their finish for longer,
+# and telling them again cost more than the answers saved (docs/performance.md, 2026-12-02).
+RETELL_AFTER = timedelta(minutes=5)
 
 BYPASSED = "Bypassed scheduling evaluation because an equivalent workload recently failed"
 # Kueue's messages for a head passed over in a cycle: it is evaluated again in the next one.
