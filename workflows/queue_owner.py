@@ -9,6 +9,7 @@ their outbox, through this one class.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -296,11 +297,16 @@ class Owner:
         `asked`; or, when a queue here has reserved that ticket already (the run was reset in Temporal
         to before its reservation notice, and enqueues the ticket again), that reservation's notice."""
         key = (entry.key, entry.uid, entry.ticket)
-        self.answering[key] = [
-            n.model_copy(update={"cluster_queue": name})
-            for name, n in ((name, scheduler.reservation_told(s, *key)) for name, s in self.members.items()) if n is not None
-        ]
+        self.answering[key] = self._told_before(scheduler.reservation_told, *key)
         asked.waiting[key] = index
+
+    def _told_before(self, told: Callable[[ClusterQueueState, str, str, int], Notice | None], key: str, uid: str, ticket: int) -> list[Notice]:
+        """What the queues here told that ticket before (`scheduler.reservation_told`, `pending_told`),
+        each notice naming its queue, as `notify` names it."""
+        return [
+            n.model_copy(update={"cluster_queue": name})
+            for name, n in ((name, told(s, key, uid, ticket)) for name, s in self.members.items()) if n is not None
+        ]
 
     def wait_for(self, asked: Asked) -> None:
         if asked not in self.asked:
@@ -312,11 +318,7 @@ class Owner:
         was told before (its enqueue came again)."""
         for asked in self.asked:
             for (key, uid, ticket), index in asked.waiting.items():
-                notices = self.answering.get((key, uid, ticket)) or [
-                    n.model_copy(update={"cluster_queue": name})
-                    for name, n in ((name, scheduler.pending_told(s, key, uid, ticket)) for name, s in self.members.items())
-                    if n is not None
-                ]
+                notices = self.answering.get((key, uid, ticket)) or self._told_before(scheduler.pending_told, key, uid, ticket)
                 asked.receipt.answers[index] = [Message(signal=NOTICE_SIGNALS[n.kind], payload=n.to_wire()) for n in notices]
             asked.receipt.holder = holder
             asked.done = True
