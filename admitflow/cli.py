@@ -84,7 +84,7 @@ SET_CONDITION_DESCRIPTION = (
 RESET_DESCRIPTION = (
     "For a workload whose workflow task keeps failing (an exception in workflow code, a nondeterminism error), "
     "once the worker no longer has the fault: Temporal's reset of its workflow to its last completed workflow "
-    "task. A new run replays its history up to that task and then gets again every signal received after it "
+    "task (to its first, when no task of its run completed). A new run replays its history up to that task and then gets again every signal received after it "
     "(its ClusterQueue's notices, verdicts, finish), so nothing it was told is lost. Prints whether the new run "
     "answers; exits 1 if its workflow task fails again. See docs/operations.md, A wedged workload."
 )
@@ -1025,7 +1025,9 @@ async def cmd_reset(args: argparse.Namespace) -> None:
     _, key = _target(args, default_kind="Workload")
     client = await _client(args)
     trouble, run_id, again = await client.reset(key, args.reason)
-    print(f"{qualified('Workload', key)} reset to its last completed workflow task (event {trouble.last_good_task}): new run {run_id}")
+    to = (f"its last completed workflow task (event {trouble.last_good_task})" if trouble.last_good_task
+          else f"its first workflow task (event {trouble.first_task}; none of its run completed)")
+    print(f"{qualified('Workload', key)} reset to {to}: new run {run_id}")
     if again is not None:
         raise NotAnswering(
             f'workloads "{key}" was reset, but {again.summary()}: the worker still has the fault; '

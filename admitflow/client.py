@@ -172,6 +172,10 @@ class WorkflowTrouble(WireModel):
     cause: str = Field(default="", description="Temporal's cause of that failure, e.g. NonDeterministicError.")
     failing_since: datetime | None = Field(default=None, description="The first failure after its last completed task.")
     last_good_task: int | None = Field(default=None, description="Event ID of its last completed workflow task: where a reset goes back to.")
+    first_task: int | None = Field(
+        default=None,
+        description="Event ID of its run's first workflow task (started), when no task of the run completed: where a reset goes back to then.",
+    )
     phase: str = ""
     cluster_queue: str = ""
     local_queue: str = ""
@@ -665,7 +669,9 @@ class AdmitflowClient:
             page = await self.client.workflow_service.get_workflow_execution_history_reverse(request, timeout=RPC_TIMEOUT)
             for event in page.history.events:
                 if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-                    return trouble.model_copy(update={"last_good_task": event.event_id})
+                    return trouble.model_copy(update={"last_good_task": event.event_id, "first_task": None})
+                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+                    trouble.first_task = event.event_id  # read backwards: the last one kept is the first
                 if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
                     attrs = event.workflow_task_failed_event_attributes
                     if not trouble.last_failure:
@@ -1050,23 +1056,23 @@ class AdmitflowClient:
         """Reset a workload whose workflow task fails to its last completed workflow task, with
         Temporal's reset: a new run replays its history up to that task and gets again every signal
         it received after it (its ClusterQueue's notices, verdicts, finish ...). Useful once the
-        worker no longer has the fault. Returns the trouble it had, the new run's ID, and the
+        worker no longer has the fault. A run none of whose tasks completed (one reset while the
+        fault was still there, a workload admitted in its first task) goes back to its first task,
+        which then runs at once rather than after Temporal's retry backoff (up to ten minutes). Returns the trouble it had, the new run's ID, and the
         trouble of the new run if it fails again (None when it answers)."""
         trouble = await self.trouble(key)
         if trouble is None:
             raise AdmitflowError(f'workloads "{key}" answers: its workflow tasks complete, so there is nothing to reset')
-        if trouble.last_good_task is None:
-            raise AdmitflowError(
-                f'workloads "{key}": no workflow task of its run ever completed, so there is no good task to reset to; '
-                f"once a worker without the fault runs, its task is retried by itself"
-            )
+        to = trouble.last_good_task or trouble.first_task
+        if to is None:
+            raise AdmitflowError(f'workloads "{key}": its run has not started a workflow task yet, so there is nothing to reset')
         note = f"admitflow reset workload {key}: {trouble.summary()}" + (f"; {reason}" if reason else "")
         response = await self.client.workflow_service.reset_workflow_execution(
             ResetWorkflowExecutionRequest(
                 namespace=self.client.namespace,
                 workflow_execution=WorkflowExecution(workflow_id=trouble.workflow_id, run_id=trouble.run_id),
                 reason=note[:1000],
-                workflow_task_finish_event_id=trouble.last_good_task,
+                workflow_task_finish_event_id=to,
                 request_id=str(uuid.uuid4()),
                 identity=self.client.identity,
             ),
