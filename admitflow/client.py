@@ -1058,8 +1058,9 @@ class AdmitflowClient:
         it received after it (its ClusterQueue's notices, verdicts, finish ...). Useful once the
         worker no longer has the fault. A run none of whose tasks completed (one reset while the
         fault was still there, a workload admitted in its first task) goes back to its first task,
-        which then runs at once rather than after Temporal's retry backoff (up to ten minutes). Returns the trouble it had, the new run's ID, and the
-        trouble of the new run if it fails again (None when it answers)."""
+        which then runs at once rather than after Temporal's retry backoff (up to ten minutes).
+        Returns the trouble it had, the new run's ID, and the trouble of the new run if it fails
+        again (None when it answers)."""
         trouble = await self.trouble(key)
         if trouble is None:
             raise AdmitflowError(f'workloads "{key}" answers: its workflow tasks complete, so there is nothing to reset')
