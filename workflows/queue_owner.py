@@ -330,10 +330,10 @@ class Owner:
             # task that ran it timed out) has no other way to know where to give that ticket back.
             n = n.model_copy(update={"cluster_queue": cluster_queue})
             answering = self.answering.get((n.key, n.uid, n.ticket))
-            if answering is not None and (n.kind == "pending" or (n.kind == "reserved" and workflow.patched(RESERVATIONS_IN_ANSWERS))):
+            if answering is not None and scheduler.answered(
+                self.members[cluster_queue], n, workflow.now(), lambda: workflow.patched(RESERVATIONS_IN_ANSWERS)
+            ):
                 answering.append(n)
-                if n.kind == "reserved":
-                    self.members[cluster_queue].reservations[n.key].answered_at = workflow.now()
                 continue
             self.outbox.add(
                 Delivery(

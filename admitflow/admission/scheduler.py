@@ -664,6 +664,20 @@ def reservation_told(state: ClusterQueueState, key: str, uid: str, ticket: int) 
     return reservation_notice(state.view, r)
 
 
+def answered(state: ClusterQueueState, n: Notice, now: datetime, reservations_in_answers: Callable[[], bool]) -> bool:
+    """Whether notice `n`, for an entry whose enqueue waits for its answer, goes in that answer
+    instead of a signal: its pending reason always; its reservation when `reservations_in_answers()`
+    (the workflow's `workflow.patched` answer, asked only then), and the reservation is then marked
+    told only in an answer (`Reservation.answered_at`, for `retell_answered`). Anything else (an
+    eviction, new checks) goes by signal."""
+    if n.kind == "pending":
+        return True
+    if n.kind != "reserved" or not reservations_in_answers():
+        return False
+    state.reservations[n.key].answered_at = now
+    return True
+
+
 def retell_answered(state: ClusterQueueState, now: datetime, limit: int = MAX_RESERVATIONS) -> list[Notice]:
     """The reservations told only in the answer to their enqueue at least RETELL_AFTER ago, with no
     word from their workload since (its `admitted`, a new priority; a release ends the reservation,
