@@ -24,6 +24,7 @@ from tests.builders import (
     local_queue_manifest,
     workload_manifest,
 )
+from tests.workflows.test_lifecycle import until_active
 
 pytestmark = pytest.mark.integration
 
@@ -148,6 +149,7 @@ async def test_a_notice_the_server_holds_costs_its_queue_seconds_not_its_task(mo
     monkeypatch.setattr(delivery, "send_signal", holding_the_first_reservation)
     af = engine.admitflow
     await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest()))
+    await until_active(engine)  # else `first`, enqueued while the queue fetches its view, is reserved by signal
     await af.apply(loaded(workload_manifest("first", cpu="4")))
     await eventually(lambda: _is(engine, "first", "Admitted"))
     await af.apply(loaded(workload_manifest("held", cpu="1")))

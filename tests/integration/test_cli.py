@@ -20,6 +20,7 @@ from admitflow import search_attributes as sa
 from admitflow.devserver import port_free
 from tests.conftest import free_port
 from tests.integration.test_admission import eventually
+from tests.workflows.test_lifecycle import until_active
 
 pytestmark = pytest.mark.integration
 
@@ -717,6 +718,7 @@ async def test_apply_dry_run_client_and_server_change_nothing(engine):
 
     r = await run(engine, "apply", "-f", "-", stdin=SETUP)
     assert r.returncode == 0, r.stderr
+    await until_active(engine)  # its status, stored below, is final once it has its view
     before = await _catalog_quiet(engine)
     stored = (await run(engine, "get", "clusterqueue", "cq", "-o", "json")).stdout
     changed = SETUP.replace("nominalQuota: 4", "nominalQuota: 8") + textwrap.dedent(

@@ -17,7 +17,7 @@ from admitflow.admission.requests import PodSetRequest
 from admitflow.admission.scheduler import RETELL_AFTER
 from admitflow.messages import Message, Messages, Receipt
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
-from tests.workflows.test_lifecycle import loaded, replay_all, until_phase, until_reason
+from tests.workflows.test_lifecycle import loaded, replay_all, until_active, until_phase, until_reason
 
 
 async def signals_to(engine, workflow_id: str) -> list[str]:
@@ -37,23 +37,10 @@ async def until_signalled(engine, workflow_id: str, name: str) -> list[str]:
     raise AssertionError(f"{workflow_id} never got {name}; it got {await signals_to(engine, workflow_id)}")
 
 
-async def queue_ready(engine, name: str = "cq") -> None:
-    """Apply the catalog and wait until the ClusterQueue runs with its view (Active True, a state
-    that lasts). A workload's enqueue that reaches the queue first starts it, and a queue fetching its
-    view takes that enqueue without an answer: its reservation then goes by signal, as designed
-    (workflows/cluster_queue.py), which these tests are not about."""
-    await engine.admitflow.apply(loaded(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest()))
-    for _ in range(200):
-        report = await engine.admitflow.cluster_queue_report(name)
-        if report is not None and any(c.type == "Active" and c.status == "True" for c in report.status.conditions):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"ClusterQueue {name} never became Active")
-
-
 async def test_a_workload_with_room_is_admitted_in_the_task_that_enqueues_it_and_told_again_once(skipping_engine, skipping_env):
     engine = skipping_engine
-    await queue_ready(engine)
+    await engine.admitflow.apply(loaded(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest()))
+    await until_active(engine)
     await engine.admitflow.apply(loaded(workload_manifest("a", cpu="3")))
     await until_phase(engine, "a", "Admitted")
     a = ids.workload_id("default/a")
@@ -74,7 +61,8 @@ async def test_a_reservation_whose_answer_was_lost_is_told_again_and_given_back(
     notice, told again, reaches the workload, which gives the ticket back, and the next workload
     gets the quota."""
     engine = skipping_engine
-    await queue_ready(engine)
+    await engine.admitflow.apply(loaded(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest()))
+    await until_active(engine)
     inactive = workload_manifest("a", cpu="3")
     inactive["spec"]["active"] = False
     await engine.admitflow.apply(loaded(inactive))

@@ -40,6 +40,19 @@ async def until_phase(engine, name: str, phase: str, tries: int = 100) -> None:
     raise AssertionError(f"{name} never reached {phase}; it is {await phase_of(engine, name)}")
 
 
+async def until_active(engine, cluster_queue: str = "cq", tries: int = 200) -> None:
+    """Until the ClusterQueue runs with its view (its `Active` condition True, a state that lasts).
+    A queue still fetching its first view takes an enqueue without answering it, so its reservation
+    goes by signal (workflows/cluster_queue.py): a test about answers, or about which notice is the
+    first signal, applies its workloads after this."""
+    for _ in range(tries):
+        report = await engine.admitflow.cluster_queue_report(cluster_queue)
+        if report is not None and any(c.type == "Active" and c.status == "True" for c in report.status.conditions):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"ClusterQueue {cluster_queue} never became Active")
+
+
 async def until_reason(engine, name: str, reason: str, tries: int = 100) -> None:
     for _ in range(tries):
         report = await engine.admitflow.workload(f"default/{name}")
