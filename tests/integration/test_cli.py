@@ -18,6 +18,7 @@ import pytest
 from admitflow import ids
 from admitflow import search_attributes as sa
 from admitflow.devserver import port_free
+from tests.cli_process import ADMITFLOW, run_admitflow
 from tests.conftest import free_port
 from tests.integration.test_admission import eventually
 from tests.workflows.test_lifecycle import until_active
@@ -25,7 +26,6 @@ from tests.workflows.test_lifecycle import until_active
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-ADMITFLOW = str(Path(sys.executable).parent / "admitflow")
 
 SETUP = textwrap.dedent(
     """\
@@ -76,8 +76,7 @@ def workload_yaml(
 
 
 async def run(engine, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    cmd = [ADMITFLOW, *args, "--address", engine.address, "--namespace", engine.namespace]
-    return await asyncio.to_thread(subprocess.run, cmd, input=stdin, capture_output=True, text=True, timeout=60)
+    return await run_admitflow(*args, "--address", engine.address, "--namespace", engine.namespace, input=stdin)
 
 
 async def until(engine, predicate, *args: str, timeout: float = 20.0) -> subprocess.CompletedProcess:

@@ -34,7 +34,8 @@ from admitflow.devserver import DevServer
 from admitflow.messages import CatalogInput
 from admitflow.worker.main import build_worker
 from tests.conftest import free_port
-from tests.integration.test_cli import ADMITFLOW, SETUP, workload_yaml
+from tests.cli_process import run_admitflow
+from tests.integration.test_cli import SETUP, workload_yaml
 
 pytestmark = pytest.mark.integration
 
@@ -171,8 +172,7 @@ async def engine(dev_server: DevServer) -> AsyncIterator[World]:
 async def admitflow(world: World, where: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     address, namespace = world.addresses[where]
     connection = ["--address", address, "--namespace", namespace] if args and args[0] != "completion" else []
-    cmd = [ADMITFLOW, *args, *connection]
-    return await asyncio.to_thread(subprocess.run, cmd, input=stdin, capture_output=True, text=True, timeout=60)
+    return await run_admitflow(*args, *connection, input=stdin)
 
 
 @pytest_asyncio.fixture(scope="module")
