@@ -399,8 +399,8 @@ def _parser() -> argparse.ArgumentParser:
     rm.add_argument("-f", "--filename", action="append", help="the objects a manifest file (directory, - for stdin) names")
 
     rs = sub.add_parser(
-        "reset", parents=[conn], help="reset a workload whose workflow task fails to its last completed workflow task",
-        description=RESET_DESCRIPTION,
+        "reset", parents=[conn], description=RESET_DESCRIPTION,
+        help="reset a workload whose workflow task fails to its last completed one (its first, if none completed)",
     )
     rs.add_argument("kind", metavar="workload[/NAME]", help="workload")
     rs.add_argument("name", nargs="?", help="namespace/name (or name, in -n's namespace or default)")
