@@ -86,8 +86,8 @@ RESET_DESCRIPTION = (
     "once the worker no longer has the fault: Temporal's reset of its workflow to its last completed workflow "
     "task (to its first, when no task of its run completed). A new run replays its history up to that task and "
     "then gets again every signal received after it (its ClusterQueue's notices, verdicts, finish), so nothing "
-    "it was told is lost. Prints whether the new run "
-    "answers; exits 1 if its workflow task fails again. See docs/operations.md, A wedged workload."
+    "it was told is lost. Prints whether the new run answers; exits 1 if its workflow task fails again. "
+    "See docs/operations.md, A wedged workload."
 )
 RELEASE_DESCRIPTION = (
     "Give back, in its ClusterQueue, the quota (or the place in the queue) of a workload whose workflow task "

@@ -24,7 +24,7 @@ from pathlib import Path
 ADMITFLOW = str(Path(sys.executable).parent / "admitflow")
 
 _SERVER = r"""
-import json, os, sys
+import json, os, sys, traceback
 import admitflow.cli, admitflow.client
 requests, replies = os.fdopen(0, "r"), 1
 for line in requests:
@@ -40,7 +40,7 @@ for line in requests:
             os.close(opened)
         sys.stdin, sys.stdout, sys.stderr = open(0, "r"), open(1, "w"), open(2, "w")
         sys.argv = call["argv"]
-        code = 70
+        code = 1
         try:
             admitflow.cli.entrypoint()  # leaves by os._exit with the command's exit code
         except SystemExit as exit:  # argparse's (--help, a usage error), as the interpreter ends it
@@ -48,7 +48,8 @@ for line in requests:
                 code = exit.code or 0
             else:
                 print(exit.code, file=sys.stderr)
-                code = 1
+        except BaseException:  # as the interpreter ends an uncaught exception: its traceback, status 1
+            traceback.print_exc()
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -88,8 +89,9 @@ def admitflow(*args: str, input: str | None = None, timeout: float = 60) -> subp
     argv = [ADMITFLOW, *args]
     with tempfile.TemporaryDirectory(prefix="admitflow-cli-") as tmp:
         paths = {name: os.path.join(tmp, name) for name in ("stdin", "stdout", "stderr")}
-        for name, path in paths.items():
-            Path(path).write_text(input or "" if name == "stdin" else "")
+        Path(paths["stdin"]).write_text(input or "")
+        Path(paths["stdout"]).touch()
+        Path(paths["stderr"]).touch()
         try:
             server = _idle.get_nowait()
         except queue.Empty:
