@@ -122,6 +122,10 @@ SUPERSEDED_CHUNK = 200
 # The statuses `get` shows for a workload whose workflow does not answer.
 TASK_FAILING = "TaskFailing"
 NOT_ANSWERING = "NotAnswering"
+# A workflow task that failed once is retried at once and usually completes (a signal that raced a
+# continue-as-new, a worker killed mid-task): only the third attempt in a row says it is wedged,
+# when the server sets TemporalReportedProblems as admitflow configures it (two failures in a row).
+FAILING_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -629,14 +633,15 @@ class AdmitflowClient:
             await asyncio.sleep(1)
         raise AssertionError("unreachable")
 
-    async def trouble(self, key: str) -> WorkflowTrouble | None:
-        """Why the workload's running workflow cannot take a message now (its workflow task fails),
-        or None when it can. Raises when no workflow of that workload runs."""
+    async def trouble(self, key: str, attempts: int = FAILING_ATTEMPTS) -> WorkflowTrouble | None:
+        """Why the workload's running workflow cannot take a message now (its workflow task has
+        failed `attempts - 1` times in a row), or None when it can. Raises when no workflow of that
+        workload runs."""
         handle = self.client.get_workflow_handle(ids.workload_id(key))
         desc = await _described(handle)
         if desc is None or desc.status != WorkflowExecutionStatus.RUNNING:
             raise AdmitflowError(f'workloads "{key}" not found or already finished')
-        return await self._trouble(handle, desc) if _task_failing(desc) else None
+        return await self._trouble(handle, desc) if _task_failing(desc, attempts) else None
 
     async def _unanswered(self, handle: WorkflowHandle, desc: WorkflowExecutionDescription, timed_out: bool = False) -> UnansweredWorkload:
         trouble = await self._trouble(handle, desc, timed_out)
@@ -1060,8 +1065,11 @@ class AdmitflowClient:
         fault was still there, a workload admitted in its first task) goes back to its first task,
         which then runs at once rather than after Temporal's retry backoff (up to ten minutes).
         Returns the trouble it had, the new run's ID, and the trouble of the new run if it fails
-        again (None when it answers)."""
-        trouble = await self.trouble(key)
+        again (None when it answers). One failed task is enough to reset: an operator who was just
+        told that a reset's new run fails is not told, a moment later, that it answers because its
+        task had failed only once (its third attempt, which reads wait for, follows within
+        milliseconds)."""
+        trouble = await self.trouble(key, attempts=2)
         if trouble is None:
             raise AdmitflowError(f'workloads "{key}" answers: its workflow tasks complete, so there is nothing to reset')
         to = trouble.last_good_task or trouble.first_task
@@ -1207,12 +1215,6 @@ def _unanswered_query(err: RPCError, what: str) -> Exception:
     if err.status == RPCStatusCode.FAILED_PRECONDITION:
         return NotAnswering(f"{what} does not answer: {_first_line(err.message)}")
     return err
-
-
-# A workflow task that failed once is retried at once and usually completes (a signal that raced a
-# continue-as-new, a worker killed mid-task): only the third attempt in a row says it is wedged,
-# when the server sets TemporalReportedProblems as admitflow configures it (two failures in a row).
-FAILING_ATTEMPTS = 3
 
 
 def _task_failing(desc: WorkflowExecutionDescription, attempts: int = FAILING_ATTEMPTS) -> bool:
