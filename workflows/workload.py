@@ -138,10 +138,22 @@ EVICTS_UNHEARD_RESERVATIONS = "evicts-unheard-reservations"
 # patches after it.
 PATCHES_OF_2026_12_6 = "patches-of-2026-12.6"
 TAKEN_TOGETHER_12_6 = TAKEN_TOGETHER_12_5 | {EVICTS_UNHEARD_RESERVATIONS}
+# workflow.patched: `admitted` goes out with the workload's next workflow task (a message, a timer)
+# or ADMITTED_DELAY after the task that decides it, whichever comes first; at once when the workload
+# has another notice for a queue, continues as new or ends. Sent from that task, its delivery
+# (recorded in the workload's history) gave the workload a second workflow task right behind it,
+# which a query asking for `Admitted` waited for too.
+ADMITTED_AFTER_A_MOMENT = "admitted-after-a-moment"
+ADMITTED_DELAY = timedelta(seconds=1)
+# workflow.patched, asked first in every run: as PATCHES_OF_2026_12_6, for TAKEN_TOGETHER_12_6 and the
+# patches after it.
+PATCHES_OF_2026_12_7 = "patches-of-2026-12.7"
+TAKEN_TOGETHER_12_7 = TAKEN_TOGETHER_12_6 | {ADMITTED_AFTER_A_MOMENT}
 # The patch sets, newest first: run() asks each marker in turn until one was recorded (a new run
 # records the first), and the run takes that set's patches without asking for each. A new set goes
 # on top, holding the one before it.
 PATCH_SETS = (
+    (PATCHES_OF_2026_12_7, TAKEN_TOGETHER_12_7),
     (PATCHES_OF_2026_12_6, TAKEN_TOGETHER_12_6),
     (PATCHES_OF_2026_12_5, TAKEN_TOGETHER_12_5),
     (PATCHES_OF_2026_12_4, TAKEN_TOGETHER_12_4),
@@ -178,8 +190,11 @@ class WorkloadWorkflow(LegacyLoop):
         # What is under way in this run (never carried: lifecycle's Started asks again).
         self.asking: dict[str, workflow.ActivityHandle] = {}
         self.runner: workflow.ActivityHandle | None = None
-        # A notice on its way to the ClusterQueue (ADMITTED_WITHOUT_WAITING, NOTICE_NOT_AWAITED).
+        # A notice on its way to the ClusterQueue (ADMITTED_WITHOUT_WAITING, NOTICE_NOT_AWAITED), and
+        # whether it is wanted out now rather than after its moment (ADMITTED_AFTER_A_MOMENT).
         self.telling: asyncio.Task | None = None
+        self.hurry = False
+        self.moment: lc.TellQueue | None = None  # the `admitted` notice `telling` holds until it goes
         # The run of each attempt's workflow started by this run (an ID is reused when an attempt
         # starts again): only the latest one's end is news.
         self.children: dict[str, Any] = {}
@@ -332,6 +347,7 @@ class WorkloadWorkflow(LegacyLoop):
                 or (workflow.info().is_continue_as_new_suggested() and lc.may_continue_as_new(self.state))
             )
             if self.inbox or self.timer.fired is not None:
+                self.hurry = True  # a notice waiting for its moment goes in this task, which runs anyway
                 events, self.inbox = self.inbox, []
                 self.taken += len(events)
                 fired = self.timer.take()
@@ -391,10 +407,15 @@ class WorkloadWorkflow(LegacyLoop):
             return [lc.EnqueueResolved(ticket=c.request.entry.ticket, resolution=resolution),
                     *(lc.QueueNoticed(signal=contract.PENDING_STATUS, payload=n) for n in resolution.notices)]
         if isinstance(c, lc.TellQueue):
-            await self._told()
+            await self._told(c)
             queue = contract.cluster_queue_id(c.cluster_queue)
             if c.signal == contract.ADMITTED and self._patched(ADMITTED_WITHOUT_WAITING):
-                self.telling = asyncio.create_task(_signal(queue, c.signal, c.request))
+                if self._patched(ADMITTED_AFTER_A_MOMENT):
+                    self.hurry = False  # here, not in the task: a notice decided next in this step hurries it
+                    self.moment = c
+                    self.telling = asyncio.create_task(self._after_a_moment(c))
+                else:
+                    self.telling = asyncio.create_task(_signal(queue, c.signal, c.request))
             elif self._patched(TELL_QUEUE_IN_TASK):
                 # Sent again if the task is retried: the ClusterQueue ignores a notice it has had. The
                 # activity sends it in its worker's next `take_messages` update (activities/mail.py); a
@@ -431,11 +452,30 @@ class WorkloadWorkflow(LegacyLoop):
             await _signal(contract.PODS_READY_GATE_ID, c.signal, c.request)
         return []
 
-    async def _told(self) -> None:
-        """The notice sent without waiting has reached its queue (at once when it already has)."""
+    async def _told(self, next: lc.TellQueue | None = None) -> None:
+        """The notice sent without waiting has reached its queue (at once when it already has); one
+        still waiting for its moment goes now, unless `next` releases what it is about: the release
+        says all the queue needs, so it is not sent."""
         if self.telling is not None:
             telling, self.telling = self.telling, None
+            moment, self.moment = self.moment, None
+            if moment is not None and next is not None and next.signal == contract.RELEASE and (
+                (next.cluster_queue, next.request.model_dump()) == (moment.cluster_queue, moment.request.model_dump())
+            ):
+                telling.cancel()
+                return
+            self.hurry = True
             await telling
+
+    async def _after_a_moment(self, c: lc.TellQueue) -> bool:
+        """Send a notice after ADMITTED_DELAY, or as soon as the workload's next workflow task or
+        `_told` wants it out."""
+        try:
+            await workflow.wait_condition(lambda: self.hurry, timeout=ADMITTED_DELAY, timeout_summary=f"{c.signal} to ClusterQueue {c.cluster_queue}")
+        except asyncio.TimeoutError:
+            pass
+        self.moment = None
+        return await _signal(contract.cluster_queue_id(c.cluster_queue), c.signal, c.request)
 
     def _ask(self, c: lc.AskController) -> None:
         req = c.request

@@ -17,7 +17,7 @@ from admitflow.admission import workload as wl
 from admitflow.admission.workload import WorkloadState
 from admitflow.api import load_manifests, parse_manifest
 from admitflow.api.loader import LoadedManifest
-from admitflow.workflows.workload import PATCHES_OF_2026_12_6
+from admitflow.workflows.workload import PATCHES_OF_2026_12_7
 from tests.builders import (
     cluster_queue_manifest,
     flavor_manifest,
@@ -223,7 +223,7 @@ async def test_a_workload_run_records_one_patch_marker_and_upserts_only_what_cha
     events = (await handle.fetch_history()).events
     patches = [e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data for e in events
                if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and e.marker_recorded_event_attributes.marker_name == "core_patch"]
-    assert [json.loads(p)["id"] for p in patches] == [PATCHES_OF_2026_12_6]
+    assert [json.loads(p)["id"] for p in patches] == [PATCHES_OF_2026_12_7]
     upserts = [sorted(e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields) for e in events
                if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES]
     assert upserts == [["TemporalChangeVersion"], ["AdmitflowPhase", "AdmitflowUpdated"], ["AdmitflowPhase", "AdmitflowUpdated"]]

@@ -21,6 +21,7 @@ from admitflow.admission import workload as wl
 from admitflow.admission.checks import Verdict
 from admitflow.admission.workload import WorkloadState
 from admitflow.client import AdmitflowError
+from admitflow.workflows import workload as workload_workflow
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.integration.test_admission import eventually, loaded
 
@@ -105,9 +106,24 @@ async def test_admitted_once_every_check_is_ready(engine, names):
     await eventually(lambda: _admitted_count(af, 1))
 
 
-async def _released(notices) -> list[str]:
-    """The queue's notices once a `release` is among them, else nothing."""
-    got = await notices()
+async def queue_notices(engine, queue) -> list[str]:
+    """The `admitted` and `release` notices a ClusterQueue took, in order: signals, and the messages
+    of its `take_messages` updates."""
+    received: list[str] = []
+    async for e in queue.fetch_history_events():
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+            received.append(e.workflow_execution_signaled_event_attributes.signal_name)
+        elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            request = e.workflow_execution_update_accepted_event_attributes.accepted_request
+            if request.input.name == contract.TAKE_MESSAGES:
+                (batch,) = await engine.client.data_converter.decode(request.input.args.payloads)
+                received += [m["signal"] for m in batch["messages"]]
+    return [s for s in received if s in ("admitted", "release")]
+
+
+async def notices_once_released(engine, queue) -> list[str]:
+    """`queue_notices` once a `release` is among them, else nothing."""
+    got = await queue_notices(engine, queue)
     return got if "release" in got else []
 
 
@@ -393,27 +409,58 @@ async def test_the_task_that_applies_the_last_ready_admits_and_publishes_it(engi
     answered = next(i for i, e in enumerate(events) if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED)
     assert answered > published
     assert not [e for e in events[published:answered] if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED]
-    # The same task signals the queue `admitted` and does not wait for it: no local activity ran in it.
+    # The same task neither tells the queue `admitted` nor waits for a local activity: it starts the
+    # timer after which the notice goes, so that no workflow task for its delivery follows it at once.
     markers = [e.marker_recorded_event_attributes.marker_name for e in events[accepted:answered]
                if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
     assert "core_local_activity" not in markers, markers
-    told = [e.signal_external_workflow_execution_initiated_event_attributes.signal_name for e in events[accepted:]
-            if e.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED]
-    assert told[:1] == ["admitted"], told
-    # Finished at once, it tells the queue `release` after `admitted` reached it: the queue takes them in order.
+    kinds = [e.event_type for e in events[accepted:answered]]
+    assert EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED not in kinds
+    [moment] = [e for e in events[accepted:answered] if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED
+                and e.user_metadata.summary.data == json.dumps("admitted to ClusterQueue cq").encode()]
+    assert moment.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta() == workload_workflow.ADMITTED_DELAY
+
+    async def told() -> list[str]:
+        """What the workload signalled after the verdict: once the timer fired (no message comes here
+        to send it sooner)."""
+        later = list((await engine.client.get_workflow_handle(ids.workload_id("default/job")).fetch_history()).events)[accepted:]
+        return [e.signal_external_workflow_execution_initiated_event_attributes.signal_name for e in later
+                if e.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED]
+
+    assert await eventually(told) == ["admitted"]
+    await eventually(lambda: _admitted_count(af, 1))
+    # Finished, it tells the queue `release` after `admitted`: the queue takes them in order.
     await af.finish("default/job")
+    queue = engine.client.get_workflow_handle(ids.cluster_queue_id("cq"))
+    assert await eventually(lambda: notices_once_released(engine, queue)) == ["admitted", "release"]
 
-    async def notices() -> list[str]:
-        """What the queue took, in order: signals, and the messages of its `take_messages` updates."""
-        received: list[str] = []
-        async for e in engine.client.get_workflow_handle(ids.cluster_queue_id("cq")).fetch_history_events():
-            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-                received.append(e.workflow_execution_signaled_event_attributes.signal_name)
-            elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
-                request = e.workflow_execution_update_accepted_event_attributes.accepted_request
-                if request.input.name == contract.TAKE_MESSAGES:
-                    (batch,) = await engine.client.data_converter.decode(request.input.args.payloads)
-                    received += [m["signal"] for m in batch["messages"]]
-        return [s for s in received if s in ("admitted", "release")]
 
-    assert await eventually(lambda: _released(notices)) == ["admitted", "release"]
+async def test_a_release_while_admitted_waits_for_its_moment_goes_alone(engine, monkeypatch):
+    """A finish that comes while the `admitted` notice waits for its moment releases the reservation
+    that notice is about: the queue needs only the `release`, so `admitted` is never sent and its
+    timer is cancelled. The moment is an hour here, so its timer could not have sent it."""
+    monkeypatch.setattr(workload_workflow, "ADMITTED_DELAY", timedelta(hours=1))
+    af = engine.admitflow
+    await setup(af, "a")
+    await submit(af)
+    await until(af, "QuotaReserved")
+    status = await say(af, "job", "a", "Ready")
+    assert status.condition("Admitted").status == "True"
+    await af.finish("default/job")
+    handle = engine.client.get_workflow_handle(ids.workload_id("default/job"))
+    await handle.result()
+    events = list((await handle.fetch_history()).events)
+    kinds = [e.event_type for e in events]
+    [moment] = [i for i, e in enumerate(events) if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED
+                and e.user_metadata.summary.data == json.dumps("admitted to ClusterQueue cq").encode()]
+    assert events[moment].timer_started_event_attributes.start_to_fire_timeout.ToTimedelta() == timedelta(hours=1)
+    timer_id = events[moment].timer_started_event_attributes.timer_id
+    [cancelled] = [i for i, e in enumerate(events) if e.event_type == EventType.EVENT_TYPE_TIMER_CANCELED
+                   and e.timer_canceled_event_attributes.timer_id == timer_id]
+    [release] = [i for i, e in enumerate(events) if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+                 and e.user_metadata.summary.data == json.dumps("release to ClusterQueue cq").encode()]
+    assert moment < cancelled < release
+    assert EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED not in kinds
+    queue = engine.client.get_workflow_handle(ids.cluster_queue_id("cq"))
+    assert await eventually(lambda: notices_once_released(engine, queue)) == ["release"]
+    await eventually(lambda: _admitted_count(af, 0))

@@ -49,6 +49,9 @@ reservation made in the pass that takes its enqueue told in the enqueue's answer
 (`workflow.patched("reservations-in-answers")`, in the ClusterQueue and the cohort tree), and the
 workloads under the marker that also takes `workflow.patched("evicts-unheard-reservations")`: an
 eviction of the ticket a run is queued with counts though the run never heard of its reservation.
+`patches-of-2026-12.7/` (the main job) under the marker that also takes
+`workflow.patched("admitted-after-a-moment")`: the `admitted` notice goes after a timer, or at once
+with the next notice.
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """
