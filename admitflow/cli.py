@@ -1026,8 +1026,7 @@ async def cmd_reset(args: argparse.Namespace) -> None:
     _, key = _target(args, default_kind="Workload")
     client = await _client(args)
     trouble, run_id, again = await client.reset(key, args.reason)
-    to = (f"its last completed workflow task (event {trouble.last_good_task})" if trouble.last_good_task
-          else f"its first workflow task (event {trouble.first_task}; none of its run completed)")
+    _, to = trouble.reset_point()
     print(f"{qualified('Workload', key)} reset to {to}: new run {run_id}")
     if again is not None:
         raise NotAnswering(

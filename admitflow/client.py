@@ -197,6 +197,15 @@ class WorkflowTrouble(WireModel):
             return f"its workflow task fails (attempt {self.task_attempt}){failure}"
         return f"its workflow did not answer a query within {int(QUERY_TIMEOUT.total_seconds())}s (is a worker polling task queue {self.task_queue}?)"
 
+    def reset_point(self) -> tuple[int, str] | None:
+        """Where `reset` takes it back to (an event ID) and how to say so; None when its run has not
+        started a workflow task yet."""
+        if self.last_good_task is not None:
+            return self.last_good_task, f"its last completed workflow task (event {self.last_good_task})"
+        if self.first_task is not None:
+            return self.first_task, f"its first workflow task (event {self.first_task}; none of its run completed)"
+        return None
+
 
 class UnansweredWorkload(WorkloadReport):
     """A workload whose workflow does not answer, as far as it can be shown without it: its
@@ -1072,8 +1081,8 @@ class AdmitflowClient:
         trouble = await self.trouble(key, attempts=2)
         if trouble is None:
             raise AdmitflowError(f'workloads "{key}" answers: its workflow tasks complete, so there is nothing to reset')
-        to = trouble.last_good_task or trouble.first_task
-        if to is None:
+        point = trouble.reset_point()
+        if point is None:
             raise AdmitflowError(f'workloads "{key}": its run has not started a workflow task yet, so there is nothing to reset')
         note = f"admitflow reset workload {key}: {trouble.summary()}" + (f"; {reason}" if reason else "")
         response = await self.client.workflow_service.reset_workflow_execution(
@@ -1081,7 +1090,7 @@ class AdmitflowClient:
                 namespace=self.client.namespace,
                 workflow_execution=WorkflowExecution(workflow_id=trouble.workflow_id, run_id=trouble.run_id),
                 reason=note[:1000],
-                workflow_task_finish_event_id=to,
+                workflow_task_finish_event_id=point[0],
                 request_id=str(uuid.uuid4()),
                 identity=self.client.identity,
             ),
