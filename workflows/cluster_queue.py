@@ -56,6 +56,11 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
+# workflow.patched: a queue the catalog started with its view (`set_view`, signal-with-start) takes
+# that view, without fetching it again by activity first; only a queue started by a workload's
+# enqueue, before any view, fetches one. The fetch cost an activity and a workflow task, and until it
+# came back the queue took enqueues without answering them (`looping`).
+VIEW_FROM_START = "view-from-start"
 # workflow.patched: a home whose state is in a cohort tree forwards by local activity, in the task
 # that takes the messages (it was an activity: a second workflow task and an activity task per batch).
 FORWARD_IN_TASK = "forward-in-task"
@@ -181,7 +186,9 @@ class ClusterQueueWorkflow:
 
     @workflow.run
     async def run(self, input: ClusterQueueInput) -> None:
-        if self.home.state.view is None:
+        if self.home.state.view is None and not (
+            any(isinstance(m, ClusterQueueView) for m in self.inbox) and workflow.patched(VIEW_FROM_START)
+        ):
             # Started by a workload's enqueue before the catalog's first view arrived.
             view = await workflow.execute_activity(
                 contract.FETCH_CLUSTER_QUEUE_VIEW,

@@ -172,6 +172,22 @@ async def test_a_workload_waits_for_its_local_queue_and_is_admitted_once_it_exis
     await eventually(lambda: _is(engine, "early", "Admitted"))
 
 
+async def test_a_cluster_queue_started_with_its_view_does_not_fetch_it(engine):
+    """The catalog starts a ClusterQueue with its view (`set_view`, signal-with-start): the queue
+    takes that view, with no activity to fetch it again (workflow.patched("view-from-start"))."""
+    af = engine.admitflow
+    await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest()))
+    await until_active(engine)
+    events = [e async for e in engine.client.get_workflow_handle(ids.cluster_queue_id("cq")).fetch_history_events()]
+    signals = [e.workflow_execution_signaled_event_attributes.signal_name for e in events
+               if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED]
+    assert signals[:1] == ["set_view"]
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED not in [e.event_type for e in events]
+    markers = [json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"] for e in events
+               if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and e.marker_recorded_event_attributes.marker_name == "core_patch"]
+    assert "view-from-start" in markers
+
+
 async def test_kueue_example_manifests_apply_unmodified_in_both_versions(engine):
     af = engine.admitflow
     for version in ("v1beta1", "v1beta2"):

@@ -51,7 +51,8 @@ workloads under the marker that also takes `workflow.patched("evicts-unheard-res
 eviction of the ticket a run is queued with counts though the run never heard of its reservation.
 `patches-of-2026-12.7/` (the main job) under the marker that also takes
 `workflow.patched("admitted-after-a-moment")`: the `admitted` notice goes after a timer, or at once
-with the next notice.
+with the next notice. `view-from-start/` (the main job's ClusterQueues): a queue the catalog started
+with its view takes it without fetching it (`workflow.patched("view-from-start")`).
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """
