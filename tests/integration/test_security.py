@@ -427,7 +427,7 @@ async def test_the_history_holds_only_ciphertext(server, key_env, encrypted_work
     plain = await Client.connect(server.address, namespace=ENC_NS)  # the SDK's default converter: no codec
     ids = [w.id async for w in plain.list_workflows()]
     assert "workload/default/nebula" in ids and "clusterqueue/cq" in ids and "admitflow/catalog" in ids
-    sealed = 0
+    sealed: dict[str, set[str]] = {}
     for wid in ids:
         history = await plain.get_workflow_handle(wid).fetch_history()
         raw = history.to_json().encode()
@@ -440,8 +440,16 @@ async def test_the_history_holds_only_ciphertext(server, key_env, encrypted_work
                     assert set(json.loads(p.data)) <= SDK_MARKERS[where], (wid, p.data)
                     continue
                 assert (p.metadata["encoding"], p.metadata[KEY_ID_METADATA]) == (ENCRYPTED, b"test-2025"), (wid, where)
-                sealed += 1
-    assert sealed > 20
+                sealed.setdefault(wid, set()).add(where.split(".")[0])
+    # Sealed wherever the engine writes data: every workflow's input, and each kind of event that
+    # carries a payload (a count of payloads would follow every change in what the engine writes).
+    assert all("workflow_execution_started_event_attributes" in kinds for kinds in sealed.values()), sealed
+    assert set().union(*sealed.values()) >= {
+        f"{kind}_event_attributes" for kind in (
+            "workflow_execution_started", "workflow_execution_signaled", "workflow_execution_update_accepted",
+            "workflow_execution_update_completed", "activity_task_scheduled", "activity_task_completed", "marker_recorded",
+        )
+    } | {"user_metadata"}, sealed
     # The workload's spec went in as its input: ciphertext that opens, with the key, to the spec.
     history = await plain.get_workflow_handle("workload/default/nebula").fetch_history()
     [spec] = history.events[0].workflow_execution_started_event_attributes.input.payloads
