@@ -454,14 +454,12 @@ class WorkloadWorkflow(LegacyLoop):
 
     async def _told(self, then: lc.TellQueue | None = None) -> None:
         """The notice sent without waiting has reached its queue (at once when it already has); one
-        still waiting for its moment goes now, unless the notice to send `then` releases what it is
-        about: the release says all the queue needs, so it is not sent."""
+        still waiting for its moment goes now, unless the notice to send `then` replaces it
+        (`lifecycle.replaces`): it is then not sent."""
         if self.telling is not None:
             telling, self.telling = self.telling, None
             moment, self.moment = self.moment, None
-            if moment is not None and then is not None and then.signal == contract.RELEASE and (
-                (then.cluster_queue, then.request.model_dump()) == (moment.cluster_queue, moment.request.model_dump())
-            ):
+            if moment is not None and then is not None and lc.replaces(then, moment):
                 telling.cancel()
                 return
             self.hurry = True

@@ -758,6 +758,16 @@ def _give_back_unasked_ticket(st: WorkloadState) -> list[Any]:
     return _release(st)
 
 
+def replaces(then: TellQueue, waiting: TellQueue) -> bool:
+    """Whether the notice `then` makes one still `waiting` to be sent needless: a `release` of the
+    reservation an `admitted` notice is about says all its queue needs (the queue drops the
+    reservation, admitted or not)."""
+    return (
+        waiting.signal == "admitted" and then.signal == "release"
+        and (then.cluster_queue, then.request) == (waiting.cluster_queue, waiting.request)
+    )
+
+
 def _tell_queue(st: WorkloadState, signal: Literal["release", "admitted", "reprioritize"]) -> TellQueue:
     ticket = st.holder if st.holder is not None else st.ticket
     request = ReleaseRequest(key=st.key, uid=st.workload.metadata.uid, ticket=ticket)

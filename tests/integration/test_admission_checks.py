@@ -106,6 +106,20 @@ async def test_admitted_once_every_check_is_ready(engine, names):
     await eventually(lambda: _admitted_count(af, 1))
 
 
+async def admitted_by_its_check(af) -> None:
+    """`job` holds quota in a queue with check `a`, whose `Ready` (by update) admits it."""
+    await setup(af, "a")
+    await submit(af)
+    await until(af, "QuotaReserved")
+    status = await say(af, "job", "a", "Ready")
+    assert status.condition("Admitted").status == "True"
+
+
+def summarised(event, summary: str) -> bool:
+    """Whether a history event carries that summary (timers, local activities' markers)."""
+    return event.user_metadata.summary.data == json.dumps(summary).encode()
+
+
 async def queue_notices(engine, queue) -> list[str]:
     """The `admitted` and `release` notices a ClusterQueue took, in order: signals, and the messages
     of its `take_messages` updates."""
@@ -389,11 +403,7 @@ async def test_the_task_that_applies_the_last_ready_admits_and_publishes_it(engi
     update's answer: the notice to the ClusterQueue neither costs a task of its own nor keeps that
     one open until it is delivered."""
     af = engine.admitflow
-    await setup(af, "a")
-    await submit(af)
-    await until(af, "QuotaReserved")
-    status = await say(af, "job", "a", "Ready")
-    assert status.condition("Admitted").status == "True"
+    await admitted_by_its_check(af)
     history = await engine.client.get_workflow_handle(ids.workload_id("default/job")).fetch_history()
     events = list(history.events)
     accepted = next(i for i, e in enumerate(events) if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
@@ -417,7 +427,7 @@ async def test_the_task_that_applies_the_last_ready_admits_and_publishes_it(engi
     kinds = [e.event_type for e in events[accepted:answered]]
     assert EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED not in kinds
     [moment] = [e for e in events[accepted:answered] if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED
-                and e.user_metadata.summary.data == json.dumps("admitted to ClusterQueue cq").encode()]
+                and summarised(e, "admitted to ClusterQueue cq")]
     assert moment.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta() == workload_workflow.ADMITTED_DELAY
 
     async def told() -> list[str]:
@@ -441,24 +451,20 @@ async def test_a_release_while_admitted_waits_for_its_moment_goes_alone(engine, 
     timer is cancelled. The moment is an hour here, so its timer could not have sent it."""
     monkeypatch.setattr(workload_workflow, "ADMITTED_DELAY", timedelta(hours=1))
     af = engine.admitflow
-    await setup(af, "a")
-    await submit(af)
-    await until(af, "QuotaReserved")
-    status = await say(af, "job", "a", "Ready")
-    assert status.condition("Admitted").status == "True"
+    await admitted_by_its_check(af)
     await af.finish("default/job")
     handle = engine.client.get_workflow_handle(ids.workload_id("default/job"))
     await handle.result()
     events = list((await handle.fetch_history()).events)
     kinds = [e.event_type for e in events]
     [moment] = [i for i, e in enumerate(events) if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED
-                and e.user_metadata.summary.data == json.dumps("admitted to ClusterQueue cq").encode()]
+                and summarised(e, "admitted to ClusterQueue cq")]
     assert events[moment].timer_started_event_attributes.start_to_fire_timeout.ToTimedelta() == timedelta(hours=1)
     timer_id = events[moment].timer_started_event_attributes.timer_id
     [cancelled] = [i for i, e in enumerate(events) if e.event_type == EventType.EVENT_TYPE_TIMER_CANCELED
                    and e.timer_canceled_event_attributes.timer_id == timer_id]
     [release] = [i for i, e in enumerate(events) if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-                 and e.user_metadata.summary.data == json.dumps("release to ClusterQueue cq").encode()]
+                 and summarised(e, "release to ClusterQueue cq")]
     assert moment < cancelled < release
     assert EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED not in kinds
     queue = engine.client.get_workflow_handle(ids.cluster_queue_id("cq"))

@@ -685,3 +685,23 @@ def test_a_refused_priority_change_tells_nobody():
     out = w.batch(lc.PriorityChangeRequested(payload={"priority": "high"}))
     assert (_priority_told(out), w.state.workload.spec.priority) == ([], None)
     assert w.state.events[-1].reason == "InvalidPriorityChange"
+
+
+def _told(signal: str, queue: str = "cq", ticket: int = 1, uid: str = "u1") -> lc.TellQueue:
+    request = {"key": "default/job", "uid": uid, "ticket": ticket}
+    if signal == "reprioritize":
+        request["priority"] = 5
+    return lc.TellQueue.model_validate({"signal": signal, "cluster_queue": queue, "request": request})
+
+
+@pytest.mark.parametrize(("then", "waiting", "replaced"), [
+    (_told("release"), _told("admitted"), True),
+    (_told("release", ticket=2), _told("admitted"), False),
+    (_told("release", uid="u2"), _told("admitted"), False),
+    (_told("release", queue="other"), _told("admitted"), False),
+    (_told("reprioritize"), _told("admitted"), False),
+    (_told("admitted"), _told("admitted"), False),
+    (_told("release"), _told("release"), False),
+], ids=["its release", "another ticket", "another uid", "another queue", "a new priority", "admitted again", "a release waiting"])
+def test_a_release_of_its_reservation_replaces_a_waiting_admitted_notice(then, waiting, replaced):
+    assert lc.replaces(then, waiting) is replaced
