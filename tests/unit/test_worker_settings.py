@@ -1,7 +1,7 @@
 """`admitflow worker`'s SDK settings (docs/operations.md, "Worker settings"): each flag is a Worker
 option of the same name (the pollers: the simple poller behaviour), a value below 1 is refused in
-one line, and what is not given is left to the SDK (the pollers: autoscaled). And the process's garbage collector, tuned once
-the worker's process has started."""
+one line, and what is not given is left to the SDK (the pollers: autoscaled). And the process's
+garbage collector, tuned once the worker's process has started."""
 
 from __future__ import annotations
 
