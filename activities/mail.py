@@ -25,7 +25,8 @@ A home waits for its tree in an entity slot, but the tree never waits for a home
 never waits long: an update not taken within `ACCEPT_WITHIN` (a queue run by an older worker on
 the engine's task queue, or no worker at all) is sent again as signals (the receiver ignores what
 it already has, so one arriving twice is harmless), as is a batch for a receiver whose worker does
-not know the update yet (one older than this module, during an upgrade).
+not know the update yet (one older than this module, during an upgrade) or left it unread (the
+server then rejects it: `contract.UNPROCESSED_UPDATE`).
 
 A home whose cohort tree holds its state answers the update with that tree (`Receipt.holder`): the
 worker's later messages to the queue go straight to the tree, as the `forward` messages the home
@@ -53,6 +54,7 @@ from dataclasses import dataclass, field
 
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from admitflow import contract, ids
@@ -205,7 +207,7 @@ class Mailer:
         except WorkflowUpdateFailedError as err:
             if not _unknown_update(err):
                 raise
-            log.warning("%s does not know %s yet (an older worker runs it): %d messages sent as signals",
+            log.warning("%s did not take %s (a worker that does not know it runs it): %d messages sent as signals",
                         workflow_id, contract.TAKE_MESSAGES, len(batch))
         return [Taken(ran=await self._signal(workflow_id, letter)) for letter in batch]
 
@@ -239,5 +241,9 @@ def _starting(workflow_id: str, start: StartQueue) -> WithStartWorkflowOperation
 
 
 def _unknown_update(err: WorkflowUpdateFailedError) -> bool:
-    """The SDK's rejection of an update its workflow has no handler for."""
+    """The SDK's rejection of an update its workflow has no handler for, or the server's of one whose
+    workflow task was completed without it (a worker too old for updates, or one that ended the task
+    unread): either way nothing was taken."""
+    if isinstance(err.cause, ApplicationError) and err.cause.type == contract.UNPROCESSED_UPDATE:
+        return True
     return "expected but not found" in str(err.cause)

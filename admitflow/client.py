@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -113,6 +113,9 @@ RPC_TIMEOUT = timedelta(seconds=10)
 # How often a query the engine's worker refused ("ask again": a worker died or the server restarted
 # a moment ago) is asked again, a second apart.
 STALE_RETRIES = 5
+# An update the server rejected unread (`contract.UNPROCESSED_UPDATE`) changed nothing: it is sent
+# again, this many times in all.
+UNPROCESSED_ATTEMPTS = 3
 # At most this many workloads asked at once when listing them.
 CONCURRENT_READS = 16
 # Workflows per ListWorkflowExecutions page (the server's default and maximum for SQL visibility).
@@ -309,22 +312,26 @@ class AdmitflowClient:
         on the objects of those kinds as the catalog holds them. Either refuses as the update would."""
         if dry_run is not None:
             return await self._preview_catalog(items, dry_run)
-        start = WithStartWorkflowOperation(
-            contract.CATALOG_WORKFLOW,
-            CatalogInput(),
-            id=ids.CATALOG_ID,
-            task_queue=self.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary="admitflow catalog: ResourceFlavors, ClusterQueues, LocalQueues, AdmissionChecks",
-        )
+
+        def start() -> WithStartWorkflowOperation:
+            """A new one each time the update is sent: the SDK refuses one used before."""
+            return WithStartWorkflowOperation(
+                contract.CATALOG_WORKFLOW,
+                CatalogInput(),
+                id=ids.CATALOG_ID,
+                task_queue=self.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                static_summary="admitflow catalog: ResourceFlavors, ClusterQueues, LocalQueues, AdmissionChecks",
+            )
+
         try:
-            result = await self.client.execute_update_with_start_workflow(
+            result = await _taken(lambda: self.client.execute_update_with_start_workflow(
                 contract.CATALOG_APPLY,
                 ApplyRequest(objects=[m.obj for m in items]),
-                start_workflow_operation=start,
+                start_workflow_operation=start(),
                 result_type=ApplyResult,
                 rpc_timeout=timeout,
-            )
+            ))
         except WorkflowUpdateFailedError as err:
             raise _located(err, items) from None
         except WorkflowUpdateRPCTimeoutOrCancelledError:
@@ -460,9 +467,9 @@ class AdmitflowClient:
             await self._signal_workload(key, contract.DELETE, DeleteWorkload())
             return Outcome(kind=kind, key=key, action="deleted")
         try:
-            result = await self.client.get_workflow_handle(ids.CATALOG_ID).execute_update(
+            result = await _taken(lambda: self.client.get_workflow_handle(ids.CATALOG_ID).execute_update(
                 contract.CATALOG_DELETE, DeleteRequest(objects=[ObjectRef(kind=kind, key=key)]), result_type=ApplyResult
-            )
+            ))
         except WorkflowUpdateFailedError as err:
             raise AdmitflowError(_cause(err)) from None
         except RPCError as err:
@@ -1046,7 +1053,7 @@ class AdmitflowClient:
             raise WorkloadNotAnswering(key, trouble)
         handle = self.client.get_workflow_handle(ids.workload_id(key))
         try:
-            return await handle.execute_update(update, arg, result_type=result_type, rpc_timeout=self.query_timeout)
+            return await _taken(lambda: handle.execute_update(update, arg, result_type=result_type, rpc_timeout=self.query_timeout))
         except WorkflowUpdateFailedError as err:
             raise AdmitflowError(_cause(err)) from None
         except WorkflowUpdateRPCTimeoutOrCancelledError:
@@ -1137,12 +1144,12 @@ class AdmitflowClient:
         workflow_id = ids.cluster_queue_id(cq)
         for _ in range(MOVES_FOLLOWED):
             try:
-                outcome = await self.client.get_workflow_handle(workflow_id).execute_update(
+                outcome = await _taken(lambda: self.client.get_workflow_handle(workflow_id).execute_update(
                     contract.FORCE_RELEASE,
                     ForceRelease(key=key, message=why[:1024], cluster_queue=cq),
                     result_type=ForceReleaseOutcome,
                     rpc_timeout=self.query_timeout,
-                )
+                ))
             except WorkflowUpdateFailedError as err:
                 raise AdmitflowError(_cause(err)) from None
             except WorkflowUpdateRPCTimeoutOrCancelledError:
@@ -1169,7 +1176,7 @@ class AdmitflowClient:
         request = request.model_copy(update={"reason": reason or request.reason, "message": message or request.message})
         handle = self.client.get_workflow_handle(ids.CATALOG_ID)
         try:
-            return await handle.execute_update(contract.SET_ADMISSION_CHECK_ACTIVE, request, result_type=bool)
+            return await _taken(lambda: handle.execute_update(contract.SET_ADMISSION_CHECK_ACTIVE, request, result_type=bool))
         except WorkflowUpdateFailedError as err:
             raise AdmitflowError(_cause(err)) from None
 
@@ -1192,9 +1199,9 @@ class AdmitflowClient:
         """Set a condition of a simulated ProvisioningRequest by hand; a refusal is one line."""
         handle = self.client.get_workflow_handle(ids.AUTOSCALER_ID)
         try:
-            return await handle.execute_update(
+            return await _taken(lambda: handle.execute_update(
                 contract.SET_PROVISIONING_REQUEST_CONDITION, request, result_type=ProvisioningRequest
-            )
+            ))
         except WorkflowUpdateFailedError as err:
             raise AdmitflowError(_cause(err)) from None
         except RPCError as err:
@@ -1296,6 +1303,22 @@ def _configured(outcomes: list[Outcome], changed: Iterable[str]) -> list[Outcome
 
 def _finished(report: WorkloadReport) -> bool:
     return any(c.type == "Finished" and c.status == "True" for c in report.status.conditions)
+
+
+async def _taken(send: Callable[[], Awaitable[T]]) -> T:
+    """What `send()`, an update, returns, sent again when the server rejected it unread."""
+    for _ in range(UNPROCESSED_ATTEMPTS - 1):
+        try:
+            return await send()
+        except WorkflowUpdateFailedError as err:
+            if not _unprocessed(err):
+                raise
+    return await send()
+
+
+def _unprocessed(err: WorkflowUpdateFailedError) -> bool:
+    """Whether the server rejected the update because no worker took it from its workflow task."""
+    return isinstance(err.cause, ApplicationError) and err.cause.type == contract.UNPROCESSED_UPDATE
 
 
 def _cause(err: WorkflowUpdateFailedError) -> str:

@@ -137,4 +137,8 @@ EVENTS_WITHOUT_TASK_REFUSED = (
 )
 REFUSED_QUERIES = (STALE_QUERY_REFUSED, EVENTS_WITHOUT_TASK_REFUSED)
 
+# The type of the server's rejection of an update whose workflow task a worker completed without
+# taking it (a worker too old for updates, or one that ended the task unread): nothing was applied.
+UNPROCESSED_UPDATE = "UnprocessedUpdate"
+
 __all__ = [name for name in dir() if name.isupper()] + ["cluster_queue_id", "workload_id", "CATALOG_ID", "PODS_READY_GATE_ID"]
