@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -89,6 +90,11 @@ async def bare_rate(client: Client, n: int, tag: str, meter: CpuMeter | None = N
             meter.stop()
     await asyncio.sleep(1.0)
     return rate
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set (worker, clients), MiB."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def cpu_seconds(server: DevServer) -> tuple[float, float]:

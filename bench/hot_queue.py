@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import resource
 import sys
 import time
 import tracemalloc
@@ -35,7 +34,7 @@ from admitflow import ids  # noqa: E402
 from admitflow.api import parse_manifest  # noqa: E402
 from admitflow.client import NotAnswering  # noqa: E402
 from bench.admission_throughput import admission_rate  # noqa: E402
-from bench.harness import bounded, engine, loaded, machine, result_paths, revision, save_figure, write_json  # noqa: E402
+from bench.harness import bounded, engine, loaded, machine, peak_rss_mib, result_paths, revision, save_figure, write_json  # noqa: E402
 from bench.queue_depth import queue_history_figures  # noqa: E402
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest  # noqa: E402
 
@@ -48,10 +47,6 @@ async def pending(af) -> int:
         return (await af.cluster_queue_report(CQ)).status.pending_workloads
     except NotAnswering:
         return 0
-
-
-def peak_rss_mib() -> float:
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def top_holders(snapshot: tracemalloc.Snapshot, limit: int = 12) -> list[dict]:

@@ -36,8 +36,9 @@ its cohort's, over the cohort's nominal quota, cannot), with the peak and the av
 average time to admission per class (from submission to the last admission the runner observed,
 as Kueue's recorder measures it); admissions, and preemptions by reason (`InClusterQueue`,
 `InCohortReclamation`, ..., read from the workloads' `Preempted` messages); then what limited the
-run: CPU per workload against a bare workflow, the engine task queue's backlog (sampled every
-second), how long new workloads waited for their first workflow task, the workflow tasks of each
+run: CPU per workload against a bare workflow, this process's peak memory, the engine task queue's
+backlog (sampled every second), how long new workloads waited for their first workflow task, a
+workload's events by kind and the signals it got by name, the workflow tasks of each
 cohort tree's entity (where the cohort's scheduling happens) and of the ClusterQueues' own
 workflows (which forward to it), and the pure scheduling pass at the shape's depth. Writes JSON
 and a PNG under bench/results/.
@@ -90,6 +91,7 @@ from bench.harness import (  # noqa: E402
     engine,
     loaded,
     machine,
+    peak_rss_mib,
     result_paths,
     revision,
     save_figure,
@@ -519,6 +521,7 @@ async def history_figures(e: Engine, run: Run, keys: list[str]) -> dict:
     runner's `start_workload` began (the activity's dispatch)."""
 
     kinds: Counter = Counter()
+    signals: Counter = Counter()
 
     async def one(key: str) -> tuple[float | None, float | None, int, int, list[str], dict[str, float] | None]:
         history = await e.client.get_workflow_handle(ids.workload_id(key)).fetch_history()
@@ -526,6 +529,8 @@ async def history_figures(e: Engine, run: Run, keys: list[str]) -> dict:
         tasks, failed = 0, []
         for ev in history.events:
             kinds[EventType.Name(ev.event_type).removeprefix("EVENT_TYPE_")] += 1
+            if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                signals[ev.workflow_execution_signaled_event_attributes.signal_name] += 1
             at = ev.event_time.ToDatetime().timestamp()
             if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
                 started = at
@@ -560,27 +565,41 @@ async def history_figures(e: Engine, run: Run, keys: list[str]) -> dict:
         "events_per_workload": round(mean(f[2] for f in found), 1),
         "workflow_tasks_per_workload": round(mean(f[3] for f in found), 2),
         "events_per_workload_by_kind": {k: round(n / len(found), 2) for k, n in kinds.most_common()} if found else {},
+        "signals_per_workload_by_name": {k: round(n / len(found), 2) for k, n in signals.most_common()} if found else {},
         "failed_workflow_tasks": dict(Counter(c for f in found for c in f[4])),
     }
 
 
 async def entity_task_figures(e: Engine, workflow_id: str) -> dict:
     """An entity workflow's tasks over all its runs: count, wall time from task start to completion,
-    runs (continue-as-new) and history events; and its message rate: signals and updates received,
-    signals it sent, over its active span (first to last event), and in its busiest 10 s."""
+    runs (continue-as-new) and history events, the wait from a task's scheduling to its start, and
+    the tasks that held a local activity (sent signals in the task) with their mean duration; and its
+    message rate: signals and updates received, signals it sent, over its active span (first to last
+    event), and in its busiest 10 s."""
     durations, runs, events, sent, stamps, arrivals = [], 0, 0, 0, [], []
+    # A local activity's marker is recorded with the completion of the task that ran it.
+    to_start, with_local = [], []
     async for wf in e.client.list_workflows(f"WorkflowId = '{workflow_id}'"):
         runs += 1
         history = await e.client.get_workflow_handle(workflow_id, run_id=wf.run_id).fetch_history()
         events += len(history.events)
-        started = None
+        scheduled = started = None
+        marked = False
         for ev in history.events:
             at = ev.event_time.ToDatetime()
             stamps.append(at.timestamp())
-            if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+            if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+                scheduled, marked = at, False
+            elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
                 started = at
+                if scheduled is not None:
+                    to_start.append((at - scheduled).total_seconds())
             elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED and started is not None:
                 durations.append((at - started).total_seconds())
+                marked = True
+            elif ev.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and marked and durations:
+                with_local.append(durations[-1])
+                marked = False
             elif ev.event_type in (EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED):
                 arrivals.append(at.timestamp())
             elif ev.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
@@ -600,7 +619,8 @@ async def entity_task_figures(e: Engine, workflow_id: str) -> dict:
             "total_s": round(sum(durations), 1), "runs": runs, "events": events, "active_s": round(span, 1),
             "messages_received": len(arrivals), "signals_sent": sent, "events_per_s": per_s(events),
             "messages_received_per_s": per_s(len(arrivals)), "busiest_10s_messages_per_s": round(busiest / 10, 1),
-            "tasks_per_s": per_s(len(durations))}
+            "tasks_per_s": per_s(len(durations)), "to_start_mean_s": round(mean(to_start), 3),
+            "with_local_activity": {"tasks": len(with_local), "mean_s": round(mean(with_local), 3)}}
 
 
 def mean(xs) -> float:
@@ -978,6 +998,8 @@ async def main() -> None:
             "cpu_while_backlogged": cores_when(run, lambda b: b > 100),
             "cpu_while_not_backlogged": cores_when(run, lambda b: b == 0),
             "live_workloads_peak": max(run.live, default=0),
+            # This process's (the engine worker's, the runner's and the clients') peak resident set.
+            "peak_rss_mib": peak_rss_mib(),
             "worker_max_cached_workflows": args.cache or 1000,
             "worker_max_concurrent_workflow_tasks": args.workflow_tasks or 100,
             "worker_task_pollers": args.pollers or "autoscaled",
@@ -985,6 +1007,7 @@ async def main() -> None:
             "events_per_workload": sampled["events_per_workload"],
             "workflow_tasks_per_workload": sampled["workflow_tasks_per_workload"],
             "events_per_workload_by_kind": sampled["events_per_workload_by_kind"],
+            "signals_per_workload_by_name": sampled["signals_per_workload_by_name"],
             "failed_workflow_tasks": sampled["failed_workflow_tasks"],
             # Where each cohort's scheduling happens: its tree's entity, cohort/<root>.
             "cohort_tree_tasks": tree_tasks,
@@ -1040,7 +1063,9 @@ async def main() -> None:
     if tree_tasks:
         print("cohort tree entities: " + "; ".join(
             f"{ids.cohort_id(root)} {f['tasks']} workflow tasks, mean {f['mean_s']} s, max {f['max_s']} s, "
-            f"{f['total_s']} s in all, {f['runs']} run(s), {f['events']} events" for root, f in tree_tasks.items()))
+            f"{f['total_s']} s in all, {f['runs']} run(s), {f['events']} events; each waited {f['to_start_mean_s']} s for "
+            f"a worker; {f['with_local_activity']['tasks']} sent signals in the task, mean {f['with_local_activity']['mean_s']} s"
+            for root, f in tree_tasks.items()))
     print(f"ClusterQueue workflows: {sum(q['tasks'] for q in queue_tasks.values())} workflow tasks, "
           f"{sum(q['total_s'] for q in queue_tasks.values()):.1f} s in all, max {max(q['max_s'] for q in queue_tasks.values())} s")
     for name, f in [*(("cohort/" + r, f) for r, f in tree_tasks.items()), *(("clusterqueue/" + q, f) for q, f in queue_tasks.items()),

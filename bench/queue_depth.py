@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import resource
 import sys
 import time
 from statistics import mean
@@ -42,7 +41,7 @@ from admitflow.api.workload import RUNNER_ANNOTATION  # noqa: E402
 from admitflow.messages import FinishRequest, StartWorkload, StopWorkload  # noqa: E402
 from admitflow.client import AdmitflowError  # noqa: E402
 from bench.admission_throughput import bounded  # noqa: E402
-from bench.harness import CpuMeter, bare_rate, engine, revision  # noqa: E402
+from bench.harness import CpuMeter, bare_rate, engine, peak_rss_mib, revision  # noqa: E402
 from tests.builders import cluster_queue_manifest, configuration_manifest, flavor_manifest, local_queue_manifest, workload_manifest  # noqa: E402
 
 
@@ -205,7 +204,7 @@ async def main() -> None:
         "cpu_share_of_wall": {"python": round(meter.python_s / wall, 2), "server": round(meter.server_s / wall, 2)},
         "cpu_per_bare_workflow_ms": {k: round(mean(m.per(args.bare)[k] for m in bare_cpu), 1) for k in ("python_ms", "server_ms")},
     }
-    out["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    out["peak_rss_mib"] = peak_rss_mib()
     print(json.dumps(out))
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))
