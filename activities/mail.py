@@ -207,7 +207,7 @@ class Mailer:
         except WorkflowUpdateFailedError as err:
             if not _unknown_update(err):
                 raise
-            log.warning("%s did not take %s (a worker that does not know it runs it): %d messages sent as signals",
+            log.warning("%s took no %s (its worker does not know it, or left it unread): %d messages sent as signals",
                         workflow_id, contract.TAKE_MESSAGES, len(batch))
         return [Taken(ran=await self._signal(workflow_id, letter)) for letter in batch]
 
