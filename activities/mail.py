@@ -54,11 +54,11 @@ from dataclasses import dataclass, field
 
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from admitflow import contract, ids
 from admitflow.admission.cohort_tree import Forwarded
+from admitflow.client import unprocessed_update
 from admitflow.messages import ClusterQueueInput, Delivery, Message, Messages, Receipt
 
 log = logging.getLogger(__name__)
@@ -244,6 +244,4 @@ def _unknown_update(err: WorkflowUpdateFailedError) -> bool:
     """The SDK's rejection of an update its workflow has no handler for, or the server's of one whose
     workflow task was completed without it (a worker too old for updates, or one that ended the task
     unread): either way nothing was taken."""
-    if isinstance(err.cause, ApplicationError) and err.cause.type == contract.UNPROCESSED_UPDATE:
-        return True
-    return "expected but not found" in str(err.cause)
+    return unprocessed_update(err) or "expected but not found" in str(err.cause)

@@ -1311,13 +1311,14 @@ async def _taken(send: Callable[[], Awaitable[T]]) -> T:
         try:
             return await send()
         except WorkflowUpdateFailedError as err:
-            if not _unprocessed(err):
+            if not unprocessed_update(err):
                 raise
     return await send()
 
 
-def _unprocessed(err: WorkflowUpdateFailedError) -> bool:
-    """Whether the server rejected the update because no worker took it from its workflow task."""
+def unprocessed_update(err: WorkflowUpdateFailedError) -> bool:
+    """Whether the server rejected the update because no worker took it from its workflow task
+    (`contract.UNPROCESSED_UPDATE`): nothing of it was applied."""
     return isinstance(err.cause, ApplicationError) and err.cause.type == contract.UNPROCESSED_UPDATE
 
 
