@@ -53,8 +53,21 @@ BIN = Path(sys.executable).parent
 TASK_QUEUE = "chaos"
 QUOTA_CPU = 6
 TERMINAL = ("Finished", "Inactive")
-# How an admission ends: an Admitted event after one of these is a new admission, not a second one.
-ADMISSION_ENDS = ("Evicted", "Preempted", "Finished", "Deactivated")
+
+
+def readmissions(events) -> list:
+    """When a workload was admitted while its last admission had not ended: the times of its
+    `Admitted` events that follow another with no eviction (of any cause, deactivation included:
+    `EvictedDueTo<reason>`) or finish between them."""
+    out, admitted = [], False
+    for e in events:
+        if e.reason == "Admitted":
+            if admitted:
+                out.append(e.time)
+            admitted = True
+        elif e.reason == "Finished" or e.reason.startswith("EvictedDueTo"):
+            admitted = False
+    return out
 
 
 @dataclass
@@ -329,14 +342,7 @@ class Chaos:
             if phase not in TERMINAL:
                 checks = ",".join(f"{c.name}={c.state}" for c in r.status.admission_checks or ())
                 rep.stuck.append(f"{key}: {phase} {checks} last={r.events[-1].reason if r.events else '-'}")
-            admitted = False
-            for e in r.events:
-                if e.reason == "Admitted":
-                    if admitted:
-                        rep.double_admitted.append(f"{key}: admitted again at {e.time} without losing its admission")
-                    admitted = True
-                elif e.reason in ADMISSION_ENDS:
-                    admitted = False
+            rep.double_admitted += [f"{key}: admitted again at {t} without losing its admission" for t in readmissions(r.events)]
         if not rep.stuck:
             report = await patient.cluster_queue_report("cq")
             if report.reserving:
