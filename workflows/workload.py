@@ -167,7 +167,11 @@ NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interv
 # attempts cost no history (only the last one is recorded). A non-retryable error comes back as a
 # failed answer, which lifecycle backs off from.
 CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), maximum_attempts=0)
-CHECK_TIMEOUT = timedelta(minutes=5)
+# A call taken by a controller that died, or lost with its poll in a server restart, is tried again
+# after this; the call has no heartbeat, so nothing tells sooner. A controller answers quickly (its
+# first verdict, or Pending and the verdict later by signal): a minute is ample, and it bounds what
+# a lost call costs a workload holding quota (5 minutes before).
+CHECK_TIMEOUT = timedelta(minutes=1)
 # A runner that keeps `start_workload` running must heartbeat this often; when it stops (the runner
 # died), the workload's pods count as failed.
 RUNNER_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
