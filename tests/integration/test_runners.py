@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -329,17 +330,27 @@ async def test_a_command_that_outlives_a_server_restart_still_finishes_its_admis
     assert len(timed_out) == 1, "Temporal lost track of the run"
 
 
-async def test_a_command_that_outlives_a_server_restart_stops_when_its_admission_ends(tmp_path):
+async def test_a_command_that_outlives_a_server_restart_stops_when_its_admission_ends(tmp_path, caplog):
     """The run Temporal lost track of goes on, but it is not forgotten: when its admission ends
     (here the workload is deactivated), the engine sends `stop_workload`, and the command stops.
     Before, a lost run got no stop: the command would have run on beside the next admission's."""
+    # Fails now and then under load (last in a full run on 2026-12-03), with neither the runner's
+    # "cut off" warning nor any other sign that its activity was cancelled; why is not known. The
+    # SDK logs each cancellation it delivers, with its reason, at debug: kept for the report.
+    caplog.set_level(logging.DEBUG, logger="temporalio.worker._activity")
     async with restarted_while_running(tmp_path, "sleep 117") as (client, af):
         async def recovered():
             report = await af.workload("default/job")
             found = report.status.condition("PodsReady")
             return found is not None and found.reason == "Recovered"
 
-        await eventually(recovered, timeout=60)
+        try:
+            await eventually(recovered, timeout=60)
+        except AssertionError as err:
+            report = await af.workload("default/job")
+            conditions = [(c.type, c.status, c.reason) for c in report.status.conditions]
+            events = [(e.reason, e.message) for e in report.events]
+            raise AssertionError(f"{err}; command running: {processes_running('sleep 117')}; {conditions}; {events}") from None
         assert processes_running("sleep 117"), "the command runs on"
         await af.deactivate("default/job")
 
