@@ -336,9 +336,9 @@ async def finished(af) -> bool:
 
 async def test_a_finish_told_while_the_server_restarts_finishes_its_admission(tmp_path):
     """The command ends while the server is down for longer than the runner's heartbeat timeout:
-    the engine hears `RunnerLost` when it is back, and the runner's finish, tried again through the
-    restart and carrying its admission, still finishes the workload (the fault test saw it lost
-    when the timeout cancelled the report)."""
+    the engine hears `RunnerLost` when it is back (unless a heartbeat kept the run: either way), and
+    the runner's finish, tried again through the restart and carrying its admission, still finishes
+    the workload (the fault test saw it lost when the timeout cancelled the report)."""
     async with restarted_while_running(tmp_path, "sleep 4", lose_run=False) as (client, af):
         await eventually(lambda: finished(af), timeout=60)
         final = await client.get_workflow_handle(ids.workload_id("default/job")).result()
