@@ -19,7 +19,7 @@ from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.worker import Worker
 
-from admitflow import ids
+from admitflow import contract, ids
 from tests.builders import cluster_queue_manifest, configuration_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.integration.test_admission import eventually, loaded
 from tests.replay.record import start_returning
@@ -318,7 +318,7 @@ async def run_lost(client, restarting: datetime) -> str | None:
         return "lost"
     description = await handle.describe()
     for a in description.raw_description.pending_activities:
-        if a.activity_type.name == "start_workload" and a.last_heartbeat_time.ToDatetime(tzinfo=UTC) >= restarting:
+        if a.activity_type.name == contract.START_WORKLOAD and a.last_heartbeat_time.ToDatetime(tzinfo=UTC) >= restarting:
             return "kept"
     return None
 
