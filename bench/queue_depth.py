@@ -14,7 +14,7 @@ the same process: the ratio of the two rates says how far the engine is from bar
 same machine at that moment. Runs on the embedded dev server with a file database, with the worker
 set up as `admitflow dev` sets it up (`bench/harness.py`'s `engine`).
 
-    .venv/bin/python bench/queue_depth.py [--n 10000] [--quota 100] [--runtime 0] [--minutes 10] [--bare 500] [--json PATH]
+    .venv/bin/python bench/queue_depth.py [--n 10000] [--quota 100] [--runtime 0] [--minutes 10] [--cache N] [--workflow-tasks N] [--pollers N] [--bare 500] [--json PATH]
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from admitflow.messages import FinishRequest, StartWorkload, StopWorkload  # noq
 from admitflow.client import AdmitflowError  # noqa: E402
 from bench.admission_throughput import bounded  # noqa: E402
 from bench.harness import CpuMeter, bare_rate, engine, peak_rss_mib, revision  # noqa: E402
+from admitflow.worker.main import sdk_options  # noqa: E402
 from tests.builders import cluster_queue_manifest, configuration_manifest, flavor_manifest, local_queue_manifest, workload_manifest  # noqa: E402
 
 
@@ -124,16 +125,20 @@ async def main() -> None:
     p.add_argument("--runtime", type=float, default=0.0, help="seconds each admitted workload runs before its finish")
     p.add_argument("--minutes", type=float, default=10.0, help="give up after this long")
     p.add_argument("--cache", type=int, help="the engine worker's max_cached_workflows (default: the SDK's, 1000)")
+    p.add_argument("--workflow-tasks", type=int, help="the engine worker's max_concurrent_workflow_tasks (default: the SDK's, 100)")
+    p.add_argument("--pollers", type=int, help="the engine worker's workflow and activity task pollers, each, as a simple maximum (default: autoscaled, as admitflow worker's)")
     p.add_argument("--bare", type=int, default=500, help="bare workflows measured before and after")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     n, deadline = args.n, time.monotonic() + args.minutes * 60
     out: dict = {"n": n, "quota": args.quota, "runtime_s": args.runtime, "worker_max_cached_workflows": args.cache or 1000,
+                 "worker_max_concurrent_workflow_tasks": args.workflow_tasks or 100, "worker_task_pollers": args.pollers or "autoscaled",
                  "revision": revision(), **pure_pass_ms(n, args.quota)}
     print(f"pure scheduling pass at {n} pending: {out}", flush=True)
 
-    cache = {"max_cached_workflows": args.cache} if args.cache else {}
-    async with engine(**cache) as e:
+    settings = {"max_cached_workflows": args.cache, "max_concurrent_workflow_tasks": args.workflow_tasks,
+                "workflow_task_pollers": args.pollers, "activity_task_pollers": args.pollers}
+    async with engine(**sdk_options(**{k: v for k, v in settings.items() if v})) as e:
         client, af = e.client, e.admitflow
         bare_cpu = [CpuMeter(e.server), CpuMeter(e.server)]
         bare_before = await bare_rate(client, args.bare, "before", bare_cpu[0])
