@@ -7,8 +7,8 @@ Ready, Retry (after 1-3 s), Rejected or fails (an error) at random. `manual` is 
 future attempt (stale), a payload that is no verdict or not even decodable (malformed: bad JSON
 shapes, and payloads claiming `binary/zlib`, `binary/encrypted` or an unknown encoding), and verdicts
 for workloads already finished (late). Admitted workloads run on the local runner (`sleep 0.2`) and
-finish; one whose runner is lost (a server kill can lose a `start_workload` task) is evicted by
-WaitForPodsReady after a minute and requeued. Meanwhile the engine worker is killed with SIGKILL
+finish; one whose `start_workload` task a server kill lost is started again at its heartbeat
+timeout, and WaitForPodsReady evicts and requeues one that still does not run after a minute. Meanwhile the engine worker is killed with SIGKILL
 and started again, and the Temporal server is killed with SIGKILL once and started again on its
 database.
 
@@ -132,8 +132,8 @@ def manifests(n: int) -> list:
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "manual"},
          "spec": {"controllerName": "tests.chaos-by-hand"}},
         # A server killed just as it hands a `start_workload` to the runner can lose that task: the
-        # engine records RunnerLost at the heartbeat timeout and the workload waits for its pods,
-        # which never come, until WaitForPodsReady evicts and requeues it. Kueue's 30m would outlast
+        # engine records RunnerLost at the heartbeat timeout and starts it again; should that be
+        # lost too, WaitForPodsReady evicts and requeues the workload. Kueue's 30m would outlast
         # any deadline here; a minute lets that recovery finish inside it.
         {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
          "waitForPodsReady": {"timeout": "60s", "requeuingStrategy": {"backoffBaseSeconds": 5}}},

@@ -15,7 +15,8 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutType, WorkflowAlreadyStartedError
+from temporalio.exceptions import TimeoutError as TemporalTimeout
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -162,6 +163,11 @@ PATCH_SETS = (
     (PATCHES_OF_2026_12, TAKEN_TOGETHER_12),
     (PATCHES_OF_2026_11, TAKEN_TOGETHER),
 )
+# workflow.patched: a `start_workload` whose heartbeats stopped (its runner died, or its task was lost
+# with the poll that took it in a server restart) is started again for the same admission (lifecycle
+# RUNNER_RESTARTS). Before, the workload held its quota until a PodsReady timeout evicted it, and for
+# good without WaitForPodsReady. Asked only when a run is lost so, by itself (in no patch set).
+RESTART_LOST_RUNNER = "restart-lost-runner"
 NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), maximum_attempts=0)
 # A controller's transient errors are retried for as long as it takes, at most this far apart; the
 # attempts cost no history (only the last one is recorded). A non-retryable error comes back as a
@@ -546,11 +552,12 @@ class WorkloadWorkflow(LegacyLoop):
         self.runner = handle
 
         def done(task: Any) -> None:
-            error, result = "", None
+            error, result, lost = "", None, False
             try:
                 result = task.result()
             except ActivityError as err:
                 error = _message(err)
+                lost = isinstance(err.cause, TemporalTimeout) and err.cause.type == TimeoutType.HEARTBEAT
             except asyncio.CancelledError:
                 error = "cancelled"
             if self.runner is not handle:
@@ -562,6 +569,7 @@ class WorkloadWorkflow(LegacyLoop):
                 admission, result, error,
                 returns_finish=lambda: self._patched(RUNNER_RETURNS_FINISH),
                 stop_when_over=bool(error) and self._patched(STOP_LOST_RUNNER),
+                restart=lost and self._patched(RESTART_LOST_RUNNER),
             ))
 
         handle.add_done_callback(done)

@@ -58,6 +58,12 @@ PROBE_INTERVAL = timedelta(minutes=5)
 REFUSED_PROBE = timedelta(seconds=5)
 # The Warning event of a report (finish) about an admission that is over.
 STALE_REPORT = "StaleRunnerReport"
+RUNNER_RESTARTED = "RunnerRestarted"
+# A `start_workload` whose heartbeats stopped (its runner died, or the task was lost on its way in a
+# server restart) is started again for the same admission, as a Job's controller replaces a lost
+# pod; at most this many times per admission (a Job's default backoffLimit), since each needs only
+# a heartbeat timeout. After that the PodsReady timeouts decide, as before.
+RUNNER_RESTARTS = 6
 # The Warning event of a check whose pendingTimeout ran out (admitflow.admission.check_timeouts).
 PENDING_TIMEOUT_REASON = "AdmissionCheckPendingTimeout"
 MAX_EXECUTION_CAUSE = "MaximumExecutionTimeExceeded"
@@ -196,6 +202,7 @@ class RunnerStopped(Fact):
     admission: int
     error: str = ""
     stop_when_over: bool = False  # a run that failed is told to stop when its admission is over (patched)
+    restart: bool = False  # a run lost by its heartbeats is started again for the same admission (patched)
 
 
 class AdmissionGatesRemoved(Fact):
@@ -367,7 +374,8 @@ def _copy(state: WorkloadState) -> WorkloadState:
 
 
 def runner_ended(
-    admission: int, result: Any, error: str, returns_finish: Callable[[], bool], stop_when_over: bool = False
+    admission: int, result: Any, error: str, returns_finish: Callable[[], bool], stop_when_over: bool = False,
+    restart: bool = False,
 ) -> list[Any]:
     """The events the end of `start_workload` for `admission` stands for. A run that returned a value
     returned its finish (docs/runners.md: `succeeded`, `message`), about that admission whatever it
@@ -378,7 +386,7 @@ def runner_ended(
     if not error and result is not None and returns_finish():
         payload = {**result, "admission": admission} if isinstance(result, dict) else result
         events.append(FinishRequested(payload=payload))
-    events.append(RunnerStopped(admission=admission, error=error, stop_when_over=stop_when_over))
+    events.append(RunnerStopped(admission=admission, error=error, stop_when_over=stop_when_over, restart=restart))
     return events
 
 
@@ -575,6 +583,8 @@ def _runner_stopped(st: WorkloadState, ev: RunnerStopped, now: datetime, random:
             # A runner cut off from Temporal may still run the command (as a node's pods run on when
             # the node loses the API server): when the admission ends, it is told to stop.
             st.runner_lost = ev.admission
+        if ev.restart and st.runner_restarts < RUNNER_RESTARTS:
+            st.runner_restart = ev.admission  # `_runner` starts it again while the admission wants it
     return []
 
 
@@ -673,7 +683,7 @@ def _settle(st: WorkloadState, ev: Settle, now: datetime, random: float) -> list
         checks.finish_backoff_if_due(st, now)  # requeued at once; a timed backoff ends on its timer
     out += _admission(st, now)
     out += _release(st)
-    out += _runner(st)
+    out += _runner(st, now)
     out += _gate(st)
     admission_gates.sync(st, now)
     out += _enqueue(st)
@@ -776,17 +786,26 @@ def _tell_queue(st: WorkloadState, signal: Literal["release", "admitted", "repri
     return TellQueue(signal=signal, cluster_queue=st.holder_queue or st.cluster_queue or "", request=request)
 
 
-def _runner(st: WorkloadState) -> list[Any]:
-    """The runner starts an admitted workload once per admission and stops a run whose admission is over."""
+def _runner(st: WorkloadState, now: datetime) -> list[Any]:
+    """The runner starts an admitted workload once per admission, again when it lost that run (up to
+    RUNNER_RESTARTS times), and stops a run whose admission is over."""
     runner = wl.runner_of(st)
     wanted = bool(runner) and wl.is_admitted(st) and wl.has_quota(st) and not wl.is_finished(st) and not st.deleted
-    if wanted and st.runner_running is None and st.runner_started != st.ticket:
+    restart = st.runner_restart == st.ticket and st.runner_started == st.ticket
+    if wanted and st.runner_running is None and (st.runner_started != st.ticket or restart):
+        if restart:
+            st.runner_restarts += 1  # runner_lost stays: a copy cut off elsewhere is told to stop too
+            wl.record(st, RUNNER_RESTARTED, f"start_workload sent again for admission {st.ticket} "
+                      f"({st.runner_restarts} of at most {RUNNER_RESTARTS})", now)
+        else:
+            st.runner_restarts = 0
+        st.runner_restart = None
         st.runner_started = st.runner_running = st.ticket
         return [StartRunner(task_queue=runner, request=StartWorkload(
             workflow_id=workflow_id(st), admission=st.ticket, workload=st.workload.to_wire(), pod_sets_info=st.pod_sets_info or [],
         ))]
     if not wanted and (st.runner_running is not None or st.runner_lost is not None):
-        st.runner_running = st.runner_lost = None
+        st.runner_running = st.runner_lost = st.runner_restart = None
         return [StopRunner(task_queue=runner, request=StopWorkload(
             workflow_id=workflow_id(st), admission=st.runner_started, reason=wl.phase(st), message=wl.condition_summary(st),
         ))]

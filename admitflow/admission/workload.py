@@ -186,6 +186,12 @@ class WorkloadState(WireModel):
     runner_lost: int | None = Field(
         default=None, description="The admission whose `start_workload` failed (its runner may still run it): told to stop when it is over."
     )
+    runner_restart: int | None = Field(
+        default=None, description="The admission whose `start_workload` its runner lost (its heartbeats stopped): started again."
+    )
+    runner_restarts: int = Field(
+        default=0, description="How many times `start_workload` was started again for the admission its runner was last asked to start."
+    )
     runner_finish_ends_run: bool = Field(
         default=False,
         description="A `finish` from its runner about the admission it runs ends that run without `stop_workload`; "

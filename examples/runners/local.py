@@ -14,9 +14,10 @@ When the engine admits the workload it runs activity `start_workload` here:
   SIGTERM, then SIGKILL after a grace period, and no finish is reported;
 - if the activity is cut off from Temporal (a server restart outlasts its heartbeat timeout) and
   its workflow still runs, the command runs on, as a node's pods run on when the node loses the
-  API server: the engine counts the pods failed (`RunnerLost`), the runner reports them ready
-  again and, when the command exits, its finish; if the admission ends first, the engine's
-  `stop_workload` stops it. If its workflow has ended, the command is stopped.
+  API server: the engine counts the pods failed (`RunnerLost`) and starts the admission again; the
+  new `start_workload` takes the running command over (no second copy), reports it ready and,
+  when it exits, its finish. If the admission ends first, the engine's `stop_workload` stops it.
+  If its workflow has ended, the command is stopped.
 
 If the runner itself dies, its commands die with it (like a node going down: a small watchdog
 beside each command kills its process group when the runner's end of its stdin closes), the
@@ -62,6 +63,8 @@ class Run:
     process: asyncio.subprocess.Process
     admission: int
     stopped: bool = False
+    taken_over: bool = False  # cut off from Temporal, then started again by the engine
+    finish_told: bool = False  # by whichever of its activity or its `_outlive` saw the exit first
 
 
 # Runs the command in the process group the runner made for it, and takes the whole group down
@@ -95,6 +98,13 @@ class LocalRunner:
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         command = (meta.get("annotations") or {}).get(COMMAND_ANNOTATION)
         handle = self.client.get_workflow_handle(request.workflow_id)
+        run = self.runs.get(request.workflow_id)
+        if run is not None and run.admission == request.admission and run.process.returncode is None:
+            # The engine lost this run (cut off from Temporal, see below) and starts the admission
+            # again: the command still runs here, so this activity takes it over.
+            activity.logger.info("%s (admission %d): started again while its command runs: taken over", key, request.admission)
+            run.taken_over = True
+            return await self._watch(handle, run, key, request)
         if not command:
             await self._report(handle, contract.FINISH, FinishRequest(
                 succeeded=False, message=f"nothing to run: the workload has no {COMMAND_ANNOTATION} annotation",
@@ -115,12 +125,16 @@ class LocalRunner:
             )
         run = self.runs[request.workflow_id] = Run(process=process, admission=request.admission)
         activity.logger.info("started %s (admission %d): pid %d, output in %s", key, request.admission, process.pid, log_path)
+        await self._watch(handle, run, key, request)
+
+    async def _watch(self, handle, run: Run, key: str, request: StartWorkload) -> None:
+        """Report the command's pods ready, heartbeat until it exits, then report its finish."""
         try:
             await self._report(handle, contract.SET_PODS_READY, PodsReadyReport(ready=True, admission=request.admission))
             while True:
                 activity.heartbeat()
                 try:
-                    await asyncio.wait_for(asyncio.shield(process.wait()), HEARTBEAT_EVERY)
+                    await asyncio.wait_for(asyncio.shield(run.process.wait()), HEARTBEAT_EVERY)
                     break
                 except TimeoutError:
                     continue
@@ -148,7 +162,7 @@ class LocalRunner:
                 await self._stop(run)  # its workflow ended (finished, deleted, terminated): nobody waits
                 return
             activity.logger.warning("%s (admission %d): its workflow runs on, and so does the command", workflow_id, run.admission)
-            if await self._heard_lost(handle):
+            if await self._heard_lost(handle, run):
                 await self._report(handle, contract.SET_PODS_READY, PodsReadyReport(ready=True, admission=run.admission))
             await run.process.wait()
         finally:
@@ -167,14 +181,14 @@ class LocalRunner:
             return err.status != RPCStatusCode.NOT_FOUND
         return description.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
 
-    async def _heard_lost(self, handle) -> bool:
+    async def _heard_lost(self, handle, run: Run) -> bool:
         """Wait until the engine has taken the lost run's pods for failed (PodsReady is not True),
         so that the ready report comes after it: a signal and the activity's timeout in one workflow
-        task are applied signal first. False if the workload is no longer admitted, or after
-        REPORT_PATIENCE."""
+        task are applied signal first. False if the workload is no longer admitted, once the engine's
+        new `start_workload` has taken the run over (it reports), or after REPORT_PATIENCE."""
         loop = asyncio.get_running_loop()
         give_up = loop.time() + REPORT_PATIENCE
-        while loop.time() < give_up:
+        while loop.time() < give_up and not run.taken_over:
             try:
                 report = await handle.query(contract.WORKLOAD_QUERY, result_type=WorkloadReport, rpc_timeout=timedelta(seconds=10))
             except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError) as err:
@@ -188,6 +202,9 @@ class LocalRunner:
         return False
 
     async def _finish(self, handle, run: Run) -> None:
+        if run.finish_told:
+            return  # a run taken over after it was cut off: the other watcher told it
+        run.finish_told = True
         code = run.process.returncode
         await self._report(handle, contract.FINISH, FinishRequest(
             succeeded=code == 0, message=f"command exited with code {code}" if code else "command succeeded",

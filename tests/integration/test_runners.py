@@ -22,7 +22,7 @@ from temporalio.worker import Worker
 from admitflow import contract, ids
 from tests.builders import cluster_queue_manifest, configuration_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.integration.test_admission import eventually, loaded
-from tests.replay.record import start_returning
+from tests.replay.record import LosingRunner, start_returning
 from tests.workflows.test_lifecycle import replay_all
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,6 +160,32 @@ async def test_a_runner_may_return_the_finish_from_start_workload(engine):
         await af.finish("default/junk")
         await asyncio.wait_for(engine.client.get_workflow_handle(ids.workload_id("default/junk")).result(), 30)
     await replay_all(engine, [ids.workload_id(f"default/{n}") for n in names])
+
+
+async def test_a_run_lost_by_its_heartbeats_is_started_again_for_the_same_admission(engine):
+    """A runner that took `start_workload` and went silent past the heartbeat timeout (as a runner
+    that died, or a task lost with its poll in a server restart) is asked again for the same
+    admission, and the workload finishes from that run. Before, it held its quota until a PodsReady
+    timeout, and for good without WaitForPodsReady (as here)."""
+    af = engine.admitflow
+    lq = local_queue_manifest()
+    lq["metadata"]["annotations"] = {"admitflow.io/runner": "loses"}
+    await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), lq))
+    runner = LosingRunner()
+    async with Worker(engine.client, task_queue="loses", activities=[runner.start_workload, runner.stop_workload]):
+        await af.apply(loaded(workload_manifest("lost-once", cpu="1")))
+        finished = await eventually(lambda: condition(engine, "lost-once", "Finished"), timeout=60)
+        assert (finished.status, finished.message) == ("True", "admission 1 ran on the second start")
+        handle = engine.client.get_workflow_handle(ids.workload_id("default/lost-once"))
+        await asyncio.wait_for(handle.result(), 30)
+    report = await af.workload("default/lost-once")
+    assert [e.reason for e in report.events if e.reason.startswith("Runner")] == ["RunnerLost", "RunnerRestarted"]
+    events = list((await handle.fetch_history()).events)
+    scheduled = [e.activity_task_scheduled_event_attributes for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+    # The lost run may still go on where it was cut off: it is told to stop once the admission is over.
+    assert [a.activity_type.name for a in scheduled] == ["start_workload", "start_workload", "stop_workload"]
+    assert runner.calls == {ids.workload_id("default/lost-once"): 2}
+    await replay_all(engine, [ids.workload_id("default/lost-once")])
 
 
 async def _warned(af, key: str) -> str | None:

@@ -1,4 +1,4 @@
-"""Record the histories that tests/replay replays: `python -m tests.replay.record NAME [main|edges|cohorts|forwarding|runner-returns]`.
+"""Record the histories that tests/replay replays: `python -m tests.replay.record NAME [main|edges|cohorts|forwarding|runner-returns|runner-lost]`.
 
 `edges` records what the main job does not reach (`record_edges`); `main`, the default:
 
@@ -33,7 +33,7 @@ from admitflow.api.loader import load_manifests
 from admitflow.client import AdmitflowClient
 from admitflow.codec import DATA_CONVERTER
 from admitflow.devserver import DevServer
-from admitflow.messages import FinishRequest, StartWorkload
+from admitflow.messages import FinishRequest, StartWorkload, StopWorkload
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.conftest import free_port
 from tests.workflows.test_lifecycle import loaded
@@ -229,8 +229,53 @@ async def record_runner_returns(out: Path) -> list[str]:
             return await save(client, out)
 
 
+class LosingRunner:
+    """A runner that takes each workload's first `start_workload` and goes silent past the heartbeat
+    timeout (as a runner that died, or a task lost with its poll), then returns the finish from the
+    next."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+
+    @activity.defn(name="start_workload")
+    async def start_workload(self, request: StartWorkload) -> object:
+        self.calls[request.workflow_id] = self.calls.get(request.workflow_id, 0) + 1
+        if self.calls[request.workflow_id] == 1:
+            await asyncio.sleep(12)  # no heartbeat: the engine's 10 s heartbeat timeout fires first
+            return None
+        return FinishRequest(succeeded=True, message=f"admission {request.admission} ran on the second start")
+
+    @activity.defn(name="stop_workload")
+    async def stop_workload(self, request: StopWorkload) -> None:
+        pass  # nothing of it runs here
+
+
+async def record_runner_lost(out: Path) -> list[str]:
+    """A workload whose runner loses its first `start_workload` (`LosingRunner`): started again for
+    the same admission, it finishes from the second (`workflow.patched("restart-lost-runner")`).
+    Code from before that patch records `RunnerLost` and starts nothing: the workload is finished by
+    hand 15 s later."""
+    lq = local_queue_manifest()
+    lq["metadata"]["annotations"] = {"admitflow.io/runner": "loses"}
+    runner = LosingRunner()
+    async with DevServer(port=free_port(), db=None, headless=True) as server:
+        client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
+        af = AdmitflowClient(client)
+        async with build_worker(client, af.task_queue), Worker(client, task_queue="loses", activities=[runner.start_workload, runner.stop_workload]):
+            await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), lq))
+            await af.apply(loaded(workload_manifest("lost-once", cpu="1")))
+            try:
+                await asyncio.wait_for(until(af, ["default/lost-once"], "Finished"), 30)
+            except TimeoutError:
+                report = await af.workload("default/lost-once")
+                assert any(e.reason == "RunnerLost" for e in report.events), report.events
+                await af.finish("default/lost-once")
+                await until(af, ["default/lost-once"], "Finished")
+            return await save(client, out)
+
+
 SCENARIOS = {"main": record, "edges": record_edges, "cohorts": record_cohorts, "forwarding": record_forwarding,
-             "runner-returns": record_runner_returns}
+             "runner-returns": record_runner_returns, "runner-lost": record_runner_lost}
 
 
 if __name__ == "__main__":

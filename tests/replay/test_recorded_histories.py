@@ -53,6 +53,10 @@ eviction of the ticket a run is queued with counts though the run never heard of
 `workflow.patched("admitted-after-a-moment")`: the `admitted` notice goes after a timer, or at once
 with the next notice. `view-from-start/` (the main job's ClusterQueues): a queue the catalog started
 with its view takes it without fetching it (`workflow.patched("view-from-start")`).
+`runner-lost-before/` and `runner-lost/` (`runner-lost`): a runner's `start_workload` silent past
+its heartbeat timeout, before and after `workflow.patched("restart-lost-runner")`: before, the
+workload recorded `RunnerLost` and was finished by hand; after, it is started again for the same
+admission and finishes from that run.
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """

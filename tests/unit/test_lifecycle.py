@@ -429,6 +429,72 @@ def test_a_run_the_runner_lost_is_told_to_stop_when_its_admission_ends(error, pa
     assert [c for c in w.batch(lc.Settle()) if isinstance(c, lc.StopRunner)] == [], "told once"
 
 
+def preempted(ticket: int) -> lc.QueueNoticed:
+    return lc.QueueNoticed(signal="evicted", payload={
+        "key": "default/job", "uid": "uid-1", "ticket": ticket, "kind": "evicted", "reason": "Preempted", "message": "p",
+    })
+
+
+def started(commands: list[Any]) -> list[int]:
+    return [c.request.admission for c in commands if isinstance(c, lc.StartRunner)]
+
+
+@pytest.mark.parametrize(
+    ("error", "restart", "evicted_too", "starts", "stops"),
+    [
+        pytest.param("heartbeat timeout", True, False, [1], [], id="a-run-lost-by-its-heartbeats-is-started-again"),
+        pytest.param("heartbeat timeout", False, False, [], [], id="a-history-from-before-the-patch-starts-nothing"),
+        pytest.param("the runner failed", False, False, [], [], id="a-run-that-failed-is-not-started-again"),
+        pytest.param("heartbeat timeout", True, True, [], [1], id="not-when-its-admission-ended-in-the-same-task"),
+    ],
+)
+def test_a_run_its_runner_lost_is_started_again_for_the_same_admission(error, restart, evicted_too, starts, stops):
+    """A `start_workload` whose heartbeats stopped (the runner died, or the task was lost with its
+    poll in a server restart) is started again for the same admission, as a Job's controller
+    replaces a lost pod: without it the workload held its quota until a PodsReady timeout, and for
+    good without WaitForPodsReady."""
+    w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
+    assert started(w.reserve()) == [1]
+    events: list[Any] = [lc.RunnerStopped(admission=1, error=error, stop_when_over=True, restart=restart)]
+    out = w.batch(*events, *([preempted(1)] if evicted_too else []))
+    assert started(out) == starts
+    assert [c.request.admission for c in out if isinstance(c, lc.StopRunner)] == stops
+    assert [e.reason for e in w.state.events if e.type == "Warning"][:1] == ["RunnerLost"]
+    assert (lc.RUNNER_RESTARTED in [e.reason for e in w.state.events]) == bool(starts)
+    assert w.state.runner_running == (1 if starts else None)
+
+
+def test_a_lost_run_is_started_again_at_most_runner_restarts_times_per_admission():
+    """Each restart needs a heartbeat timeout (10 s of silence), and an admission gets at most
+    RUNNER_RESTARTS of them, as a Job's backoffLimit bounds its pods' failures: a runner that takes
+    the task and never heartbeats cannot grow the history for ever. The next admission starts
+    counting again."""
+    w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
+    starts = started(w.reserve())
+    for _ in range(lc.RUNNER_RESTARTS + 3):
+        starts += started(w.batch(lc.RunnerStopped(admission=1, error="heartbeat timeout", stop_when_over=True, restart=True), after=10))
+    assert starts == [1] * (1 + lc.RUNNER_RESTARTS)
+    assert w.state.runner_running is None and w.phase() == "Admitted", "the PodsReady timeouts decide from here"
+    assert [c.request.admission for c in w.batch(preempted(1)) if isinstance(c, lc.StopRunner)] == [1]
+    assert started(w.reserve(after=60)) == [2]
+    assert started(w.batch(lc.RunnerStopped(admission=2, error="heartbeat timeout", stop_when_over=True, restart=True))) == [2]
+    assert w.state.runner_restarts == 1
+
+
+def test_a_restarted_run_that_ends_itself_still_stops_the_copy_that_was_cut_off():
+    """The lost run may still run where it was cut off, and the restart may reach another runner
+    process on the same task queue: when the admission ends, even by the restarted run's own finish,
+    `stop_workload` goes out for it."""
+    w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
+    w.state, _ = lc.step(w.state, lc.Started(runner_finish_ends_run=True), w.now, 0.5)
+    w.reserve()
+    assert started(w.batch(lc.RunnerStopped(admission=1, error="heartbeat timeout", stop_when_over=True, restart=True))) == [1]
+    out = w.batch(lc.FinishRequested(payload={"succeeded": True, "message": "done", "admission": 1}))
+    assert w.phase() == "Finished"
+    assert [c.request.admission for c in out if isinstance(c, lc.StopRunner)] == [1]
+    assert [c for c in w.batch(lc.Settle()) if isinstance(c, (lc.StopRunner, lc.StartRunner))] == [], "told once"
+
+
 @pytest.mark.parametrize(
     ("admission", "patched", "stopped"),
     [

@@ -83,6 +83,10 @@ Invariants (each failure says which, with the last steps of the run):
    a row is asked again no sooner than `checks.controller_backoff(n)` seconds later.
 8. A workload's admission gates are never added to, only removed; while any remains it holds no
    quota, no place in its queue and no enqueue under way, and (active) says `AdmissionGated`.
+9. A run its runner lost by its heartbeats (`RunnerStopped` with `restart`) is started again for the
+   same admission in that workflow task while the admission still wants it (admitted, holding
+   quota, not finished nor deleted), up to `lifecycle.RUNNER_RESTARTS` times; no admission is
+   started more often, and a run that failed otherwise is not started again.
 
 CI runs the default number of examples (derandomized, no example database: every run sees the same
 ones), without shrinking a failure (that took over 5 minutes once): the failure shows the last 40
@@ -200,7 +204,7 @@ noise_spec = st.one_of(
     st.tuples(st.sampled_from(["stale-runner", "stale-enqueue"]), st.sampled_from([-1, 1])),
 )
 other_spec = st.one_of(
-    st.tuples(st.just("runner"), st.sampled_from(["", "heartbeat timeout"])),
+    st.tuples(st.just("runner"), st.sampled_from(["", "heartbeat timeout", "heartbeat timeout", "the runner failed"])),
     st.tuples(st.sampled_from(["deactivate", "activate"])),
     st.tuples(st.just("enqueue"), st.sampled_from(["found", "found", "no-local-queue", "no-cluster-queue"])),
 )
@@ -326,6 +330,8 @@ class LifecycleModel(RuleBasedStateMachine):
         self.controllers: dict[str, int] = {}
         self.runner: int | None = None
         self.lost: int | None = None  # the admission whose run failed: its runner may still run it
+        self.restart_due: int | None = None  # the admission whose run was lost by its heartbeats
+        self.starts: Counter[int] = Counter()  # `start_workload`s per admission
         self.children: set[str] = set()
         # What the invariants remember.
         self.asked: dict[tuple[str, int], int] = {}  # (check, attempt) -> the ticket of its reservation
@@ -601,6 +607,14 @@ class LifecycleModel(RuleBasedStateMachine):
             if self.runner is not None:
                 self.fail(3, f"runner started for admission {c.request.admission} while admission {self.runner} runs")
             self.runner = c.request.admission
+            self.starts[c.request.admission] += 1
+            if self.starts[c.request.admission] > 1:
+                if self.restart_due != c.request.admission:
+                    self.fail(9, f"admission {c.request.admission} started again though its run was not lost by its heartbeats")
+                if self.starts[c.request.admission] > 1 + lc.RUNNER_RESTARTS:
+                    self.fail(9, f"admission {c.request.admission} started {self.starts[c.request.admission]} times")
+                STATS["lost runs started again"] += 1
+            self.restart_due = None
         elif isinstance(c, lc.StopRunner):
             if c.request.admission not in (self.runner, self.lost):
                 self.fail(3, f"runner told to stop admission {c.request.admission}, which neither runs ({self.runner}) "
@@ -647,6 +661,11 @@ class LifecycleModel(RuleBasedStateMachine):
             self.fail(3, f"controllers asked {self.controllers}, the state says {s.asking}")
         if self.runner != s.runner_running:
             self.fail(3, f"runner running {self.runner}, the state says {s.runner_running}")
+        wanted = wl.is_admitted(s) and holds(s) and not wl.is_finished(s) and not s.deleted
+        if (self.restart_due == s.ticket and wanted and self.runner is None
+                and self.starts[s.ticket] <= lc.RUNNER_RESTARTS):
+            self.fail(9, f"the run of admission {s.ticket} was lost by its heartbeats and not started again "
+                         f"({self.starts[s.ticket]} starts)")
         if self.lost is not None and not (wl.is_admitted(s) and holds(s) and not wl.is_finished(s) and not s.deleted):
             self.fail(3, f"the run of admission {self.lost} was lost and its admission is over ({wl.phase(s)}), "
                          f"and its runner was not told to stop")
@@ -752,7 +771,11 @@ class LifecycleModel(RuleBasedStateMachine):
             admission, self.runner = self.runner, None
             if args[0] and admission == s.ticket:
                 self.lost = admission
-            return [lc.RunnerStopped(admission=admission, error=args[0], stop_when_over=bool(args[0]))]
+            restart = args[0] == "heartbeat timeout"  # the workflow's reading of the activity's error
+            if restart:
+                self.restart_due = admission
+                STATS["runs lost by their heartbeats"] += 1
+            return [lc.RunnerStopped(admission=admission, error=args[0], stop_when_over=bool(args[0]), restart=restart)]
         if kind == "priority":
             return [lc.PriorityChangeRequested(payload=PRIORITIES[args[0]])]
         if kind == "ungate":
@@ -785,7 +808,7 @@ class LifecycleModel(RuleBasedStateMachine):
         if kind == "stale-runner":
             if self.runner == s.ticket + args[0]:
                 return []
-            return [lc.RunnerStopped(admission=max(0, s.ticket + args[0]), error="heartbeat timeout", stop_when_over=True)]
+            return [lc.RunnerStopped(admission=max(0, s.ticket + args[0]), error="heartbeat timeout", stop_when_over=True, restart=True)]
         if kind == "enqueue-answered-late":
             # The queue took the enqueue and reserved it (or told why it waits), and its notice is
             # stepped before the enqueue's answer: the task that ran the local activity timed out or
@@ -1001,8 +1024,10 @@ class LifecycleModel(RuleBasedStateMachine):
         self.deliver([spec], seconds)
 
     @precondition(lambda self: self.runner is not None)
-    @rule(error=st.sampled_from(["", "heartbeat timeout"]), seconds=dt)
+    @rule(error=st.sampled_from(["", "heartbeat timeout", "the runner failed"]), seconds=dt)
     def runner_stops(self, error, seconds):
+        """Its runner's `start_workload` ends with the workload still running: its heartbeats stopped
+        (the runner died, or the task was lost in a server restart), it failed, or it returned nothing."""
         self.deliver([("runner", error)], seconds)
 
     @precondition(lambda self: self.runner is not None)

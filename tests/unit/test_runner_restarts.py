@@ -1,0 +1,125 @@
+"""A workload's runner under random interleavings: its `start_workload` lost by its heartbeats
+(started again for the same admission, at most `lifecycle.RUNNER_RESTARTS` times), failing,
+returning, ending its run with its own finish; the workload preempted, finished by hand, admitted
+again. The whole lifecycle's model (`test_lifecycle_model.py`) reaches a running runner too rarely
+to exercise its restarts, so this one keeps the workload admitted most of the time.
+
+Invariants, after every workflow task:
+
+1. At most one `start_workload` runs at a time, and the state says which (`runner_running`).
+2. An admission is started again only after a run of it was lost by its heartbeats, and at most
+   `RUNNER_RESTARTS` times; a run lost so while its admission still wants it (admitted, holding
+   quota, not finished) and under that bound runs again after the task.
+3. `stop_workload` goes only to an admission that runs or whose run was lost; once an admission
+   with a lost run is over, its runner was told to stop it (a copy may run where it was cut off).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from admitflow.admission import lifecycle as lc
+from admitflow.admission import workload as wl
+from tests.unit.test_lifecycle import World, preempted
+from tests.unit.test_workload_status import reserved_notice
+
+
+def wanted(s: wl.WorkloadState) -> bool:
+    return wl.is_admitted(s) and wl.has_quota(s) and not wl.is_finished(s) and not s.deleted
+
+
+class RunnerModel(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
+        self.w.state, _ = lc.step(self.w.state, lc.Started(runner_finish_ends_run=True), self.w.now, 0.5)
+        self.running: int | None = None
+        self.lost: set[int] = set()  # admissions whose run was lost or failed, not told to stop yet
+        self.restart_due: int | None = None
+        self.starts: Counter[int] = Counter()
+        self.restarted: Counter[int] = Counter()
+
+    def task(self, *events: Any) -> None:
+        for c in self.w.batch(*events, after=11):
+            if isinstance(c, lc.StartRunner):
+                a = c.request.admission
+                assert self.running is None, f"admission {a} started while {self.running} runs"
+                if self.starts[a]:
+                    assert self.restart_due == a, f"admission {a} started again, its run not lost by its heartbeats"
+                    self.restarted[a] += 1
+                    assert self.restarted[a] <= lc.RUNNER_RESTARTS, f"admission {a} started again {self.restarted[a]} times"
+                self.starts[a] += 1
+                self.running, self.restart_due = a, None
+            elif isinstance(c, lc.StopRunner):
+                a = c.request.admission
+                assert a == self.running or a in self.lost, f"told to stop admission {a}: runs {self.running}, lost {self.lost}"
+                self.lost.discard(a)
+                if a == self.running:
+                    self.running = None
+        s = self.w.state
+        if self.restart_due == s.ticket and wanted(s) and self.restarted[s.ticket] < lc.RUNNER_RESTARTS:
+            assert self.running == s.ticket, f"the run of admission {s.ticket} was lost and not started again"
+
+    def stopped(self, error: str, restart: bool) -> None:
+        a, self.running = self.running, None
+        if error and a == self.w.state.ticket:
+            self.lost.add(a)
+            if restart:
+                self.restart_due = a
+        self.task(lc.RunnerStopped(admission=a, error=error, stop_when_over=bool(error), restart=restart))
+
+    @precondition(lambda self: self.w.state.queued)
+    @rule()
+    def reserved(self):
+        """Its queue reserves the ticket it is queued with (no checks: admitted with it)."""
+        self.task(lc.QueueNoticed(signal="quota_reserved", payload=reserved_notice(ticket=self.w.state.ticket).to_wire()))
+
+    @precondition(lambda self: self.running is not None)
+    @rule()
+    def runner_lost(self):
+        """Its heartbeats stopped: the runner died, or the task was lost with its poll."""
+        self.stopped("heartbeat timeout", restart=True)
+
+    @precondition(lambda self: self.running is not None)
+    @rule(how=st.sampled_from(["the runner failed", ""]))
+    def runner_stops(self, how):
+        """It failed, or returned nothing (it handed the workload to something that reports later)."""
+        self.stopped(how, restart=False)
+
+    @precondition(lambda self: self.running is not None)
+    @rule()
+    def runner_finishes_its_run(self):
+        a, self.running = self.running, None
+        self.task(lc.FinishRequested(payload={"succeeded": True, "message": "done", "admission": a}))
+
+    @precondition(lambda self: wl.has_quota(self.w.state) and not wl.is_finished(self.w.state))
+    @rule()
+    def preempted(self):
+        self.task(preempted(self.w.state.ticket))
+
+    @precondition(lambda self: not wl.is_finished(self.w.state))
+    @rule()
+    def finished_by_hand(self):
+        self.task(lc.FinishRequested(payload={"succeeded": False, "message": "by hand"}))
+
+    @rule(offset=st.sampled_from([-1, 1]))
+    def a_stale_loss(self, offset):
+        if self.running != self.w.state.ticket + offset:
+            self.task(lc.RunnerStopped(admission=max(0, self.w.state.ticket + offset), error="heartbeat timeout",
+                                       stop_when_over=True, restart=True))
+
+    @invariant()
+    def agrees(self):
+        assert self.running == self.w.state.runner_running, (self.running, self.w.state.runner_running)
+        if wl.is_finished(self.w.state):
+            assert self.running is None and not self.lost, f"finished with {self.running} running, {self.lost} not stopped"
+
+
+RunnerModel.TestCase.settings = settings(max_examples=300, stateful_step_count=50, deadline=None,
+                                         suppress_health_check=[HealthCheck.too_slow])
+TestRunnerRestarts = RunnerModel.TestCase
