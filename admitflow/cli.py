@@ -241,7 +241,7 @@ def _parser() -> argparse.ArgumentParser:
                    "--context; default: the kubeconfig's current-context)")
     for flag, default, what in WORKER_SETTINGS:
         w.add_argument(f"--{flag}", type=_at_least(WORKER_SETTING_MINIMUM.get(flag, 1)), metavar="N",
-                       help=f"{what} (default: {default})" if default == AUTOSCALED else f"{what} (default: the SDK's, {default})")
+                       help=f"{what} (default: the SDK's, {default})")
     for parser in (w, dev):
         parser.add_argument(
             "--metrics-port", type=int, default=_env_int("ADMITFLOW_METRICS_PORT"),
@@ -515,18 +515,16 @@ def _target(args: argparse.Namespace, default_kind: str | None = None) -> tuple[
 
 
 # `admitflow worker`'s settings of the SDK worker (docs/operations.md, "Worker settings"): flag, its
-# default (the SDK's, but for the pollers, which are autoscaled: worker.main.AUTOSCALED_POLLERS), what
-# it bounds. Each flag maps to the Worker option of its name, but for the pollers, whose number sets
-# the simple poller behaviour (worker.main.sdk_options). Each bounds each of the worker's two task
-# queues (the engine's and its entities') on its own.
-AUTOSCALED = "autoscaled, 1 to 100 as the server's waiting tasks ask"
+# default (the SDK's), what it bounds. Each flag maps to the Worker option of its name, but for the
+# pollers, whose number sets the simple poller behaviour (worker.main.sdk_options). Each bounds each
+# of the worker's two task queues (the engine's and its entities') on its own.
 WORKER_SETTINGS = (
     ("max-cached-workflows", 1000, "workflow runs kept in memory between their workflow tasks, per task queue; a run not "
      "kept replays its whole history on its next task"),
     ("max-concurrent-workflow-tasks", 100, "workflow tasks run at once, per task queue"),
     ("max-concurrent-activities", 100, "activities (deliveries, enqueues, provisioning calls) run at once, per task queue"),
-    ("workflow-task-pollers", AUTOSCALED, "workflow task polls open at once per task queue, at least 2 (a share of them on the worker's own sticky queue)"),
-    ("activity-task-pollers", AUTOSCALED, "activity task polls open at once, per task queue"),
+    ("workflow-task-pollers", 5, "workflow task polls open at once per task queue, at least 2 (a share of them on the worker's own sticky queue)"),
+    ("activity-task-pollers", 5, "activity task polls open at once, per task queue"),
 )
 # The SDK refuses one workflow task poller while it caches workflows: the sticky queue needs its own.
 WORKER_SETTING_MINIMUM = {"workflow-task-pollers": 2}

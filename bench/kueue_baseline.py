@@ -780,7 +780,7 @@ async def main() -> None:
                    help="reclaimWithinCohort of every ClusterQueue in a cohort (Kueue's baseline: Any)")
     p.add_argument("--cache", type=int, help="the engine worker's max_cached_workflows (default: the SDK's, 1000)")
     p.add_argument("--workflow-tasks", type=int, help="the engine worker's max_concurrent_workflow_tasks (default: the SDK's, 100)")
-    p.add_argument("--pollers", type=int, help="the engine worker's workflow and activity task pollers, each, as a simple maximum (default: autoscaled, as admitflow worker's)")
+    p.add_argument("--pollers", type=int, help="the engine worker's workflow and activity task pollers, each, as a simple maximum (default: the SDK's 5, as admitflow worker's)")
     p.add_argument("--bare", type=int, default=500, help="bare workflows measured before and after")
     p.add_argument("--minutes", type=float, default=9.0, help="give up on the workloads after this long (the run stays near ten minutes)")
     p.add_argument("--out", type=Path, help="JSON path (the PNG goes beside it); default bench/results/kueue_baseline-<date>.json")
@@ -1002,7 +1002,7 @@ async def main() -> None:
             "peak_rss_mib": peak_rss_mib(),
             "worker_max_cached_workflows": args.cache or 1000,
             "worker_max_concurrent_workflow_tasks": args.workflow_tasks or 100,
-            "worker_task_pollers": args.pollers or "autoscaled",
+            "worker_task_pollers": args.pollers or 5,
             "history_sample": sampled["sample"],
             "events_per_workload": sampled["events_per_workload"],
             "workflow_tasks_per_workload": sampled["workflow_tasks_per_workload"],

@@ -126,13 +126,13 @@ async def main() -> None:
     p.add_argument("--minutes", type=float, default=10.0, help="give up after this long")
     p.add_argument("--cache", type=int, help="the engine worker's max_cached_workflows (default: the SDK's, 1000)")
     p.add_argument("--workflow-tasks", type=int, help="the engine worker's max_concurrent_workflow_tasks (default: the SDK's, 100)")
-    p.add_argument("--pollers", type=int, help="the engine worker's workflow and activity task pollers, each, as a simple maximum (default: autoscaled, as admitflow worker's)")
+    p.add_argument("--pollers", type=int, help="the engine worker's workflow and activity task pollers, each, as a simple maximum (default: the SDK's 5, as admitflow worker's)")
     p.add_argument("--bare", type=int, default=500, help="bare workflows measured before and after")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     n, deadline = args.n, time.monotonic() + args.minutes * 60
     out: dict = {"n": n, "quota": args.quota, "runtime_s": args.runtime, "worker_max_cached_workflows": args.cache or 1000,
-                 "worker_max_concurrent_workflow_tasks": args.workflow_tasks or 100, "worker_task_pollers": args.pollers or "autoscaled",
+                 "worker_max_concurrent_workflow_tasks": args.workflow_tasks or 100, "worker_task_pollers": args.pollers or 5,
                  "revision": revision(), **pure_pass_ms(n, args.quota)}
     print(f"pure scheduling pass at {n} pending: {out}", flush=True)
 

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
-from temporalio.worker import PollerBehaviorAutoscaling, PollerBehaviorSimpleMaximum, Replayer, UnsandboxedWorkflowRunner, Worker, WorkflowRunner
+from temporalio.worker import PollerBehaviorSimpleMaximum, Replayer, UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 
 from admitflow import ids
 from admitflow.activities.delivery import DeliveryActivities, send_signal
@@ -114,19 +114,18 @@ def provisioning_backend(
     raise ValueError(f'unknown provisioning backend "{name}": must be one of {", ".join(PROVISIONING_BACKENDS)}')
 
 
-# The engine's pollers, workflow and activity tasks alike, unless a number is given: the SDK's
-# autoscaling behaviour (1 to 100 polls open at once, starting at 5, more while the server says its
-# tasks wait). With the SDK's default of 5 simple pollers (one of them on the engine's task queue, the
-# others on the worker's sticky queue), a workload's task after its reservation waited 0.57-0.60 s for
-# a poll and a new workload's first task 3-7 s at Kueue's shape; autoscaled, 0.14-0.16 s and 0.08 s
-# (docs/performance.md, 2026-12-03).
-AUTOSCALED_POLLERS = PollerBehaviorAutoscaling()
-
-
+# The engine's pollers are the SDK's default, 5 simple pollers per task queue (one of the workflow
+# ones on the task queue, four on the worker's own sticky queue, which carries the runs it caches).
+# The SDK's autoscaling pollers (1 to 100 polls, more while the server says tasks wait) were the
+# default on 2026-12-03 and took new workloads' first tasks faster than the worker could finish the
+# running ones: 10,000 submitted at once through one ClusterQueue, workflow tasks waited over 10 s in
+# the worker and timed out, 5,330 entries piled up in the queue, and 3,756 of the 10,000 got through
+# in 577 s, where 5 pollers took all of them through in 534 s; at Kueue's shape the two were within
+# the noise (docs/performance.md, "Autoscaled pollers, withdrawn").
 def sdk_options(**settings: int) -> dict[str, Any]:
     """`admitflow worker`'s settings as the SDK Worker's options: each is the option of its name,
     but `workflow_task_pollers` and `activity_task_pollers`, which set the simple poller behaviour
-    (at most N polls open at once) instead of the engine's autoscaled pollers."""
+    (at most N polls open at once)."""
     options: dict[str, Any] = dict(settings)
     for kind in ("workflow", "activity"):
         pollers = options.pop(f"{kind}_task_pollers", None)
@@ -177,8 +176,6 @@ def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBack
     provreq = ProvisioningActivities(provisioning or provisioning_backend("simulated", client))
     polling = Client(**{**client.config(), "data_converter": for_workers(client.data_converter)})
     options.setdefault("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)
-    options.setdefault("workflow_task_poller_behavior", AUTOSCALED_POLLERS)
-    options.setdefault("activity_task_poller_behavior", AUTOSCALED_POLLERS)
     activities = [
         delivery.deliver_signals, lookup.enqueue_workload, lookup.fetch_cluster_queue_view,
         autoscaler.fetch_node_groups, *provreq.all(),

@@ -1,6 +1,6 @@
 """`admitflow worker`'s SDK settings (docs/operations.md, "Worker settings"): each flag is a Worker
 option of the same name (the pollers: the simple poller behaviour), a value below 1 is refused in
-one line, and what is not given is left to the SDK (the pollers: autoscaled). And the process's
+one line, and what is not given is left to the SDK. And the process's
 garbage collector, tuned once the worker's process has started."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from admitflow import cli
-from admitflow.worker.main import AUTOSCALED_POLLERS, GC_YOUNGEST, sdk_options, tune_collector
+from admitflow.worker.main import GC_YOUNGEST, sdk_options, tune_collector
 
 
 def parse(*argv: str):
@@ -20,19 +20,18 @@ def parse(*argv: str):
 
 
 def test_each_flag_is_a_worker_option_with_the_default_it_says():
-    """The option of its name with the SDK's default, or for the pollers a poller behaviour, left
-    autoscaled by default (worker.main.AUTOSCALED_POLLERS, which the help describes)."""
+    """The option of its name with the SDK's default; for the pollers, the simple poller behaviour,
+    whose default is the SDK's too."""
     options = inspect.signature(Worker.__init__).parameters
-    defaults = {f: d for f, d, _ in cli.WORKER_SETTINGS}
     for flag, default, _ in cli.WORKER_SETTINGS:
-        (name, value), = sdk_options(**{flag.replace("-", "_"): 5 if default == cli.AUTOSCALED else default}).items()
+        (name, value), = sdk_options(**{flag.replace("-", "_"): default}).items()
         assert name in options, flag
         if isinstance(value, PollerBehaviorSimpleMaximum):
-            assert default == cli.AUTOSCALED, flag
-    assert options["max_cached_workflows"].default == defaults["max-cached-workflows"]
+            assert options[name].default == value, flag
+        elif name != "max_concurrent_workflow_tasks" and name != "max_concurrent_activities":
+            assert options[name].default == default, flag
     assert options["max_concurrent_workflow_tasks"].default is None, "the SDK's own default applies (100)"
-    limits = AUTOSCALED_POLLERS
-    assert cli.AUTOSCALED == f"autoscaled, {limits.minimum} to {limits.maximum} as the server's waiting tasks ask"
+    assert options["max_concurrent_activities"].default is None, "the SDK's own default applies (100)"
 
 
 def test_pollers_become_the_simple_poller_behaviour():
