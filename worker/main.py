@@ -114,14 +114,6 @@ def provisioning_backend(
     raise ValueError(f'unknown provisioning backend "{name}": must be one of {", ".join(PROVISIONING_BACKENDS)}')
 
 
-# The engine's pollers are the SDK's default, 5 simple pollers per task queue (one of the workflow
-# ones on the task queue, four on the worker's own sticky queue, which carries the runs it caches).
-# The SDK's autoscaling pollers (1 to 100 polls, more while the server says tasks wait) were the
-# default on 2026-12-03 and took new workloads' first tasks faster than the worker could finish the
-# running ones: 10,000 submitted at once through one ClusterQueue, workflow tasks waited over 10 s in
-# the worker and timed out, 5,330 entries piled up in the queue, and 3,756 of the 10,000 got through
-# in 577 s, where 5 pollers took all of them through in 534 s; at Kueue's shape the two were within
-# the noise (docs/performance.md, "Autoscaled pollers, withdrawn").
 def sdk_options(**settings: int) -> dict[str, Any]:
     """`admitflow worker`'s settings as the SDK Worker's options: each is the option of its name,
     but `workflow_task_pollers` and `activity_task_pollers`, which set the simple poller behaviour
@@ -176,6 +168,13 @@ def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBack
     provreq = ProvisioningActivities(provisioning or provisioning_backend("simulated", client))
     polling = Client(**{**client.config(), "data_converter": for_workers(client.data_converter)})
     options.setdefault("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)
+    # The pollers are the SDK's default, 5 simple pollers per task queue (one of the workflow ones on
+    # the task queue, four on the worker's own sticky queue, which carries the runs it caches). The
+    # SDK's autoscaling pollers (the default on 2026-12-03) took new workloads' first tasks faster
+    # than the worker could finish the running ones: 10,000 submitted at once through one
+    # ClusterQueue, tasks waited over 10 s in the worker and timed out, thousands of entries piled up
+    # in the queue, and half of the workloads or fewer got through in the time 5 pollers took all of
+    # them through (docs/performance.md, "Autoscaled pollers, withdrawn").
     activities = [
         delivery.deliver_signals, lookup.enqueue_workload, lookup.fetch_cluster_queue_view,
         autoscaler.fetch_node_groups, *provreq.all(),
