@@ -58,6 +58,7 @@ PROBE_INTERVAL = timedelta(minutes=5)
 REFUSED_PROBE = timedelta(seconds=5)
 # The Warning event of a report (finish) about an admission that is over.
 STALE_REPORT = "StaleRunnerReport"
+# The Normal event of a `start_workload` sent again for the admission its runner lost.
 RUNNER_RESTARTED = "RunnerRestarted"
 # A `start_workload` whose heartbeats stopped (its runner died, or the task was lost on its way in a
 # server restart) is started again for the same admission, as a Job's controller replaces a lost
@@ -791,7 +792,7 @@ def _runner(st: WorkloadState, now: datetime) -> list[Any]:
     RUNNER_RESTARTS times), and stops a run whose admission is over."""
     runner = wl.runner_of(st)
     wanted = bool(runner) and wl.is_admitted(st) and wl.has_quota(st) and not wl.is_finished(st) and not st.deleted
-    restart = st.runner_restart == st.ticket and st.runner_started == st.ticket
+    restart = st.runner_restart == st.ticket  # set only for the admission its runner was asked to start
     if wanted and st.runner_running is None and (st.runner_started != st.ticket or restart):
         if restart:
             st.runner_restarts += 1  # runner_lost stays: a copy cut off elsewhere is told to stop too

@@ -666,7 +666,7 @@ class LifecycleModel(RuleBasedStateMachine):
                 and self.starts[s.ticket] <= lc.RUNNER_RESTARTS):
             self.fail(9, f"the run of admission {s.ticket} was lost by its heartbeats and not started again "
                          f"({self.starts[s.ticket]} starts)")
-        if self.lost is not None and not (wl.is_admitted(s) and holds(s) and not wl.is_finished(s) and not s.deleted):
+        if self.lost is not None and not wanted:
             self.fail(3, f"the run of admission {self.lost} was lost and its admission is over ({wl.phase(s)}), "
                          f"and its runner was not told to stop")
         # 8. the gates keep it out of its queue, and say so

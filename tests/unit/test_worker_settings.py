@@ -28,7 +28,7 @@ def test_each_flag_is_a_worker_option_with_the_default_it_says():
         assert name in options, flag
         if isinstance(value, PollerBehaviorSimpleMaximum):
             assert options[name].default == value, flag
-        elif name != "max_concurrent_workflow_tasks" and name != "max_concurrent_activities":
+        elif name not in ("max_concurrent_workflow_tasks", "max_concurrent_activities"):
             assert options[name].default == default, flag
     assert options["max_concurrent_workflow_tasks"].default is None, "the SDK's own default applies (100)"
     assert options["max_concurrent_activities"].default is None, "the SDK's own default applies (100)"
