@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Callable
 
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from admitflow import contract
+from admitflow.activities.heartbeat import heartbeating
 from admitflow.activities.mail import Mailer, by_update
 from admitflow.admission.pods_ready import GATE_SUMMARY
 from admitflow.messages import (
@@ -27,11 +27,6 @@ from admitflow.simulation.autoscaler import WORKFLOW_SUMMARY
 
 # Signals to different workflows go out together; a workflow's own signals keep their order.
 CONCURRENCY = 16
-# A running delivery heartbeats this many times per heartbeat timeout (workflows/outbox.py sets
-# it), so that a worker that dies mid-delivery is noticed after that timeout, not the 2-minute
-# start-to-close, and another worker sends the batch again. The first beat comes after a quarter
-# of the timeout: nearly every delivery ends sooner and costs the server no heartbeat at all.
-BEATS_PER_TIMEOUT = 4
 
 
 class DeliveryActivities:
@@ -61,11 +56,10 @@ class DeliveryActivities:
                     missing.extend(d for d, f in zip(run, found, strict=True) if not f)
                     sent += len(run)
 
-        beating = asyncio.ensure_future(_heartbeat(len(batch.deliveries), lambda: sent))
-        try:
+        # A worker that dies mid-delivery is noticed after the heartbeat timeout that
+        # workflows/outbox.py sets, not the 2-minute start-to-close, and another sends the batch again.
+        async with heartbeating(lambda: f"{sent} of {len(batch.deliveries)} sent"):
             await asyncio.gather(*(send_all(ds) for ds in by_target.values()))
-        finally:
-            beating.cancel()
         return DeliveryReport(missing=missing)
 
     async def _send(self, d: Delivery) -> bool:
@@ -98,16 +92,6 @@ async def send_signal(client: Client, d: Delivery, task_queue: str) -> bool:
             return False
         raise
     return True
-
-
-async def _heartbeat(total: int, sent: Callable[[], int]) -> None:
-    """Tell the server this delivery's worker is alive, with how far it got, until cancelled."""
-    timeout = activity.info().heartbeat_timeout
-    if not timeout:  # scheduled by a workflow that set no heartbeat timeout: nobody waits for one
-        return
-    while True:
-        await asyncio.sleep(timeout.total_seconds() / BEATS_PER_TIMEOUT)
-        activity.heartbeat(f"{sent()} of {total} sent")
 
 
 def _runs(deliveries: list[Delivery]) -> list[list[Delivery]]:

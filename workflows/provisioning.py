@@ -50,6 +50,10 @@ PROVISIONING_STEP = "provisioning-step"
 # refuses the object) comes back as `CreateFailed`, which the attempt tries again after a minute.
 _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1))
 _DELETE_BOUND = timedelta(minutes=10)
+# Create, delete and pods_scheduled heartbeat while they run (activities/heartbeat.py): a worker that
+# dies in one is noticed after this and the call goes to another worker, where the start-to-close
+# (a minute) took that long before. The delivery's (workflows/outbox.py), for the same reasons.
+_LOST_WORKER = timedelta(seconds=10)
 # Follow-up events (an activity's answer, the workload found gone) settle again; this many rounds
 # in one batch at most, the rest waits for the next message or timer.
 MAX_ROUNDS = 20
@@ -149,6 +153,7 @@ class ProvisioningCheckWorkflow(LegacyLoop):
                     CreateProvisioningRequest(request=c.request, pod_templates=c.pod_templates, watcher=workflow.info().workflow_id),
                     result_type=CreatedProvisioningRequest,
                     start_to_close_timeout=timedelta(minutes=1),
+                    heartbeat_timeout=_LOST_WORKER,
                     retry_policy=_RETRY,
                     summary=f"create ProvisioningRequest {name}",
                 )
@@ -169,8 +174,8 @@ class ProvisioningCheckWorkflow(LegacyLoop):
                     pass  # cancelled, as asked
         elif isinstance(c, pa.TellPodsScheduled):
             await workflow.execute_activity(
-                contract.PROVISIONING_PODS_SCHEDULED, ref, start_to_close_timeout=timedelta(minutes=1), retry_policy=_RETRY,
-                summary=f"pods of {name} scheduled",
+                contract.PROVISIONING_PODS_SCHEDULED, ref, start_to_close_timeout=timedelta(minutes=1), heartbeat_timeout=_LOST_WORKER,
+                retry_policy=_RETRY, summary=f"pods of {name} scheduled",
             )
             return [pa.PodsScheduledTold()]
         elif isinstance(c, pa.Delete):
@@ -180,7 +185,7 @@ class ProvisioningCheckWorkflow(LegacyLoop):
             try:
                 await workflow.execute_activity(
                     contract.DELETE_PROVISIONING_REQUEST, ref, start_to_close_timeout=timedelta(minutes=1), schedule_to_close_timeout=_DELETE_BOUND,
-                    retry_policy=_RETRY, summary=f"delete ProvisioningRequest {name}",
+                    heartbeat_timeout=_LOST_WORKER, retry_policy=_RETRY, summary=f"delete ProvisioningRequest {name}",
                 )
             except ActivityError as err:
                 workflow.logger.warning("delete_given_up", extra={"request": name, "error": str(err.cause or err)})

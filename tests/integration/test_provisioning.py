@@ -109,13 +109,13 @@ async def has(engine, name: str, type_: str, status: str = "True") -> Provisioni
     return await eventually(found)
 
 
-async def check_state(af, state: str, message: str | None = None, name: str = "job"):
+async def check_state(af, state: str, message: str | None = None, name: str = "job", timeout: float = 20.0):
     async def reached():
         r = await af.workload(f"default/{name}")
         c = next((c for c in r.status.admission_checks or () if c.name == "prov"), None)
         return r if c is not None and c.state == state and (message is None or c.message == message) else None
 
-    return await eventually(reached)
+    return await eventually(reached, timeout)
 
 
 def events(report, reason: str) -> list[str]:

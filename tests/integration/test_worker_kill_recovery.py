@@ -4,6 +4,7 @@ workloads it has not told yet; once a new worker runs, the queue admits again wi
 few notices of a pass here go by local activity inside the queue's workflow task
 (`workflows/outbox.py`, `in_task_signals`), so that task is what the kill interrupts; a batch over
 `IN_TASK_LIMIT` would be the delivery activity, which heartbeats (tests/unit/test_delivery.py).
+A worker killed while it creates a ProvisioningRequest costs that call its heartbeat timeout too.
 
 The flow is steady: a check controller answers `Ready` at once, and a runner (both in this
 process) finishes each admitted workload shortly after the engine tells it of the admission and
@@ -14,27 +15,33 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
+import sys
 import time
 from datetime import UTC
+from pathlib import Path
 
 import pytest
 from temporalio import activity
-from temporalio.api.enums.v1 import EventType, PendingActivityState, PendingWorkflowTaskState
+from temporalio.api.enums.v1 import EventType, PendingActivityState, PendingWorkflowTaskState, TimeoutType
 from temporalio.client import Client
 from temporalio.worker import Worker
 
 from admitflow import contract, ids
+from admitflow.activities.provisioning.simulated import SimulatedBackend
+from admitflow.admission import provisioning
 from admitflow.api import parse_manifest
 from admitflow.client import AdmitflowClient
 from admitflow.codec import DATA_CONVERTER
 from admitflow.controller import Controller, ready
 from admitflow.devserver import DevServer
 from admitflow.messages import StartWorkload, StopWorkload
+from admitflow.worker.main import build_worker
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.conftest import free_port
 from tests.histories import assert_replays
 from tests.integration.test_admission import loaded
 from tests.integration.test_faults import TASK_QUEUE, engine_worker
+from tests.integration.test_provisioning import check_state, setup, submit
 
 pytestmark = pytest.mark.integration
 
@@ -227,4 +234,71 @@ async def test_a_worker_killed_while_its_queue_delivers_costs_seconds_once_a_new
         flow.stop()
         worker.kill()
         worker.wait(10)
+        server.stop()
+
+
+class CreateNeverReturns(SimulatedBackend):
+    """The simulated backend, but a create that never returns: the worker is killed in it."""
+
+    async def create(self, request, pod_templates, watcher):
+        await asyncio.Event().wait()
+
+
+def serve_with_a_create_that_never_returns(address: str) -> None:
+    """The engine worker, in a process of its own (the test kills it), with that backend."""
+
+    async def serve() -> None:
+        client = await Client.connect(address, data_converter=DATA_CONVERTER)
+        async with build_worker(client, ids.task_queue(TASK_QUEUE), provisioning=CreateNeverReturns(client)):
+            await asyncio.Event().wait()
+
+    asyncio.run(serve())
+
+
+async def create_running(client: Client, attempt_id: str) -> bool:
+    """A worker has started the attempt's create and not finished it, as the server says."""
+    try:
+        raw = (await client.get_workflow_handle(attempt_id).describe()).raw_description
+    except Exception:  # not started yet
+        return False
+    return any(a.activity_type.name == contract.CREATE_PROVISIONING_REQUEST and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+               for a in raw.pending_activities)
+
+
+async def test_a_worker_killed_while_it_creates_a_provisioning_request_costs_the_call_its_heartbeat_timeout(tmp_path):
+    server = DevServer(port=free_port(), db=tmp_path / "temporal.db", headless=True)
+    await server.start()
+    client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
+    af = AdmitflowClient(client, TASK_QUEUE)
+    log = open(tmp_path / "worker-hung.log", "wb")
+    doomed = subprocess.Popen(
+        [sys.executable, "-c", f"from {__name__} import serve_with_a_create_that_never_returns as s; s({server.address!r})"],
+        stdout=log, stderr=subprocess.STDOUT, cwd=Path(__file__).parents[2],
+    )
+    attempt_id = provisioning.workflow_id("default", "job", "prov", 1)
+    try:
+        await setup(af)
+        await submit(af)
+        deadline = time.monotonic() + 60
+        while not await create_running(client, attempt_id):  # it never returns: this state lasts
+            assert time.monotonic() < deadline, "the create was never seen running"
+            assert doomed.poll() is None, (tmp_path / "worker-hung.log").read_text()
+            await asyncio.sleep(0.2)
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait(10)
+        async with build_worker(client, af.task_queue):
+            # 10 s of silence, then the create again on this worker; a minute (its start-to-close)
+            # before it heartbeated. The bound only keeps a broken run from hanging: the history says how.
+            await check_state(af, "Ready", timeout=120)
+        started = [e.activity_task_started_event_attributes
+                   async for e in client.get_workflow_handle(attempt_id).fetch_history_events()
+                   if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
+        create = started[0]  # the attempt's first activity
+        assert create.attempt == 2, create
+        assert TimeoutType.Name(create.last_failure.timeout_failure_info.timeout_type) == "TIMEOUT_TYPE_HEARTBEAT", create.last_failure
+        await assert_replays(client, keep=tmp_path)
+    finally:
+        doomed.kill()
+        doomed.wait(10)
+        log.close()
         server.stop()
