@@ -168,6 +168,13 @@ PATCH_SETS = (
 # RUNNER_RESTARTS). Before, the workload held its quota until a PodsReady timeout evicted it, and for
 # good without WaitForPodsReady. Asked only when a run is lost so, by itself (in no patch set).
 RESTART_LOST_RUNNER = "restart-lost-runner"
+# workflow.patched: a `start_workload` that its runner's own shutdown ended (the SDK's `WorkerShutdown`
+# failure: the runner was stopped, drained, rolled to a new version) is started again the same way,
+# as a Job's controller replaces the pods of a drained node. Before, it held its quota as a lost one
+# did. Asked only when a run ends so, by itself.
+RESTART_DRAINED_RUNNER = "restart-drained-runner"
+# The type of the failure the Temporal SDKs give an activity that their worker's shutdown cut short.
+WORKER_SHUTDOWN = "WorkerShutdown"
 NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), maximum_attempts=0)
 # A controller's transient errors are retried for as long as it takes, at most this far apart; the
 # attempts cost no history (only the last one is recorded). A non-retryable error comes back as a
@@ -552,12 +559,13 @@ class WorkloadWorkflow(LegacyLoop):
         self.runner = handle
 
         def done(task: Any) -> None:
-            error, result, lost = "", None, False
+            error, result, lost, drained = "", None, False, False
             try:
                 result = task.result()
             except ActivityError as err:
                 error = _message(err)
                 lost = isinstance(err.cause, TemporalTimeout) and err.cause.type == TimeoutType.HEARTBEAT
+                drained = isinstance(err.cause, ApplicationError) and err.cause.type == WORKER_SHUTDOWN
             except asyncio.CancelledError:
                 error = "cancelled"
             if self.runner is not handle:
@@ -569,7 +577,7 @@ class WorkloadWorkflow(LegacyLoop):
                 admission, result, error,
                 returns_finish=lambda: self._patched(RUNNER_RETURNS_FINISH),
                 stop_when_over=bool(error) and self._patched(STOP_LOST_RUNNER),
-                restart=lost and self._patched(RESTART_LOST_RUNNER),
+                restart=(lost and self._patched(RESTART_LOST_RUNNER)) or (drained and self._patched(RESTART_DRAINED_RUNNER)),
             ))
 
         handle.add_done_callback(done)

@@ -61,9 +61,10 @@ STALE_REPORT = "StaleRunnerReport"
 # The Normal event of a `start_workload` sent again for the admission its runner lost.
 RUNNER_RESTARTED = "RunnerRestarted"
 # A `start_workload` whose heartbeats stopped (its runner died, or the task was lost on its way in a
-# server restart) is started again for the same admission, as a Job's controller replaces a lost
-# pod; at most this many times per admission (a Job's default backoffLimit), since each needs only
-# a heartbeat timeout. After that the PodsReady timeouts decide, as before.
+# server restart), or that its runner's own shutdown ended, is started again for the same admission,
+# as a Job's controller replaces a lost or drained pod; at most this many times per admission (a
+# Job's default backoffLimit), so that a runner that loses every run cannot grow the history for
+# ever. After that the PodsReady timeouts decide, as before.
 RUNNER_RESTARTS = 6
 # The Warning event of a check whose pendingTimeout ran out (admitflow.admission.check_timeouts).
 PENDING_TIMEOUT_REASON = "AdmissionCheckPendingTimeout"
@@ -203,7 +204,7 @@ class RunnerStopped(Fact):
     admission: int
     error: str = ""
     stop_when_over: bool = False  # a run that failed is told to stop when its admission is over (patched)
-    restart: bool = False  # a run lost by its heartbeats is started again for the same admission (patched)
+    restart: bool = False  # a run lost by its heartbeats or its runner's shutdown is started again for the same admission (patched)
 
 
 class AdmissionGatesRemoved(Fact):
@@ -788,8 +789,8 @@ def _tell_queue(st: WorkloadState, signal: Literal["release", "admitted", "repri
 
 
 def _runner(st: WorkloadState, now: datetime) -> list[Any]:
-    """The runner starts an admitted workload once per admission, again when it lost that run (up to
-    RUNNER_RESTARTS times), and stops a run whose admission is over."""
+    """The runner starts an admitted workload once per admission, again when that run was lost or
+    drained (up to RUNNER_RESTARTS times), and stops a run whose admission is over."""
     runner = wl.runner_of(st)
     wanted = bool(runner) and wl.is_admitted(st) and wl.has_quota(st) and not wl.is_finished(st) and not st.deleted
     restart = st.runner_restart == st.ticket  # set only for the admission its runner was asked to start

@@ -22,7 +22,7 @@ from temporalio.worker import Worker
 from admitflow import contract, ids
 from tests.builders import cluster_queue_manifest, configuration_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.integration.test_admission import eventually, loaded
-from tests.replay.record import LosingRunner, start_returning
+from tests.replay.record import DrainedRunner, LosingRunner, start_returning
 from tests.workflows.test_lifecycle import replay_all
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,30 +162,54 @@ async def test_a_runner_may_return_the_finish_from_start_workload(engine):
     await replay_all(engine, [ids.workload_id(f"default/{n}") for n in names])
 
 
+async def finished_from_the_second_start(engine, name: str, message: str, calls: dict[str, int]) -> None:
+    """Workload `name` finished with `message` from the second `start_workload` of its first
+    admission, with `RunnerLost` and `RunnerRestarted` between, and its history replays. Waits while
+    the caller's runner serves."""
+    key = f"default/{name}"
+    finished = await eventually(lambda: condition(engine, name, "Finished"), timeout=60)
+    assert (finished.status, finished.message) == ("True", message)
+    handle = engine.client.get_workflow_handle(ids.workload_id(key))
+    await asyncio.wait_for(handle.result(), 30)
+    report = await engine.admitflow.workload(key)
+    assert [e.reason for e in report.events if e.reason.startswith("Runner")] == ["RunnerLost", "RunnerRestarted"]
+    events = list((await handle.fetch_history()).events)
+    scheduled = [e.activity_task_scheduled_event_attributes for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+    # The first run may still go on where it was cut off: it is told to stop once the admission is over.
+    assert [a.activity_type.name for a in scheduled] == ["start_workload", "start_workload", "stop_workload"]
+    assert calls == {ids.workload_id(key): 2}
+    await replay_all(engine, [ids.workload_id(key)])
+
+
+def runner_queue(task_queue: str) -> list:
+    lq = local_queue_manifest()
+    lq["metadata"]["annotations"] = {"admitflow.io/runner": task_queue}
+    return loaded(flavor_manifest(), cluster_queue_manifest(), lq)
+
+
 async def test_a_run_lost_by_its_heartbeats_is_started_again_for_the_same_admission(engine):
     """A runner that took `start_workload` and went silent past the heartbeat timeout (as a runner
     that died, or a task lost with its poll in a server restart) is asked again for the same
     admission, and the workload finishes from that run. Before, it held its quota until a PodsReady
     timeout, and for good without WaitForPodsReady (as here)."""
-    af = engine.admitflow
-    lq = local_queue_manifest()
-    lq["metadata"]["annotations"] = {"admitflow.io/runner": "loses"}
-    await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), lq))
+    await engine.admitflow.apply(runner_queue("loses"))
     runner = LosingRunner()
     async with Worker(engine.client, task_queue="loses", activities=[runner.start_workload, runner.stop_workload]):
-        await af.apply(loaded(workload_manifest("lost-once", cpu="1")))
-        finished = await eventually(lambda: condition(engine, "lost-once", "Finished"), timeout=60)
-        assert (finished.status, finished.message) == ("True", "admission 1 ran on the second start")
-        handle = engine.client.get_workflow_handle(ids.workload_id("default/lost-once"))
-        await asyncio.wait_for(handle.result(), 30)
-    report = await af.workload("default/lost-once")
-    assert [e.reason for e in report.events if e.reason.startswith("Runner")] == ["RunnerLost", "RunnerRestarted"]
-    events = list((await handle.fetch_history()).events)
-    scheduled = [e.activity_task_scheduled_event_attributes for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
-    # The lost run may still go on where it was cut off: it is told to stop once the admission is over.
-    assert [a.activity_type.name for a in scheduled] == ["start_workload", "start_workload", "stop_workload"]
-    assert runner.calls == {ids.workload_id("default/lost-once"): 2}
-    await replay_all(engine, [ids.workload_id("default/lost-once")])
+        await engine.admitflow.apply(loaded(workload_manifest("lost-once", cpu="1")))
+        await finished_from_the_second_start(engine, "lost-once", "admission 1 ran on the second start", runner.calls)
+
+
+async def test_a_run_its_runners_shutdown_ended_is_started_again_for_the_same_admission(engine):
+    """A runner stopped while it ran the workload (drained, rolled to a new version: the SDK fails the
+    run with `WorkerShutdown`) is asked again for the same admission once a runner serves its queue,
+    and the workload finishes from that run. Before, it held its quota as a lost run did."""
+    await engine.admitflow.apply(runner_queue("drains"))
+    runner = DrainedRunner()
+    async with runner.worker(engine.client):
+        await engine.admitflow.apply(loaded(workload_manifest("drained-once", cpu="1")))
+        await asyncio.wait_for(runner.running.wait(), 60)
+    async with runner.worker(engine.client):  # the runner's next version
+        await finished_from_the_second_start(engine, "drained-once", "admission 1 ran after its runner's shutdown", runner.calls)
 
 
 async def _warned(af, key: str) -> str | None:

@@ -1,4 +1,4 @@
-"""Record the histories that tests/replay replays: `python -m tests.replay.record NAME [main|edges|cohorts|forwarding|runner-returns|runner-lost]`.
+"""Record the histories that tests/replay replays: `python -m tests.replay.record NAME [main|edges|cohorts|forwarding|runner-returns|runner-lost|runner-drained]`.
 
 `edges` records what the main job does not reach (`record_edges`); `main`, the default:
 
@@ -22,6 +22,7 @@ import importlib.util
 import json
 import sys
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio import activity
@@ -274,8 +275,67 @@ async def record_runner_lost(out: Path) -> list[str]:
             return await save(client, out)
 
 
+class DrainedRunner:
+    """A runner whose worker shuts down while it runs each workload's first `start_workload` (the SDK
+    fails that run with `WorkerShutdown`, as when a runner is stopped or rolled to a new version),
+    then returns the finish from the next, on a worker started after it."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+        self.running = asyncio.Event()
+
+    def worker(self, client: Client) -> Worker:
+        return Worker(client, task_queue="drains", activities=[self.start_workload, self.stop_workload],
+                      graceful_shutdown_timeout=timedelta(0))
+
+    @activity.defn(name="start_workload")
+    async def start_workload(self, request: StartWorkload) -> object:
+        self.calls[request.workflow_id] = self.calls.get(request.workflow_id, 0) + 1
+        if self.calls[request.workflow_id] == 1:
+            self.running.set()
+            while True:  # until the worker's shutdown cancels it
+                activity.heartbeat()
+                await asyncio.sleep(1)
+        return FinishRequest(succeeded=True, message=f"admission {request.admission} ran after its runner's shutdown")
+
+    @activity.defn(name="stop_workload")
+    async def stop_workload(self, request: StopWorkload) -> None:
+        pass  # nothing of it runs here
+
+
+async def drain_and_serve(af: AdmitflowClient, runner: DrainedRunner, key: str, finished_within: float) -> None:
+    """The workload `key` admitted to the runner; its worker shut down while the first run is in it,
+    then a new one serving until `key` finished. Code from before `restart-drained-runner` records
+    `RunnerLost` and starts nothing: the workload is finished by hand after `finished_within`."""
+    async with runner.worker(af.client):
+        await af.apply(loaded(workload_manifest(key.split("/")[1], cpu="1")))
+        await asyncio.wait_for(runner.running.wait(), 60)
+    async with runner.worker(af.client):
+        try:
+            await asyncio.wait_for(until(af, [key], "Finished"), finished_within)
+        except TimeoutError:
+            report = await af.workload(key)
+            assert any(e.reason == "RunnerLost" for e in report.events), report.events
+            await af.finish(key)
+            await until(af, [key], "Finished")
+
+
+async def record_runner_drained(out: Path) -> list[str]:
+    """A workload whose runner shuts down while it runs (`DrainedRunner`): started again for the same
+    admission, it finishes from the second run (`workflow.patched("restart-drained-runner")`)."""
+    lq = local_queue_manifest()
+    lq["metadata"]["annotations"] = {"admitflow.io/runner": "drains"}
+    async with DevServer(port=free_port(), db=None, headless=True) as server:
+        client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
+        af = AdmitflowClient(client)
+        async with build_worker(client, af.task_queue):
+            await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), lq))
+            await drain_and_serve(af, DrainedRunner(), "default/drained-once", 15)
+            return await save(client, out)
+
+
 SCENARIOS = {"main": record, "edges": record_edges, "cohorts": record_cohorts, "forwarding": record_forwarding,
-             "runner-returns": record_runner_returns, "runner-lost": record_runner_lost}
+             "runner-returns": record_runner_returns, "runner-lost": record_runner_lost, "runner-drained": record_runner_drained}
 
 
 if __name__ == "__main__":

@@ -57,6 +57,9 @@ with its view takes it without fetching it (`workflow.patched("view-from-start")
 its heartbeat timeout, before and after `workflow.patched("restart-lost-runner")`: before, the
 workload recorded `RunnerLost` and was finished by hand; after, it is started again for the same
 admission and finishes from that run.
+`runner-drained-before/` and `runner-drained/` (`runner-drained`): a runner's worker shut down while
+its `start_workload` ran (the SDK's `WorkerShutdown` failure), before and after
+`workflow.patched("restart-drained-runner")`, the same two outcomes.
 `python -m tests.replay.record NAME` records a new set. A change that breaks them needs
 `workflow.patched`; this test says so first.
 """

@@ -82,7 +82,8 @@ class RunnerModel(RuleBasedStateMachine):
     @precondition(lambda self: self.running is not None)
     @rule()
     def runner_lost(self):
-        """Its heartbeats stopped: the runner died, or the task was lost with its poll."""
+        """Its heartbeats stopped (the runner died, or the task was lost with its poll), or its
+        runner's shutdown ended it (`WorkerShutdown`): the workflow reads both as a restart."""
         self.stopped("heartbeat timeout", restart=True)
 
     @precondition(lambda self: self.running is not None)
