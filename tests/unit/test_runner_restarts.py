@@ -1,8 +1,9 @@
-"""A workload's runner under random interleavings: its `start_workload` lost by its heartbeats
-(started again for the same admission, at most `lifecycle.RUNNER_RESTARTS` times), failing,
-returning, ending its run with its own finish; the workload preempted, finished by hand, admitted
-again. The whole lifecycle's model (`test_lifecycle_model.py`) reaches a running runner too rarely
-to exercise its restarts, so this one keeps the workload admitted most of the time.
+"""A workload's runner under random interleavings: its `start_workload` lost by its heartbeats or
+its runner's shutdown (started again for the same admission, at most `lifecycle.RUNNER_RESTARTS`
+times), failing, returning, ending its run with its own finish; the workload preempted, finished
+by hand, admitted again. The whole lifecycle's model (`test_lifecycle_model.py`) reaches a running
+runner too rarely to exercise its restarts, so this one keeps the workload admitted most of the
+time. The docs' bound on restarts is checked against the engine's at the end.
 
 Invariants, after every workflow task:
 
@@ -16,7 +17,9 @@ Invariants, after every workflow task:
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -124,3 +127,15 @@ class RunnerModel(RuleBasedStateMachine):
 RunnerModel.TestCase.settings = settings(max_examples=300, stateful_step_count=50, deadline=None,
                                          suppress_health_check=[HealthCheck.too_slow])
 TestRunnerRestarts = RunnerModel.TestCase
+
+
+DOCS = Path(__file__).parents[2] / "docs"
+
+
+def test_the_docs_state_the_bound_the_engine_has():
+    """Each page that gives the bound on restarts gives `RUNNER_RESTARTS`."""
+    for page, said in (("runners.md", r"started again at most (\d+) times"),
+                       ("contract.md", r"at most (\d+) times per admission"),
+                       ("architecture.md", r"ends it: at most (\d+) times")):
+        text = " ".join((DOCS / page).read_text().split())
+        assert re.findall(said, text) == [str(lc.RUNNER_RESTARTS)], page
