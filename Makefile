@@ -23,9 +23,10 @@ run: $(BIN)/.installed
 
 # Unit, workflow (time-skipping server) and integration (dev server) tests, in two processes: most
 # of an integration test's time is spent waiting on the server, so two share the two cores well
-# (about 550 s instead of 850). Each test file stays in one process, with its fixtures.
+# (about 550 s instead of 850). Each test file stays in one process, with its fixtures; the slowest
+# files go first, in the order tests/conftest.py gives them (SLOWEST_FILES).
 test: $(BIN)/.installed
-	$(BIN)/pytest -q -n 2 --dist loadfile
+	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # The long chaos run (tests/chaos.py): 300 workloads, the engine worker killed 12 times and the
 # Temporal server once; prints its counts and exits non-zero on any stuck, leaked, double-admitted
