@@ -51,8 +51,8 @@ PROVISIONING_STEP = "provisioning-step"
 _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1))
 _DELETE_BOUND = timedelta(minutes=10)
 # Create, delete and pods_scheduled heartbeat while they run (activities/heartbeat.py): a worker that
-# dies in one is noticed after this and the call goes to another worker, where the start-to-close
-# (a minute) took that long before. The delivery's (workflows/outbox.py), for the same reasons.
+# dies in one is noticed after this, not after their start-to-close (a minute), and the call goes to
+# another worker. 10 s as the delivery's (workflows/outbox.py), for the same reasons.
 _LOST_WORKER = timedelta(seconds=10)
 # Follow-up events (an activity's answer, the workload found gone) settle again; this many rounds
 # in one batch at most, the rest waits for the next message or timer.

@@ -187,7 +187,7 @@ class WorkloadState(WireModel):
         default=None, description="The admission whose `start_workload` failed (its runner may still run it): told to stop when it is over."
     )
     runner_restart: int | None = Field(
-        default=None, description="The admission whose `start_workload` its runner lost (its heartbeats stopped): started again."
+        default=None, description="The admission whose `start_workload` its runner lost (its heartbeats stopped, or the runner shut down): started again."
     )
     runner_restarts: int = Field(
         default=0, description="How many times `start_workload` was started again for the admission its runner was last asked to start."

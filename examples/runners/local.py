@@ -21,8 +21,10 @@ When the engine admits the workload it runs activity `start_workload` here:
 
 If the runner itself dies, its commands die with it (like a node going down: a small watchdog
 beside each command kills its process group when the runner's end of its stdin closes), the
-activity stops heartbeating, and the engine counts the pods as failed: the workload waits for
-recovery and, under WaitForPodsReady, is evicted and requeued.
+activity stops heartbeating, and the engine counts the pods as failed and starts the admission
+again: a runner that serves the task queue in time runs the command anew; otherwise, under
+WaitForPodsReady, the workload is evicted and requeued. A runner that shuts down (SIGINT, SIGTERM)
+stops its commands at once, and the engine starts them again the same way.
 
     python examples/runners/local.py [--task-queue local] [--logs .admitflow/runs] [--address host:port]
 

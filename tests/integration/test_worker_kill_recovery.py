@@ -24,6 +24,7 @@ import pytest
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType, PendingActivityState, PendingWorkflowTaskState, TimeoutType
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from admitflow import contract, ids
@@ -259,8 +260,10 @@ async def create_running(client: Client, attempt_id: str) -> bool:
     """A worker has started the attempt's create and not finished it, as the server says."""
     try:
         raw = (await client.get_workflow_handle(attempt_id).describe()).raw_description
-    except Exception:  # not started yet
-        return False
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return False  # not started yet
+        raise
     return any(a.activity_type.name == contract.CREATE_PROVISIONING_REQUEST and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
                for a in raw.pending_activities)
 

@@ -83,10 +83,10 @@ Invariants (each failure says which, with the last steps of the run):
    a row is asked again no sooner than `checks.controller_backoff(n)` seconds later.
 8. A workload's admission gates are never added to, only removed; while any remains it holds no
    quota, no place in its queue and no enqueue under way, and (active) says `AdmissionGated`.
-9. A run its runner lost by its heartbeats (`RunnerStopped` with `restart`) is started again for the
-   same admission in that workflow task while the admission still wants it (admitted, holding
-   quota, not finished nor deleted), up to `lifecycle.RUNNER_RESTARTS` times; no admission is
-   started more often, and a run that failed otherwise is not started again.
+9. A run its runner lost (`RunnerStopped` with `restart`: its heartbeats stopped, or the runner shut
+   down) is started again for the same admission in that workflow task while the admission still
+   wants it (admitted, holding quota, not finished nor deleted), up to `lifecycle.RUNNER_RESTARTS`
+   times; no admission is started more often, and a run that failed otherwise is not started again.
 
 CI runs the default number of examples (derandomized, no example database: every run sees the same
 ones), without shrinking a failure (that took over 5 minutes once): the failure shows the last 40
