@@ -92,8 +92,19 @@ def tune_collector() -> None:
 
 def replayer() -> Replayer:
     """Replays recorded histories against the current workflow code, with the worker's settings
-    (and its encryption keys, from the environment, for histories written encrypted)."""
-    return Replayer(workflows=list(WORKFLOWS), data_converter=for_workers(data_converter()), workflow_runner=workflow_runner())
+    (and its encryption keys, from the environment, for histories written encrypted).
+
+    Without the SDK's deadlock detection (`debug_mode`): a replay asks whether the code makes the
+    same commands, not how fast. The detection fails any activation that has not yielded within
+    2 s of wall-clock time, and a replay in a loaded test process (a full garbage collection on
+    a machine whose two cores run two test processes and their servers) was failed so once, in
+    CI. A workflow that truly never yields is still caught where it matters, by the workers."""
+    return Replayer(
+        workflows=list(WORKFLOWS),
+        data_converter=for_workers(data_converter()),
+        workflow_runner=workflow_runner(),
+        debug_mode=True,
+    )
 
 
 def provisioning_backend(

@@ -66,6 +66,7 @@ its `start_workload` ran (the SDK's `WorkerShutdown` failure), before and after
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -86,4 +87,24 @@ def recorded(path: Path) -> WorkflowHistory:
 @pytest.mark.parametrize("path", HISTORIES, ids=[f"{p.parent.name}/{p.stem}" for p in HISTORIES])
 async def test_a_recorded_history_replays(path: Path):
     result = await replayer().replay_workflow(recorded(path))
+    assert result.replay_failure is None, result.replay_failure
+
+
+async def test_a_replay_slower_than_the_deadlock_bound_still_replays(monkeypatch):
+    """A replay checks the commands, not the speed: one activation that takes 3 s (as a full garbage
+    collection in a loaded test process once did, in CI) does not fail it."""
+    from admitflow.admission import conditions
+
+    find, slowed = conditions.find, []
+
+    def slow_once(*args, **kwargs):
+        if not slowed:
+            slowed.append(True)
+            time.sleep(3)
+        return find(*args, **kwargs)
+
+    monkeypatch.setattr(conditions, "find", slow_once)
+    path = next(p for p in HISTORIES if p.stem.startswith("workload__"))
+    result = await replayer().replay_workflow(recorded(path), raise_on_replay_failure=False)
+    assert slowed, "the replay never reached the slowed function"
     assert result.replay_failure is None, result.replay_failure
