@@ -440,7 +440,7 @@ def _apply(w: Job, step: tuple) -> None:
             w.batch(lc.AdmissionGatesRemoved(payload={"all": True}), after=1)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gate=s.sampled_from([False, False, True]), steps=STEPS, end=ENDS)
 def test_under_any_interleaving_the_cause_agrees_with_the_phase_and_the_report(gate, steps, end):
     w = Job(annotations={GATES: "example.com/a"} if gate else None)
