@@ -9,8 +9,8 @@ Invariants, after every workflow task:
 
 1. At most one `start_workload` runs at a time, and the state says which (`runner_running`).
 2. An admission is started again only after a run of it was lost by its heartbeats or its runner's
-   shutdown, and at most `RUNNER_RESTARTS` times; a run lost so while its admission still wants it (admitted, holding
-   quota, not finished) and under that bound runs again after the task.
+   shutdown, and at most `RUNNER_RESTARTS` times; a run lost so while its admission still wants it
+   (admitted, holding quota, not finished) and under that bound runs again after the task.
 3. `stop_workload` goes only to an admission that runs or whose run was lost; once an admission
    with a lost run is over, its runner was told to stop it (a copy may run where it was cut off).
 """
