@@ -23,8 +23,9 @@ run: $(BIN)/.installed
 
 # Unit, workflow (time-skipping server) and integration (dev server) tests, in two processes: most
 # of an integration test's time is spent waiting on the server, so two share the two cores well
-# (about 550 s instead of 850). Each test file stays in one process, with its fixtures; the slowest
-# files go first, in the order tests/conftest.py gives them (SLOWEST_FILES).
+# (730-790 s of tests in fresh-clone runs of 2026-12-03, under CI's 15 minutes with the install).
+# Each test file stays in one process, with its fixtures; the slowest files go first, in the order
+# tests/conftest.py gives them (SLOWEST_FILES).
 test: $(BIN)/.installed
 	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 

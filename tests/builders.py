@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from admitflow.api import parse_manifest
+from admitflow.api.workload import RUNNER_ANNOTATION
 
 V1BETA2 = "kueue.x-k8s.io/v1beta2"
 
@@ -48,11 +49,17 @@ def cluster_queue_manifest(
     return {"apiVersion": V1BETA2, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": body}
 
 
-def local_queue_manifest(name: str = "lq", cluster_queue: str = "cq", namespace: str = "default", **spec: Any) -> dict[str, Any]:
+def local_queue_manifest(
+    name: str = "lq", cluster_queue: str = "cq", namespace: str = "default", runner: str | None = None, **spec: Any
+) -> dict[str, Any]:
+    """A LocalQueue; with `runner`, its workloads are started on that runner's task queue once admitted."""
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if runner is not None:
+        metadata["annotations"] = {RUNNER_ANNOTATION: runner}
     return {
         "apiVersion": V1BETA2,
         "kind": "LocalQueue",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": metadata,
         "spec": {"clusterQueue": cluster_queue, **spec},
     }
 

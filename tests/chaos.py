@@ -121,8 +121,7 @@ class Report:
 def manifests(n: int) -> list:
     from tests.integration.test_admission import loaded
 
-    lq = local_queue_manifest()
-    lq["metadata"]["annotations"] = {"admitflow.io/runner": "local"}
+    lq = local_queue_manifest(runner="local")
     docs = [
         flavor_manifest(),
         cluster_queue_manifest(quotas={"default": {"cpu": str(QUOTA_CPU)}}, checks=[{"name": "auto"}, {"name": "manual"}]),

@@ -56,15 +56,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         compileall.compile_dir(root / package, quiet=2)
 
 
-# The files that take longest, longest first (by `--durations` in fresh-clone CI on 2026-12-03;
-# test_faults 233 s, test_runners about 170, test_chaos 120). `make test` runs each file whole in one
-# of two processes, each taking the next file when it is done, so one of these taken last would run
-# alone at the end while the other process idled. pytest-xdist's own order (most tests first, off with
-# `--no-loadscope-reorder`) put them last: the last 4 % of one run took 7 of its 14.7 minutes.
+# The files that take longest, longest first (by `--durations` in a fresh-clone CI run of 76abdfa,
+# 2026-12-03: test_runners 147 s, test_wedged_workload 102, test_faults 78, down to about 40).
+# `make test` runs each file whole in one of two processes, each taking the next file when it is
+# done, so one of these taken last would run alone at the end while the other process idled.
+# pytest-xdist's own order (most tests first, off with `--no-loadscope-reorder`) put them last: the
+# last 4 % of one run took 7 of its 14.7 minutes.
 SLOWEST_FILES = (
-    "integration/test_faults.py", "integration/test_runners.py", "integration/test_chaos.py",
-    "integration/test_wedged_workload.py", "unit/test_lifecycle_model.py", "integration/test_cli.py",
-    "integration/test_explain.py", "integration/test_worker_kill_recovery.py", "integration/test_lifecycle_regressions.py",
+    "integration/test_runners.py", "integration/test_wedged_workload.py", "integration/test_faults.py",
+    "integration/test_cli.py", "workflows/test_message_fuzz.py", "integration/test_security.py",
+    "integration/test_chaos.py", "integration/test_explain.py", "integration/test_worker_kill_recovery.py",
+    "unit/test_lifecycle_model.py",
 )
 
 

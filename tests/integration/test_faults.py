@@ -45,8 +45,7 @@ def manifests(n: int) -> list:
         quotas={"default": {"cpu": "20", "nvidia.com/gpu": "20"}},
         checks=[{"name": "approve"}, {"name": "capacity"}],
     )
-    lq = local_queue_manifest()
-    lq["metadata"]["annotations"] = {"admitflow.io/runner": "local"}
+    lq = local_queue_manifest(runner="local")
     docs = [
         flavor_manifest(), queue, lq,
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "approve"},

@@ -42,10 +42,14 @@ def command_workload(name: str, command: str) -> dict[str, Any]:
     return m
 
 
+def runner_queue(task_queue: str) -> list:
+    """A ClusterQueue whose LocalQueue sends admitted workloads to the runner on `task_queue`."""
+    return loaded(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest(runner=task_queue))
+
+
 async def setup(engine, **wait_for_pods_ready) -> None:
     """A ClusterQueue whose LocalQueue sends admitted workloads to the local runner."""
-    lq = local_queue_manifest()
-    lq["metadata"]["annotations"] = {"admitflow.io/runner": "local"}
+    lq = local_queue_manifest(runner="local")
     await engine.admitflow.apply(
         loaded(configuration_manifest(**wait_for_pods_ready), flavor_manifest(), cluster_queue_manifest(), lq)
     )
@@ -134,9 +138,7 @@ async def test_a_runner_may_return_the_finish_from_start_workload(engine):
         raise AssertionError("nothing is stopped")
 
     af = engine.admitflow
-    lq = local_queue_manifest()
-    lq["metadata"]["annotations"] = {"admitflow.io/runner": "returns"}
-    await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), lq))
+    await af.apply(runner_queue("returns"))
     names = ["runs", "fails", "junk"]
     async with Worker(engine.client, task_queue="returns", activities=[start_returning, stop_workload]):
         await af.apply(loaded(*(workload_manifest(n, cpu="1") for n in names)))
@@ -179,12 +181,6 @@ async def finished_from_the_second_start(engine, name: str, message: str, calls:
     assert [a.activity_type.name for a in scheduled] == ["start_workload", "start_workload", "stop_workload"]
     assert calls == {ids.workload_id(key): 2}
     await replay_all(engine, [ids.workload_id(key)])
-
-
-def runner_queue(task_queue: str) -> list:
-    lq = local_queue_manifest()
-    lq["metadata"]["annotations"] = {"admitflow.io/runner": task_queue}
-    return loaded(flavor_manifest(), cluster_queue_manifest(), lq)
 
 
 async def test_a_run_lost_by_its_heartbeats_is_started_again_for_the_same_admission(engine):
@@ -334,8 +330,7 @@ async def restarted_while_running(tmp_path, command: str, lose_run: bool = True)
     try:
         client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
         af = AdmitflowClient(client, "admitflow")
-        lq = local_queue_manifest()
-        lq["metadata"]["annotations"] = {"admitflow.io/runner": "local"}
+        lq = local_queue_manifest(runner="local")
         async with build_worker(client, "admitflow"), local_runner(client, tmp_path / "runs"):
             await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), lq, command_workload("job", command)))
 

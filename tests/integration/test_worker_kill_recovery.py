@@ -124,8 +124,7 @@ class Flow:
 
 
 def catalog(quota: int) -> list:
-    lq = local_queue_manifest()
-    lq["metadata"]["annotations"] = {"admitflow.io/runner": RUNNER}
+    lq = local_queue_manifest(runner=RUNNER)
     return loaded(
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": CHECK},
          "spec": {"controllerName": CONTROLLER}},

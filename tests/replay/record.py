@@ -215,8 +215,7 @@ async def record_runner_returns(out: Path) -> list[str]:
     """A runner whose `start_workload` returns the finish (`start_returning`): `runs` succeeds,
     `fails` fails, `junk` returns a value that is no finish (refused, recorded) and is finished by
     hand."""
-    lq = local_queue_manifest()
-    lq["metadata"]["annotations"] = {"admitflow.io/runner": "returns"}
+    lq = local_queue_manifest(runner="returns")
     async with DevServer(port=free_port(), db=None, headless=True) as server:
         client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
         af = AdmitflowClient(client)
@@ -256,8 +255,7 @@ async def record_runner_lost(out: Path) -> list[str]:
     the same admission, it finishes from the second (`workflow.patched("restart-lost-runner")`).
     Code from before that patch records `RunnerLost` and starts nothing: the workload is finished by
     hand 15 s later."""
-    lq = local_queue_manifest()
-    lq["metadata"]["annotations"] = {"admitflow.io/runner": "loses"}
+    lq = local_queue_manifest(runner="loses")
     runner = LosingRunner()
     async with DevServer(port=free_port(), db=None, headless=True) as server:
         client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
@@ -323,8 +321,7 @@ async def drain_and_serve(af: AdmitflowClient, runner: DrainedRunner, key: str, 
 async def record_runner_drained(out: Path) -> list[str]:
     """A workload whose runner shuts down while it runs (`DrainedRunner`): started again for the same
     admission, it finishes from the second run (`workflow.patched("restart-drained-runner")`)."""
-    lq = local_queue_manifest()
-    lq["metadata"]["annotations"] = {"admitflow.io/runner": "drains"}
+    lq = local_queue_manifest(runner="drains")
     async with DevServer(port=free_port(), db=None, headless=True) as server:
         client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
         af = AdmitflowClient(client)

@@ -189,8 +189,7 @@ def test_the_configuration_reaches_every_view_with_kueues_defaults_without_one()
 
 
 def test_a_local_queues_runner_annotation_reaches_the_view():
-    lq = local_queue_manifest()
-    lq["metadata"]["annotations"] = {"admitflow.io/runner": "local"}
+    lq = local_queue_manifest(runner="local")
     st = applied(flavor_manifest(), cluster_queue_manifest(), lq, local_queue_manifest("other"))
     queues = catalog.view_of(st, "cq").local_queues
     assert (queues["default/lq"].runner, queues["default/other"].runner) == ("local", "")
