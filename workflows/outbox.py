@@ -56,15 +56,6 @@ def in_task_signals(batch: list[Delivery]) -> bool:
     )
 
 
-# The workflow.patched id under which entities send such batches in the task (before: by activity).
-SIGNALS_IN_TASK = "signals-in-task"
-
-
-def signals_in_task(batch: list[Delivery]) -> bool:
-    """`in_task_signals`, for the code of entities that sent every batch by activity before."""
-    return in_task_signals(batch) and workflow.patched(SIGNALS_IN_TASK)
-
-
 def continue_as_new_suggested() -> bool:
     """Entity workflows hold their outbox once the server suggests continuing as new."""
     return workflow.info().is_continue_as_new_suggested()

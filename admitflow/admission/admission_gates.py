@@ -210,9 +210,8 @@ def _rewrite(workload: Workload, left: Sequence[str]) -> None:
 
 
 def holds_back(state: WorkloadState) -> bool:
-    """The workload stays out of its queue for its gates: it has some, and this run honours them
-    (a run whose history predates AdmissionGatedBy does not; see `WorkloadState.honours_gates`)."""
-    return state.honours_gates and not may_enter_admission(state.workload)
+    """The workload stays out of its queue for its gates: its annotation names some."""
+    return not may_enter_admission(state.workload)
 
 
 def sync(state: WorkloadState, now: datetime) -> None:
@@ -220,8 +219,6 @@ def sync(state: WorkloadState, now: datetime) -> None:
     a pending gated workload says `AdmissionGated` with its gates (again, with the gates left, after
     one is removed), and says `PendingEvaluation` once the last one goes. A workload that is
     inactive, holds quota or has ended keeps what its own state says."""
-    if not state.honours_gates:
-        return
     st = state.status
     reserved = cond.find(st.conditions, wl.QUOTA_RESERVED)
     waiting = (
@@ -243,7 +240,7 @@ def sync(state: WorkloadState, now: datetime) -> None:
 def details(state: WorkloadState) -> str | None:
     """The line of the UI's current details about the gates, while any remain."""
     left = gates(state.workload)
-    if not left or not state.honours_gates or wl.is_finished(state) or state.deleted:
+    if not left or wl.is_finished(state) or state.deleted:
         return None
     names = ", ".join(f"`{g}`" for g in left)
     return (

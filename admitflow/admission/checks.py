@@ -136,7 +136,7 @@ def validate(state: WorkloadState, v: Verdict) -> AdmissionCheckState:
     at = wl.current_attempt(state, v.name)
     if v.attempt is not None and v.attempt < at and not is_late_retry(state, v):
         raise VerdictError(f'verdict for attempt {v.attempt} of check "{v.name}", which is at attempt {at}: ignored', stale=True)
-    if v.attempt is not None and v.attempt > at and state.rules >= 1:
+    if v.attempt is not None and v.attempt > at:
         raise VerdictError(f'verdict for attempt {v.attempt} of check "{v.name}", which is at attempt {at}: not asked yet')
     if check.state == "Ready" and v.state == "Ready" and (v.pod_set_updates or None) != (check.pod_set_updates or None):
         raise VerdictError(f'podSetUpdates: field is immutable while check "{v.name}" stays Ready')
@@ -147,8 +147,7 @@ def is_late_retry(state: WorkloadState, v: Verdict) -> bool:
     """A Retry for the attempt that an admission-check eviction just ended (KEP-3258's race): it
     may still push the requeue later, while the workload has not been reserved again."""
     return (
-        state.rules >= 1
-        and v.state == "Retry"
+        v.state == "Retry"
         and v.attempt is not None
         and v.attempt == state.handed.get(v.name)
         and after_check_eviction(state)
@@ -204,7 +203,7 @@ def apply(state: WorkloadState, v: Verdict, now: datetime, random: float = 0.0) 
     index, check = next((i, c) for i, c in enumerate(state.status.admission_checks) if c.name == v.name)
     v = _with_strategy(state, check, v, now, random)
     holding = wl.has_quota(state)
-    backoff = in_backoff(state) or (state.rules >= 1 and after_check_eviction(state))
+    backoff = in_backoff(state) or after_check_eviction(state)
     if not holding and v.state in ("Retry", "Rejected"):
         if backoff and v.state == "Retry":
             outcome, detail = "applied", _push_backoff(state, index, v, now)
@@ -327,16 +326,13 @@ def deactivate(state: WorkloadState, now: datetime, cause: str = "", message: st
     reason = "Deactivated" + (f"DueTo{cause}" if cause else "")
     if wl.has_quota(state):
         wl.evict(state, "Deactivated", message, now, underlying_cause=cause)
-    elif state.rules >= 1:
-        st.admission_checks = wl.reset_checks_on_eviction(st.admission_checks, now, keep_retry_count=True)
+    else:
+        st.admission_checks = wl.reset_checks_on_eviction(st.admission_checks, now)
         wl.next_attempts(state)
         if not cond.is_true(st.conditions, wl.EVICTED):
             st.conditions = cond.set_condition(st.conditions, wl.EVICTED, True, reason, message, now)
         st.conditions = cond.set_condition(st.conditions, wl.REQUEUED, False, reason, message, now)
         wl.record(state, f"EvictedDueTo{reason}", message, now)
-    else:
-        st.conditions = cond.set_condition(st.conditions, wl.EVICTED, True, reason, message, now)
-        st.conditions = cond.set_condition(st.conditions, wl.REQUEUED, False, reason, message, now)
     state.queued = False
     st.requeue_state = None
     st.conditions = cond.remove_condition(st.conditions, DEACTIVATION_TARGET)
@@ -399,7 +395,7 @@ def _push_backoff(state: WorkloadState, index: int, v: Verdict, now: datetime) -
     at = now + timedelta(seconds=v.requeue_after_seconds or 0)
     if _push_requeue_at(state, at, now):
         requeued = cond.find(state.status.conditions, wl.REQUEUED)
-        if state.rules >= 1 and requeued is not None and requeued.status == "True":
+        if requeued is not None and requeued.status == "True":
             # Already requeued (an earlier Retry had no delay): it leaves its queue again and waits
             # for the longest delay, whatever the order the verdicts came in.
             state.queued = False
@@ -466,7 +462,7 @@ def to_ask(state: WorkloadState) -> list[str]:
     out = []
     for c in state.status.admission_checks or ():
         info = state.checks_info.get(c.name)
-        attempt = state.asked_now.get(c.name, 0) if state.rules >= 1 else attempt_of(c)
+        attempt = state.asked_now.get(c.name, 0)
         if (
             c.state == "Pending"
             and info is not None
@@ -490,14 +486,13 @@ def hand_out(state: WorkloadState, name: str) -> int:
     return n
 
 
-def request(state: WorkloadState, name: str, workflow_id: str, attempt: int | None = None) -> CheckRequest:
-    check = next(c for c in state.status.admission_checks or () if c.name == name)
+def request(state: WorkloadState, name: str, workflow_id: str, attempt: int) -> CheckRequest:
     info = state.checks_info[name]
     return CheckRequest(
         workload=state.workload.to_wire(),
         admission_check=name,
         parameters=info.parameters,
-        attempt=attempt if attempt is not None else attempt_of(check),
+        attempt=attempt,
         workflow_id=workflow_id,
     )
 
@@ -510,14 +505,13 @@ def answer(
     filled in when the result leaves them out. An answer that comes after a verdict for that
     attempt, or after the workload lost its quota, is recorded and ignored. A failure, or a result
     that is not a valid verdict, is recorded and the controller asked again after a backoff
-    (`controller_backoff`); the loop before `lifecycle.step` (rules 0) counted it as `Retry`."""
+    (`controller_backoff`)."""
     if isinstance(result, Undecodable) and not error:
         error, result = f"its answer cannot be decoded: {result.reason}", None
     payload = dict(result) if isinstance(result, dict) else {"state": result}
     payload.setdefault("name", name)
     payload.setdefault("attempt", attempt)
-    new_rules = state.rules >= 1
-    awaited = state.asked_now.get(name) == attempt and name in to_ask(state) if new_rules else _asked(state, name, attempt)
+    awaited = state.asked_now.get(name) == attempt and name in to_ask(state)
     if not awaited:
         detail = "ignored: a verdict for this attempt came first, or the workload no longer holds quota"
         remember(state, None, name, "Error" if error else str(payload.get("state", "?")), "ignored", detail, now)
@@ -527,7 +521,7 @@ def answer(
             v = parse(payload)
             if v.name != name:
                 raise VerdictError(f'answered for check "{v.name}"')
-            if new_rules and v.attempt != attempt:
+            if v.attempt != attempt:
                 raise VerdictError(f"answered for attempt {v.attempt}, asked about {attempt}")
             validate(state, v)
         except VerdictError as err:
@@ -536,8 +530,6 @@ def answer(
             state.controller_failures.pop(name, None)
             state.ask_again_at.pop(name, None)
             return apply(state, v, now, random)
-    if not new_rules:
-        return receive(state, {"name": name, "state": "Retry", "message": error, "attempt": attempt}, now, random)
     return _controller_failed(state, name, attempt, error, now)
 
 
@@ -562,7 +554,3 @@ def _controller_failed(state: WorkloadState, name: str, attempt: int, error: str
     remember(state, None, name, "Error", "rejected", detail, now)
     return detail
 
-
-def _asked(state: WorkloadState, name: str, attempt: int) -> bool:
-    """The controller's answer for this attempt is still awaited."""
-    return name in to_ask(state) and any(c.name == name and attempt_of(c) == attempt for c in state.status.admission_checks or ())

@@ -234,10 +234,7 @@ def cause(
 def _state(subject: WorkloadState | Workload) -> WorkloadState:
     if isinstance(subject, WorkloadState):
         return subject
-    reserved = cond.find(subject.status.conditions, wl.QUOTA_RESERVED)
-    # A report does not say whether its run honours the gates; its condition does (sync writes it only then).
-    honours = reserved is not None and reserved.status == "False" and reserved.reason == admission_gates.GATED
-    return WorkloadState(workload=subject, deleted=bool(getattr(subject, "deleted", None)), honours_gates=honours)
+    return WorkloadState(workload=subject, deleted=bool(getattr(subject, "deleted", None)))
 
 
 def _common(seen: _Seen, found: Cause) -> dict:

@@ -21,7 +21,6 @@ a verdict's goes to the verdict log instead, as any invalid verdict's does.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, Union
 
@@ -80,45 +79,6 @@ class Started(Fact):
     """A run begins (the first, or after continue-as-new): nothing of an earlier run is under way."""
 
     kind: Literal["Started"] = "Started"
-    honours_gates: bool = Field(
-        default=True,
-        description="Whether this run keeps a workload with admission gates out of admission: the workflow's "
-        "`workflow.patched` answer (a run whose history predates AdmissionGatedBy replays without).",
-    )
-    runner_finish_ends_run: bool = Field(
-        default=True,
-        description="Whether a runner's own `finish` (about the admission it runs) ends its run, with no "
-        "`stop_workload`: the workflow's `workflow.patched` answer (a run whose history predates it replays without).",
-    )
-    keeps_early_notices: bool = Field(
-        default=True,
-        description="Whether a queue notice about the ticket being enqueued that comes before the enqueue's answer "
-        "waits for it: the workflow's `workflow.patched` answer (a run whose history predates it replays without).",
-    )
-    keeps_next_ticket_notices: bool = Field(
-        default=True,
-        description="Whether a queue notice about the next ticket that comes before the run has decided to enqueue it "
-        "waits for that enqueue's answer too: the workflow's `workflow.patched` answer (a run whose history predates "
-        "it replays without).",
-    )
-    gives_back_unasked_tickets: bool = Field(
-        default=True,
-        description="Whether a next ticket its queue has and this run decided not to enqueue is taken and released "
-        "(`_give_back_unasked_ticket`): the workflow's `workflow.patched` answer (a run whose history predates it "
-        "replays without).",
-    )
-    unasked_tickets_to_their_queue: bool = Field(
-        default=True,
-        description="Whether such a ticket is released to the ClusterQueue its notice names, also when the run never "
-        "learned its ClusterQueue (`_give_back_unasked_ticket`): the workflow's `workflow.patched` answer (a run "
-        "whose history predates it replays without).",
-    )
-    evicts_unheard_reservations: bool = Field(
-        default=True,
-        description="Whether an eviction of the ticket this run is queued with counts, though the run never heard of its "
-        "reservation (`_apply_notice`): the workflow's `workflow.patched` answer (a run whose history predates it "
-        "replays without).",
-    )
 
 
 class QueueNoticed(Fact):
@@ -185,10 +145,6 @@ class ProvisioningStartRefused(Fact):
     check: str
     attempt: int
     workflow_id: str
-    probe_soon: bool = Field(
-        default=False,
-        description="Probe that run in REFUSED_PROBE rather than at the next probe (histories before ran without).",
-    )
 
 
 class PodsReadyReported(Fact):
@@ -197,14 +153,15 @@ class PodsReadyReported(Fact):
 
 
 class RunnerStopped(Fact):
-    """The runner's `start_workload` for an admission ended on its own; `error` says why (empty
-    when it returned)."""
+    """The runner's `start_workload` for an admission ended on its own: it `returned`, or `failed`
+    (`error` says why), was `lost` (its heartbeats stopped: the runner died, or its task was lost in
+    a server restart) or `drained` (its runner's own shutdown ended it: stopped, drained, rolled to
+    a new version)."""
 
     kind: Literal["RunnerStopped"] = "RunnerStopped"
     admission: int
+    ending: Literal["returned", "failed", "lost", "drained"] = "returned"
     error: str = ""
-    stop_when_over: bool = False  # a run that failed is told to stop when its admission is over (patched)
-    restart: bool = False  # a run lost by its heartbeats or its runner's shutdown is started again for the same admission (patched)
 
 
 class AdmissionGatesRemoved(Fact):
@@ -375,20 +332,15 @@ def _copy(state: WorkloadState) -> WorkloadState:
     return WorkloadState.model_validate(state.model_dump(round_trip=True))
 
 
-def runner_ended(
-    admission: int, result: Any, error: str, returns_finish: Callable[[], bool], stop_when_over: bool = False,
-    restart: bool = False,
-) -> list[Any]:
+def runner_ended(admission: int, result: Any, ending: Literal["returned", "failed", "lost", "drained"], error: str = "") -> list[Any]:
     """The events the end of `start_workload` for `admission` stands for. A run that returned a value
     returned its finish (docs/runners.md: `succeeded`, `message`), about that admission whatever it
-    names; a value that is no finish is refused as a `finish` signal would be. `returns_finish` is
-    asked only then: False replays histories from before a returned value meant anything (the
-    workflow passes `workflow.patched`, so that a run whose runner returns nothing records no marker)."""
+    names; a value that is no finish is refused as a `finish` signal would be."""
     events: list[Any] = []
-    if not error and result is not None and returns_finish():
+    if ending == "returned" and result is not None:
         payload = {**result, "admission": admission} if isinstance(result, dict) else result
         events.append(FinishRequested(payload=payload))
-    events.append(RunnerStopped(admission=admission, error=error, stop_when_over=stop_when_over, restart=restart))
+    events.append(RunnerStopped(admission=admission, ending=ending, error=error))
     return events
 
 
@@ -397,37 +349,11 @@ def workflow_id(state: WorkloadState) -> str:
 
 
 def _started(st: WorkloadState, ev: Started, now: datetime, random: float) -> list[Any]:
-    if st.rules < 1:
-        _adopt(st)
-    st.honours_gates = ev.honours_gates
-    st.runner_finish_ends_run = ev.runner_finish_ends_run
-    st.keeps_early_notices = ev.keeps_early_notices
-    st.keeps_next_ticket_notices = ev.keeps_next_ticket_notices
-    st.gives_back_unasked_tickets = ev.gives_back_unasked_tickets
-    st.unasked_tickets_to_their_queue = ev.unasked_tickets_to_their_queue
-    st.evicts_unheard_reservations = ev.evicts_unheard_reservations
     # What an earlier run had under way did not come along; Settle asks again.
     st.asking = {}
     st.enqueuing = None
     st.runner_running = None
     return _probes(st, now)
-
-
-def _adopt(st: WorkloadState) -> None:
-    """A state written by the loop before `step` (its run continued as new): what it had told its
-    ClusterQueue and asked its controllers, in this module's terms."""
-    claims = (wl.has_quota(st) and not wl.is_finished(st) and not st.deleted) or st.queued
-    if claims and st.cluster_queue:
-        st.holder, st.holder_queue = st.ticket, st.cluster_queue
-    if wl.is_admitted(st):
-        st.told_admitted = st.admission_done = st.ticket
-    for c in st.status.admission_checks or ():
-        at = (c.retry_count or 0) + 1
-        st.attempts[c.name] = at
-        if st.answered.get(c.name) == at:
-            st.handed[c.name] = st.asked_now[c.name] = at
-    st.gate_member = st.gated
-    st.rules = 1
 
 
 def _probes(st: WorkloadState, now: datetime) -> list[Any]:
@@ -448,11 +374,8 @@ def _queue_noticed(st: WorkloadState, ev: QueueNoticed, now: datetime, random: f
     # queue's signal first, even before it decides to enqueue that ticket again (when the signal
     # comes in the batch that makes it enqueue: an eviction, say). Dropped, a reservation would leave
     # the quota held for good.
-    if st.enqueuing is not None:
-        awaited = n.ticket == st.enqueuing
-    else:
-        awaited = st.keeps_next_ticket_notices and n.ticket == st.ticket + 1
-    if st.keeps_early_notices and awaited and n.uid == st.workload.metadata.uid:
+    awaited = n.ticket == (st.enqueuing if st.enqueuing is not None else st.ticket + 1)
+    if awaited and n.uid == st.workload.metadata.uid:
         st.early_notices.append(QueueNoticed(signal=ev.signal, payload=ev.payload).model_dump(mode="json"))
         return []
     return _apply_notice(st, n, now)
@@ -476,7 +399,7 @@ def _apply_notice(st: WorkloadState, n: Notice, now: datetime) -> list[Any]:
         st.holder = None  # the queue let it go itself
     elif n.kind == "evicted" and wl.accepts_eviction(st, n):
         wl.evict(st, n.reason, n.message, now, preemption_reason=n.preemption_reason)
-    elif n.kind == "evicted" and st.evicts_unheard_reservations and wl.accepts(st, n):
+    elif n.kind == "evicted" and wl.accepts(st, n):
         # Its queue reserved the ticket this run is queued with and told it only in the enqueue's
         # answer, which this run never got (the workflow task that had it failed, or a reset went back
         # before it, and the enqueue sent again found the reservation evicted or released), then
@@ -561,9 +484,8 @@ def _provisioning_refused(st: WorkloadState, ev: ProvisioningStartRefused, now: 
     # It starts again once the run holding the ID has ended (it reports so, or the probe finds it gone).
     if ev.workflow_id not in st.stopping:
         st.stopping.append(ev.workflow_id)
-    if ev.probe_soon:
-        soon = second(now) + REFUSED_PROBE
-        st.probe_at = soon if st.probe_at is None else min(st.probe_at, soon)
+    soon = second(now) + REFUSED_PROBE
+    st.probe_at = soon if st.probe_at is None else min(st.probe_at, soon)
     return [TellProvisioning(workflow_id=ev.workflow_id, signal="delete_provisioning_request", reason="restart")]
 
 
@@ -579,13 +501,12 @@ def _runner_stopped(st: WorkloadState, ev: RunnerStopped, now: datetime, random:
     if st.runner_running != ev.admission:
         return []  # this workload stopped it: that admission is over
     st.runner_running = None
-    if ev.error and ev.admission == st.ticket:
-        pods_ready.runner_lost(st, ev.error, now)
-        if ev.stop_when_over:
-            # A runner cut off from Temporal may still run the command (as a node's pods run on when
-            # the node loses the API server): when the admission ends, it is told to stop.
-            st.runner_lost = ev.admission
-        if ev.restart and st.runner_restarts < RUNNER_RESTARTS:
+    if ev.ending != "returned" and ev.admission == st.ticket:
+        pods_ready.runner_lost(st, ev.error or ev.ending, now)
+        # A runner cut off from Temporal may still run the command (as a node's pods run on when
+        # the node loses the API server): when the admission ends, it is told to stop.
+        st.runner_lost = ev.admission
+        if ev.ending in ("lost", "drained") and st.runner_restarts < RUNNER_RESTARTS:
             st.runner_restart = ev.admission  # `_runner` starts it again while the admission wants it
     return []
 
@@ -623,7 +544,7 @@ def _finish(st: WorkloadState, ev: FinishRequested, now: datetime, random: float
     if r.admission is not None and r.admission != st.ticket:
         wl.record(st, STALE_REPORT, f"finish about admission {r.admission} ignored: the workload is at admission {st.ticket}", now, "Warning")
         return []
-    if st.runner_finish_ends_run and r.admission is not None and r.admission == st.runner_running:
+    if r.admission is not None and r.admission == st.runner_running:
         # Its runner's own report: the run ends by itself (`start_workload` returns), nothing to stop.
         st.runner_running = None
     wl.finish(st, r.succeeded, r.message, now)
@@ -746,21 +667,17 @@ def _give_back_unasked_ticket(st: WorkloadState) -> list[Any]:
     """Its queue has the next ticket, which this run has decided not to enqueue: an attempt of an
     earlier workflow task enqueued it and timed out, and the attempt that counted, with more messages
     (a deactivation, a Retry's backoff), decided otherwise. The queue said so (the notice waits in
-    `early_notices`); the run takes the ticket as its own and releases it (the queue settles the
-    blockAdmission gate if it reserved the ticket with its grant). Kept, it would hold the queue's
-    quota for a workload that does not want it; the next enqueue takes the ticket after it.
-
-    It goes back to the ClusterQueue the notice names (`unasked_tickets_to_their_queue`): the
-    enqueue that run never heard back from looked its LocalQueue up afresh, so that is where the
-    ticket is, and when that enqueue was the run's very first, the run knows no other. Before, the
-    run gave it back to the queue it had last heard from, and a run that had heard from none kept
-    the notice until it was activated again."""
-    if not st.gives_back_unasked_tickets or st.enqueuing is not None or not st.early_notices:
+    `early_notices`); the run takes the ticket as its own and releases it to the ClusterQueue the
+    notice names (that enqueue looked its LocalQueue up afresh, and when it was the run's very first,
+    the run knows no other), and the queue settles the blockAdmission gate if it reserved the ticket
+    with its grant. Kept, it would hold the queue's quota for a workload that does not want it; the
+    next enqueue takes the ticket after it."""
+    if st.enqueuing is not None or not st.early_notices:
         return []
     if st.holder is not None or _claims_queue(st):
         return []
     unasked = [n for n in (Notice.model_validate(e["payload"]) for e in st.early_notices) if n.ticket == st.ticket + 1]
-    named = next((n.cluster_queue for n in unasked if n.cluster_queue), None) if st.unasked_tickets_to_their_queue else None
+    named = next((n.cluster_queue for n in unasked if n.cluster_queue), None)
     queue = named or st.cluster_queue
     if not unasked or not queue:
         return []

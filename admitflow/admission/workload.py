@@ -144,14 +144,6 @@ class WorkloadState(WireModel):
     gated: bool = Field(
         default=False, description="The blockAdmission gate counts it as not ready; it is told when it is ready or leaves."
     )
-    honours_gates: bool = Field(
-        default=False,
-        description="This run keeps the workload out of admission while its kueue.x-k8s.io/admission-gated-by "
-        "annotation names gates (admission_gates); set when each run starts, False in a run whose history predates it.",
-    )
-    # What `admitflow.admission.lifecycle` keeps; a state written by the loop before it has rules=0
-    # and is brought up to date when its next run starts.
-    rules: int = Field(default=0, description="Which rules wrote this state: 0 before lifecycle.step, 1 since.")
     holder: int | None = Field(
         default=None, description="The ticket its ClusterQueue holds (queued or reserved) until it is released."
     )
@@ -191,38 +183,6 @@ class WorkloadState(WireModel):
     )
     runner_restarts: int = Field(
         default=0, description="How many times `start_workload` was started again for the admission its runner was last asked to start."
-    )
-    runner_finish_ends_run: bool = Field(
-        default=False,
-        description="A `finish` from its runner about the admission it runs ends that run without `stop_workload`; "
-        "set when each run starts, False in a run whose history predates it.",
-    )
-    keeps_early_notices: bool = Field(
-        default=False,
-        description="A queue notice about the ticket being enqueued that comes before the enqueue's answer waits in "
-        "`early_notices`; set when each run starts, False in a run whose history predates it.",
-    )
-    keeps_next_ticket_notices: bool = Field(
-        default=False,
-        description="As `keeps_early_notices`, for a notice about the next ticket that comes before this run has decided "
-        "to enqueue it; set when each run starts, False in a run whose history predates it.",
-    )
-    gives_back_unasked_tickets: bool = Field(
-        default=False,
-        description="A next ticket its queue has that this run decided not to enqueue (an earlier attempt of the "
-        "workflow task enqueued it) is taken and released; set when each run starts, False in a run whose history "
-        "predates it.",
-    )
-    unasked_tickets_to_their_queue: bool = Field(
-        default=False,
-        description="Such a ticket is released to the ClusterQueue its notice names, also by a run that never learned "
-        "its ClusterQueue; set when each run starts, False in a run whose history predates it.",
-    )
-    evicts_unheard_reservations: bool = Field(
-        default=False,
-        description="An eviction of the ticket this run is queued with counts, though the run never heard of its "
-        "reservation (told only in a lost enqueue answer); set when each run starts, False in a run whose history "
-        "predates it.",
     )
     early_notices: list[dict[str, Any]] = Field(
         default_factory=list,
@@ -289,13 +249,13 @@ def runner_of(state: WorkloadState) -> str:
 
 def current_attempt(state: WorkloadState, check: str) -> int:
     """The attempt a check is at: a verdict stamped with an older one is stale, with a later one
-    premature. Since lifecycle.step it is counted per check and never goes back, whatever evicted
-    the workload; before, it was `retryCount + 1`."""
-    c = next((c for c in state.status.admission_checks or () if c.name == check), None)
+    premature. It is counted per check and never goes back, whatever evicted the workload; the
+    built-in ProvisioningRequest check's is `retryCount + 1`, since its requests are named by it, as
+    in Kueue."""
     info = state.checks_info.get(check)
-    if state.rules >= 1 and not (info is not None and info.controller_name == PROVISIONING_REQUEST_CONTROLLER_NAME):
+    if not (info is not None and info.controller_name == PROVISIONING_REQUEST_CONTROLLER_NAME):
         return state.attempts.get(check, 1)
-    # Before, and for the built-in ProvisioningRequest check (its requests are named by it, as in Kueue).
+    c = next((c for c in state.status.admission_checks or () if c.name == check), None)
     return (c.retry_count or 0) + 1 if c is not None else 1
 
 
@@ -393,22 +353,16 @@ def accepts_eviction(state: WorkloadState, notice: Notice) -> bool:
     """An eviction counts for the reservation this run holds now, unless the workload has finished
     (its quota is on its way back already: a finish and a preemption in one workflow task end as
     Finished, not Evicted)."""
-    return evicts_reservation(state, notice) and not is_finished(state)
+    return (
+        notice.uid == state.workload.metadata.uid and notice.ticket == state.ticket and has_quota(state)
+        and not is_finished(state)
+    )
 
 
-def evicts_reservation(state: WorkloadState, notice: Notice) -> bool:
-    """The notice is about the reservation this run holds now, finished or not (what
-    `accepts_eviction` was before finished workloads were left alone: old histories replay it)."""
-    return notice.uid == state.workload.metadata.uid and notice.ticket == state.ticket and has_quota(state)
-
-
-def reset_checks_on_eviction(
-    checks: list[AdmissionCheckState] | None, now: datetime, keep_retry_count: bool = False
-) -> list[AdmissionCheckState] | None:
+def reset_checks_on_eviction(checks: list[AdmissionCheckState] | None, now: datetime) -> list[AdmissionCheckState] | None:
     """Kueue's resetChecksOnEviction: every check not Pending goes back to Pending, keeping
-    requeueAfterSeconds; a Retry check counts one more retry. Other checks keep their count with
-    `keep_retry_count` (what Kueue's own tests expect under server-side apply; clearing it made a
-    check's retry limit and the retry-count attribute undercount), else it is cleared."""
+    requeueAfterSeconds; a Retry check counts one more retry, the others keep their count (what
+    Kueue's own tests expect under server-side apply)."""
     if not checks:
         return checks
     out = []
@@ -422,7 +376,7 @@ def reset_checks_on_eviction(
                     "state": "Pending",
                     "message": f"Reset to Pending after eviction. Previously: {c.state}",
                     "last_transition_time": second(now),
-                    "retry_count": (c.retry_count or 0) + 1 if c.state == "Retry" else (c.retry_count if keep_retry_count else None),
+                    "retry_count": (c.retry_count or 0) + 1 if c.state == "Retry" else c.retry_count,
                 }
             )
         )
@@ -459,9 +413,8 @@ def evict(
         st.conditions = cond.set_condition(st.conditions, PREEMPTED, True, preemption_reason, message, now)
         record(state, "Preempted", message, now)
     st.admission = None
-    st.admission_checks = reset_checks_on_eviction(st.admission_checks, now, keep_retry_count=state.rules >= 1)
-    if state.rules >= 1:
-        next_attempts(state)
+    st.admission_checks = reset_checks_on_eviction(st.admission_checks, now)
+    next_attempts(state)
     if cond.find(st.conditions, PODS_READY) is not None:
         # Its pods are gone: not admitted means waiting for start again.
         st.conditions = cond.set_condition(st.conditions, PODS_READY, False, WAIT_FOR_START, NOT_READY_MESSAGE, now)

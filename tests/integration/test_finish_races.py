@@ -1,7 +1,5 @@
 """A workload told to finish and to leave (preempted) in the same workflow task finishes and is not
-evicted: no Preempted or Evicted events after Finished, one release to its ClusterQueue. Found by
-bench/kueue_baseline.py (9 of 3,000 workloads); histories written before the fix keep replaying
-(tests/replay/histories/eviction-after-finish/, `workflow.patched`)."""
+evicted: no Preempted or Evicted events after Finished, one release to its ClusterQueue."""
 
 from __future__ import annotations
 

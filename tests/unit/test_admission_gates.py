@@ -181,13 +181,13 @@ def test_a_malformed_removal_is_refused_in_one_line(payload, error):
 # --- what the gates do, through lifecycle.step ----------------------------------------------------
 
 
-def gated(value: str | None, honours: bool = True) -> WorkloadState:
+def gated(value: str | None) -> WorkloadState:
     """A submitted workload with this annotation, its run started and settled once."""
     m = workload_manifest("job")
     if value is not None:
         m["metadata"]["annotations"] = {ag.ANNOTATION: value, "other": "kept"}
     st = wl.new_state(manifest(m), "uid-1", T0)
-    st, _ = lc.step(st, lc.Started(honours_gates=honours), T0, 0.0)
+    st, _ = lc.step(st, lc.Started(), T0, 0.0)
     return settle(st, 0)[0]
 
 
@@ -276,13 +276,6 @@ def test_a_removal_to_a_workload_without_gates_changes_nothing():
     after, _ = settle(before, 5, remove(gates=["example.com/a"]))
     assert after.model_dump(exclude={"events"}) == before.model_dump(exclude={"events"})
     assert after.events[-1].message == "workload default/job is not gated: it has no kueue.x-k8s.io/admission-gated-by annotation"
-
-
-def test_a_run_whose_history_predates_the_gates_queues_it_as_it_did():
-    """workflow.patched said no: the annotation is kept, and ignored."""
-    st = gated("example.com/a", honours=False)
-    assert st.enqueuing == 1 and quota_reserved(st)[1] == "PendingEvaluation"
-    assert lc.way_forward(st) == "being enqueued"
 
 
 def test_deactivated_while_gated_then_ungated_then_activated_it_queues():

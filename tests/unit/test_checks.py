@@ -250,6 +250,7 @@ def test_a_late_retry_during_the_backoff_pushes_the_requeue_later_never_earlier(
 
 def test_a_verdict_for_an_old_attempt_is_ignored():
     st = holding("a")
+    assert checks.hand_out(st, "a") == 1, "its controller is asked about attempt 1"
     checks.receive(st, verdict("a", "Retry", attempt=1), T0)
     checks.finish_backoff_if_due(st, T0)
     wl.reserve_quota(st, reserved_notice(checks=["a"], ticket=1), T0)
@@ -426,18 +427,21 @@ def test_a_checks_retry_time_limit(retries_at, readmitted_before_last, want):
 
 
 def served(*names: str, controller: str = "example.com/c", at=T0) -> wl.WorkloadState:
-    """A workload holding quota, with checks whose controller is `controller`."""
+    """A workload holding quota, with checks whose controller is `controller`, each controller asked
+    (as lifecycle asks them with the reservation)."""
     st = submitted()
     notice = reserved_notice(checks=list(names))
     notice.checks_info = {n: AdmissionCheckInfo(controller_name=controller, parameters={"n": n}) for n in names}
     wl.reserve_quota(st, notice, at)
+    for name in checks.to_ask(st):
+        checks.hand_out(st, name)
     return st
 
 
 def test_a_workload_holding_quota_asks_the_controllers_of_its_pending_checks():
     st = served("a", "b")
     assert checks.to_ask(st) == ["a", "b"]
-    req = checks.request(st, "a", "workload/default/job")
+    req = checks.request(st, "a", "workload/default/job", checks.hand_out(st, "a"))
     assert req.to_wire() == {
         "workload": st.workload.to_wire(), "admissionCheck": "a", "parameters": {"n": "a"}, "attempt": 1,
         "workflowId": "workload/default/job",
@@ -457,33 +461,36 @@ def test_nothing_is_asked_while_waiting_for_quota_or_of_the_built_in_provisionin
         pytest.param({"state": "Ready", "message": "ok"}, "Ready", "ok", "Admitted", id="ready-admits"),
         pytest.param("Ready", "Ready", "", "Admitted", id="a-bare-state-is-a-verdict"),
         pytest.param({"state": "Pending", "message": "in review"}, "Pending", "in review", "QuotaReserved", id="pending-waits-for-a-signal"),
-        pytest.param({"state": "Maybe"}, "Pending", "Reset to Pending after eviction. Previously: Retry", "Pending", id="not-a-verdict-counts-as-retry"),
-        pytest.param({"state": "Ready", "name": "b"}, "Pending", "Reset to Pending after eviction. Previously: Retry", "Pending", id="another-checks-name-counts-as-retry"),
+        pytest.param({"state": "Maybe"}, "Pending", "", "QuotaReserved", id="not-a-verdict-is-asked-again-after-a-backoff"),
+        pytest.param({"state": "Ready", "name": "b"}, "Pending", "", "QuotaReserved", id="another-checks-name-is-asked-again-after-a-backoff"),
     ],
 )
 def test_the_controllers_answer_is_the_first_verdict(result, state, message, phase):
     st = served("a")
     checks.answer(st, "a", 1, result, "", T0 + timedelta(seconds=1))
     assert (st.status.admission_checks[0].state, st.status.admission_checks[0].message, wl.phase(st)) == (state, message, phase)
-    assert checks.to_ask(st) == []  # answered, admitted or evicted: nothing more to ask
+    assert checks.to_ask(st) == []  # answered, admitted, or waiting out its backoff: nothing to ask now
 
 
-def test_an_answer_that_is_not_a_verdict_is_retried_with_the_reason():
+def test_an_answer_that_is_not_a_verdict_is_asked_again_after_a_backoff_with_the_reason():
+    """A controller's answer that is no verdict never evicts: it is recorded, and the same attempt
+    asked again once `controller_backoff` has passed."""
     st = served("a")
     checks.answer(st, "a", 1, {"state": "Maybe"}, "", T0)
-    assert st.verdicts[-1].detail.startswith("evicted")
-    assert conditions(st)["Evicted"][2] == (
-        'Evicted due to AdmissionCheck in Retry state: "a" (invalid verdict from the controller: '
-        'unknown state "Maybe" for check "a": must be one of Pending, Ready, Retry, Rejected)'
+    assert st.events[-1].reason == checks.CONTROLLER_FAILED and st.events[-1].message == (
+        'Controller of check "a" failed on attempt 1: invalid verdict from the controller: '
+        'unknown state "Maybe" for check "a": must be one of Pending, Ready, Retry, Rejected; asked again in 5s (1 in a row)'
     )
+    assert st.ask_again_at == {"a": T0 + timedelta(seconds=checks.controller_backoff(1))}
+    assert "Evicted" not in conditions(st)
 
 
-def test_a_non_retryable_controller_error_is_a_retry_with_its_message():
+def test_a_non_retryable_controller_error_is_asked_again_after_a_backoff_with_its_message():
     st = served("a")
     checks.answer(st, "a", 1, None, "budget service refused: 403", T0 + timedelta(seconds=1))
-    assert wl.phase(st) == "Pending"
-    assert conditions(st)["Evicted"][2] == 'Evicted due to AdmissionCheck in Retry state: "a" (budget service refused: 403)'
-    assert st.status.admission_checks[0].retry_count == 1
+    assert wl.phase(st) == "QuotaReserved"
+    assert (st.verdicts[-1].outcome, st.verdicts[-1].detail) == ("rejected", "budget service refused: 403; asked again in 5s (1 in a row)")
+    assert st.status.admission_checks[0].retry_count is None
 
 
 def test_a_pending_answer_is_not_asked_again_but_a_retry_asks_the_next_attempt_after_requeue():
@@ -497,7 +504,8 @@ def test_a_pending_answer_is_not_asked_again_but_a_retry_asks_the_next_attempt_a
     st.ticket = 2
     wl.reserve_quota(st, notice, T0 + timedelta(seconds=9))
     assert checks.to_ask(st) == ["a", "b"]  # a new reservation asks every Pending check again
-    assert [checks.request(st, n, "w").attempt for n in "ab"] == [1, 2]
+    # ... each about an attempt its controller has never been asked about.
+    assert [checks.request(st, n, "w", checks.hand_out(st, n)).attempt for n in "ab"] == [2, 2]
 
 
 def test_a_signalled_verdict_answers_the_check_and_a_later_activity_result_is_ignored():

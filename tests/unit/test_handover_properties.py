@@ -240,7 +240,7 @@ class HandoverModel(RuleBasedStateMachine):
                 self.sent[q].append(self.ident(forget))
                 self.trace.append(f"{q} hears {key} is gone")
             self.execute_home(q, commands)
-        self.execute_home(q, home.place(lambda: True))
+        self.execute_home(q, home.place())
 
     def execute_home(self, q: str, commands: list) -> None:
         """ClusterQueueWorkflow._execute, with the Owner's scheduling left out."""

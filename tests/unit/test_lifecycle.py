@@ -301,8 +301,7 @@ def test_a_provisioning_workflow_found_gone_counts_as_ended():
     assert "prov" not in w.state.provisioning
 
 
-@pytest.mark.parametrize(("probe_soon", "probed_after"), [(True, 5), (False, 300)], ids=["patched", "histories-before"])
-def test_a_refused_start_probes_the_run_holding_its_id_within_seconds(probe_soon, probed_after):
+def test_a_refused_start_probes_the_run_holding_its_id_within_seconds():
     """The attempt's earlier run reported its request deleted and was still closing when the next
     start came (its ID taken): the workload told it to delete and waited for it to report again,
     which a run that is done never does, so only the probe five minutes later restarted the attempt
@@ -310,11 +309,11 @@ def test_a_refused_start_probes_the_run_holding_its_id_within_seconds(probe_soon
     w = World()
     wid = "provisioning/default/job/prov/1"
     w.state.probe_at = w.now + lc.PROBE_INTERVAL  # as the start that was refused set it
-    out = w.batch(lc.ProvisioningStartRefused(check="prov", attempt=1, workflow_id=wid, probe_soon=probe_soon))
+    out = w.batch(lc.ProvisioningStartRefused(check="prov", attempt=1, workflow_id=wid))
     assert [(c.signal, c.workflow_id) for c in out if isinstance(c, lc.TellProvisioning)] == [("delete_provisioning_request", wid)]
     at, summary = lc.next_wake(w.state)
-    assert (at - w.now, summary) == (timedelta(seconds=probed_after), "check that its ProvisioningRequest workflows run")
-    probes = w.batch(lc.TimerFired(at=at), after=probed_after)
+    assert (at - w.now, summary) == (lc.REFUSED_PROBE, "check that its ProvisioningRequest workflows run")
+    probes = w.batch(lc.TimerFired(at=at), after=lc.REFUSED_PROBE.total_seconds())
     assert [(c.signal, c.workflow_id) for c in probes if isinstance(c, lc.TellProvisioning)] == [("probe", wid)]
     w.batch(lc.ProvisioningEnded(workflow_id=wid))  # found gone
     assert w.state.stopping == []
@@ -350,47 +349,6 @@ def test_pods_ready_timeout_is_a_timer_too():
     assert (at - w.now, summary) == (timedelta(minutes=5), "PodsReady timeout 5m")
 
 
-# --- a state the loop before `step` carried across continue-as-new --------------------------------
-
-
-def legacy(phase: str) -> wl.WorkloadState:
-    """A state as the loop before `step` left it when it continued as new (rules 0)."""
-    from admitflow.admission.workload import new_state
-
-    st = new_state(manifest(workload_manifest("job", cpu="2")), "uid-1", T0)
-    st.cluster_queue, st.ticket, st.queued = "cq", 3, True
-    if phase == "queued":
-        return st
-    notice = reserved_notice(checks=["a"], ticket=3).model_copy(update={"checks_info": {"a": INFO["a"]}})
-    wl.reserve_quota(st, notice, T0)
-    st.status.admission_checks[0].retry_count = 1  # its second attempt, as the old loop counted
-    st.answered = {"a": 2}  # the controller answered Pending: it will signal later
-    if phase == "admitted":
-        checks.receive(st, {"name": "a", "state": "Ready"}, T0)
-    assert st.rules == 0
-    return st
-
-
-@pytest.mark.parametrize(
-    ("phase", "holder", "commands"),
-    [
-        pytest.param("queued", 3, [], id="a-queued-workload-is-not-enqueued-again"),
-        pytest.param("reserved", 3, [], id="a-reserved-workload-whose-controller-answered-is-not-asked-again"),
-        pytest.param("admitted", 3, [], id="an-admitted-workload-does-not-tell-its-queue-again"),
-    ],
-)
-def test_a_state_from_the_loop_before_is_adopted_without_repeating_what_it_did(phase, holder, commands):
-    st, out = lc.step(legacy(phase), lc.Started(), T0, 0.5)
-    st, settled = lc.step(st, lc.Settle(), T0, 0.5)
-    assert (st.rules, st.holder, [type(c).__name__ for c in out + settled]) == (1, holder, commands)
-    if phase != "queued":
-        assert wl.current_attempt(st, "a") == 2, "the attempt the old loop was at"
-        w_commands = lc.step(st, lc.QueueNoticed(signal="evicted", payload={
-            "key": "default/job", "uid": "uid-1", "ticket": 3, "kind": "evicted", "reason": "Preempted", "message": "p",
-        }), T0, 0.5)[0]
-        assert wl.current_attempt(w_commands, "a") == 3, "and the next one after the reservation ends"
-
-
 @pytest.mark.parametrize(("admission", "finished"), [(None, True), (1, True), (2, False)], ids=["no-admission", "this-admission", "another-admission"])
 def test_a_runners_report_about_another_admission_is_ignored(admission, finished):
     """A runner cut off from Temporal may report after its admission is over: a report that says
@@ -407,20 +365,20 @@ def test_a_runners_report_about_another_admission_is_ignored(admission, finished
 
 
 @pytest.mark.parametrize(
-    ("error", "patched", "stopped"),
+    ("ending", "stopped"),
     [
-        pytest.param("", True, [], id="a-run-that-returned-is-not-stopped-again"),
-        pytest.param("heartbeat timeout", True, [1], id="a-lost-run-is-stopped-when-its-admission-ends"),
-        pytest.param("heartbeat timeout", False, [], id="a-history-from-before-the-patch-sends-no-stop"),
+        pytest.param("returned", [], id="a-run-that-returned-is-not-stopped-again"),
+        pytest.param("lost", [1], id="a-lost-run-is-stopped-when-its-admission-ends"),
+        pytest.param("failed", [1], id="a-failed-run-is-stopped-when-its-admission-ends"),
     ],
 )
-def test_a_run_the_runner_lost_is_told_to_stop_when_its_admission_ends(error, patched, stopped):
+def test_a_run_the_runner_lost_is_told_to_stop_when_its_admission_ends(ending, stopped):
     """A runner cut off from Temporal (its `start_workload` timed out) may still run the command,
     as a node's pods run on when it loses the API server: evicting the workload tells it to stop."""
     w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
     started = w.reserve()
     assert [c.request.admission for c in started if isinstance(c, lc.StartRunner)] == [1]
-    w.batch(lc.RunnerStopped(admission=1, error=error, stop_when_over=patched))
+    w.batch(lc.RunnerStopped(admission=1, ending=ending, error="" if ending == "returned" else "heartbeat timeout"))
     out = w.batch(lc.QueueNoticed(signal="evicted", payload={
         "key": "default/job", "uid": "uid-1", "ticket": 1, "kind": "evicted", "reason": "Preempted", "message": "p",
     }))
@@ -439,23 +397,27 @@ def started(commands: list[Any]) -> list[int]:
     return [c.request.admission for c in commands if isinstance(c, lc.StartRunner)]
 
 
+# A `start_workload` for admission 1 whose heartbeats stopped.
+LOST = lc.RunnerStopped(admission=1, ending="lost", error="activity Heartbeat timeout")
+
+
 @pytest.mark.parametrize(
-    ("error", "restart", "evicted_too", "starts", "stops"),
+    ("ending", "evicted_too", "starts", "stops"),
     [
-        pytest.param("heartbeat timeout", True, False, [1], [], id="a-run-lost-by-its-heartbeats-is-started-again"),
-        pytest.param("heartbeat timeout", False, False, [], [], id="a-history-from-before-the-patch-starts-nothing"),
-        pytest.param("the runner failed", False, False, [], [], id="a-run-that-failed-is-not-started-again"),
-        pytest.param("heartbeat timeout", True, True, [], [1], id="not-when-its-admission-ended-in-the-same-task"),
+        pytest.param("lost", False, [1], [], id="a-run-lost-by-its-heartbeats-is-started-again"),
+        pytest.param("drained", False, [1], [], id="a-run-its-runners-shutdown-ended-is-started-again"),
+        pytest.param("failed", False, [], [], id="a-run-that-failed-is-not-started-again"),
+        pytest.param("lost", True, [], [1], id="not-when-its-admission-ended-in-the-same-task"),
     ],
 )
-def test_a_run_its_runner_lost_is_started_again_for_the_same_admission(error, restart, evicted_too, starts, stops):
+def test_a_run_its_runner_lost_is_started_again_for_the_same_admission(ending, evicted_too, starts, stops):
     """A `start_workload` whose heartbeats stopped (the runner died, or the task was lost with its
     poll in a server restart) is started again for the same admission, as a Job's controller
     replaces a lost pod: without it the workload held its quota until a PodsReady timeout, and for
     good without WaitForPodsReady."""
     w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
     assert started(w.reserve()) == [1]
-    events: list[Any] = [lc.RunnerStopped(admission=1, error=error, stop_when_over=True, restart=restart)]
+    events: list[Any] = [lc.RunnerStopped(admission=1, ending=ending, error="it ended")]
     out = w.batch(*events, *([preempted(1)] if evicted_too else []))
     assert started(out) == starts
     assert [c.request.admission for c in out if isinstance(c, lc.StopRunner)] == stops
@@ -472,12 +434,12 @@ def test_a_lost_run_is_started_again_at_most_runner_restarts_times_per_admission
     w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
     starts = started(w.reserve())
     for _ in range(lc.RUNNER_RESTARTS + 3):
-        starts += started(w.batch(lc.RunnerStopped(admission=1, error="heartbeat timeout", stop_when_over=True, restart=True), after=10))
+        starts += started(w.batch(LOST, after=10))
     assert starts == [1] * (1 + lc.RUNNER_RESTARTS)
     assert w.state.runner_running is None and w.phase() == "Admitted", "the PodsReady timeouts decide from here"
     assert [c.request.admission for c in w.batch(preempted(1)) if isinstance(c, lc.StopRunner)] == [1]
     assert started(w.reserve(after=60)) == [2]
-    assert started(w.batch(lc.RunnerStopped(admission=2, error="heartbeat timeout", stop_when_over=True, restart=True))) == [2]
+    assert started(w.batch(lc.RunnerStopped(admission=2, ending="lost", error="activity Heartbeat timeout"))) == [2]
     assert w.state.runner_restarts == 1
 
 
@@ -486,9 +448,8 @@ def test_a_restarted_run_that_ends_itself_still_stops_the_copy_that_was_cut_off(
     process on the same task queue: when the admission ends, even by the restarted run's own finish,
     `stop_workload` goes out for it."""
     w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
-    w.state, _ = lc.step(w.state, lc.Started(runner_finish_ends_run=True), w.now, 0.5)
     w.reserve()
-    assert started(w.batch(lc.RunnerStopped(admission=1, error="heartbeat timeout", stop_when_over=True, restart=True))) == [1]
+    assert started(w.batch(LOST)) == [1]
     out = w.batch(lc.FinishRequested(payload={"succeeded": True, "message": "done", "admission": 1}))
     assert w.phase() == "Finished"
     assert [c.request.admission for c in out if isinstance(c, lc.StopRunner)] == [1]
@@ -496,19 +457,17 @@ def test_a_restarted_run_that_ends_itself_still_stops_the_copy_that_was_cut_off(
 
 
 @pytest.mark.parametrize(
-    ("admission", "patched", "stopped"),
+    ("admission", "stopped"),
     [
-        pytest.param(1, True, [], id="its-runners-own-finish-ends-the-run-with-nothing-to-stop"),
-        pytest.param(None, True, [1], id="a-finish-from-someone-else-stops-the-runner"),
-        pytest.param(1, False, [1], id="a-history-from-before-the-patch-stops-it-as-it-did"),
+        pytest.param(1, [], id="its-runners-own-finish-ends-the-run-with-nothing-to-stop"),
+        pytest.param(None, [1], id="a-finish-from-someone-else-stops-the-runner"),
     ],
 )
-def test_a_runner_that_reports_the_finish_is_not_told_to_stop(admission, patched, stopped):
+def test_a_runner_that_reports_the_finish_is_not_told_to_stop(admission, stopped):
     """A runner reports `finish` about the admission it runs and returns from `start_workload`:
     that run ends by itself. Only a finish from someone else (`admitflow finish`) cancels the run and
     sends `stop_workload`, as for an eviction."""
     w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
-    w.state, _ = lc.step(w.state, lc.Started(runner_finish_ends_run=patched), w.now, 0.5)
     w.reserve()
     out = w.batch(lc.FinishRequested(payload={"succeeded": True, "message": "done", **({"admission": admission} if admission else {})}))
     assert w.phase() == "Finished"
@@ -518,27 +477,25 @@ def test_a_runner_that_reports_the_finish_is_not_told_to_stop(admission, patched
 
 
 @pytest.mark.parametrize(
-    ("returned", "error", "patched", "phase", "warnings"),
+    ("returned", "ending", "phase", "warnings"),
     [
-        pytest.param({"succeeded": True, "message": "done"}, "", True, "Finished", [], id="its-finish-ends-the-workload"),
-        pytest.param({"succeeded": False, "message": "oom"}, "", True, "Finished", ["Finished"], id="a-failed-run"),
-        pytest.param({"succeeded": True, "admission": 7}, "", True, "Finished", [], id="about-its-own-admission-whatever-it-names"),
-        pytest.param(None, "", True, "Admitted", [], id="returning-nothing-finishes-nothing"),
-        pytest.param({"succeeded": "maybe"}, "", True, "Admitted", ["InvalidFinishRequest"], id="a-value-that-is-no-finish-is-refused"),
-        pytest.param(42, "", True, "Admitted", ["InvalidFinishRequest"], id="a-number-is-refused"),
-        pytest.param({"succeeded": True}, "", False, "Admitted", [], id="a-history-from-before-the-patch-read-no-value"),
-        pytest.param(None, "heartbeat timeout", True, "Admitted", ["RunnerLost"], id="a-failed-run-returns-nothing"),
+        pytest.param({"succeeded": True, "message": "done"}, "returned", "Finished", [], id="its-finish-ends-the-workload"),
+        pytest.param({"succeeded": False, "message": "oom"}, "returned", "Finished", ["Finished"], id="a-failed-run"),
+        pytest.param({"succeeded": True, "admission": 7}, "returned", "Finished", [], id="about-its-own-admission-whatever-it-names"),
+        pytest.param(None, "returned", "Admitted", [], id="returning-nothing-finishes-nothing"),
+        pytest.param({"succeeded": "maybe"}, "returned", "Admitted", ["InvalidFinishRequest"], id="a-value-that-is-no-finish-is-refused"),
+        pytest.param(42, "returned", "Admitted", ["InvalidFinishRequest"], id="a-number-is-refused"),
+        pytest.param(None, "failed", "Admitted", ["RunnerLost"], id="a-failed-run-returns-nothing"),
     ],
 )
-def test_what_start_workload_returns_is_its_finish(returned, error, patched, phase, warnings):
+def test_what_start_workload_returns_is_its_finish(returned, ending, phase, warnings):
     """A runner that runs the workload inside `start_workload` may return its finish instead of
     sending `finish` and returning: the workload finishes in the task that has the activity's
     completion, and nothing is told to stop."""
     w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
-    w.state, _ = lc.step(w.state, lc.Started(runner_finish_ends_run=True), w.now, 0.5)
     w.reserve()
     assert w.state.runner_running == 1
-    out = w.batch(*lc.runner_ended(1, returned, error, returns_finish=lambda: patched))
+    out = w.batch(*lc.runner_ended(1, returned, ending, "" if ending == "returned" else "the runner failed"))
     assert w.phase() == phase
     assert [c for c in out if isinstance(c, lc.StopRunner)] == []
     assert w.state.runner_running is None
@@ -548,9 +505,7 @@ def test_what_start_workload_returns_is_its_finish(returned, error, patched, pha
         assert [c.signal for c in out if isinstance(c, lc.TellQueue)] == ["release"]
 
 
-@pytest.mark.parametrize(("patched", "phase"), [(True, "Admitted"), (False, "Pending")],
-                         ids=["a-reservation-before-the-enqueues-answer-waits-for-it", "a-history-from-before-the-patch-dropped-it"])
-def test_a_queue_notice_that_comes_before_the_enqueues_answer_waits_for_it(patched, phase):
+def test_a_queue_notice_that_comes_before_the_enqueues_answer_waits_for_it():
     """The queue took the enqueue and reserved quota, and its signal reaches the workload before the
     enqueue's local activity answers (the task that ran it timed out after the queue took it, and the
     next attempt gets the signal first). The reservation waits for the answer, then holds."""
@@ -558,28 +513,24 @@ def test_a_queue_notice_that_comes_before_the_enqueues_answer_waits_for_it(patch
     w = World.__new__(World)
     w.resolution, w.now, w.commands = QueueResolution(cluster_queue="cq"), T0, []
     w.state = wl.new_state(manifest(m), "uid-1", T0)
-    w.state, enqueue = lc.step(w.state, lc.Started(keeps_early_notices=patched), T0, 0.5)
+    w.state, enqueue = lc.step(w.state, lc.Started(), T0, 0.5)
     w.state, enqueue = lc.step(w.state, lc.Settle(), T0, 0.5)
     [request] = [c.request for c in enqueue if isinstance(c, lc.Enqueue)]
     w.batch(
         lc.QueueNoticed(signal="quota_reserved", payload=reserved_notice(ticket=request.entry.ticket).to_wire()),
         lc.EnqueueResolved(ticket=request.entry.ticket, resolution=QueueResolution(cluster_queue="cq")),
     )
-    assert w.phase() == phase
+    assert w.phase() == "Admitted"
     assert w.state.early_notices == []
 
 
-@pytest.mark.parametrize(("patched", "phase"), [(True, "Admitted"), (False, "Pending")],
-                         ids=["the-next-tickets-reservation-waits-for-its-enqueue", "a-history-from-before-the-patch-dropped-it"])
-def test_the_next_tickets_reservation_in_the_batch_of_its_eviction_waits_for_the_enqueue(patched, phase):
-    """Seen in bench/kueue_baseline.py (2026-12-02): the task that took an eviction timed out after its
-    local activity had enqueued the next ticket, and the queue reserved that ticket at once. The next
-    attempt got the eviction and that reservation in one batch, before the Settle that enqueues the
-    ticket again, and dropped the reservation as one for a ticket it did not know: the queue held the
-    quota of a workload that waited in it for good. The reservation now waits for the enqueue's
-    answer, then holds."""
+def test_the_next_tickets_reservation_in_the_batch_of_its_eviction_waits_for_the_enqueue():
+    """The task that took an eviction timed out after its local activity had enqueued the next
+    ticket, and the queue reserved that ticket at once. The next attempt gets the eviction and that
+    reservation in one batch, before the Settle that enqueues the ticket again: the reservation waits
+    for the enqueue's answer, then holds (dropped, the queue would hold the quota of a workload that
+    waits in it for good)."""
     w = World()
-    w.state, _ = lc.step(w.state, lc.Started(keeps_next_ticket_notices=patched), w.now, 0.5)
     w.reserve()
     ticket = w.state.ticket
     evicted = Notice(key="default/job", uid="uid-1", ticket=ticket, kind="evicted", reason="Preempted", message="preempted")
@@ -588,20 +539,17 @@ def test_the_next_tickets_reservation_in_the_batch_of_its_eviction_waits_for_the
         lc.QueueNoticed(signal="quota_reserved", payload=reserved_notice(ticket=ticket + 1).to_wire()),
     )
     assert [c.request.entry.ticket for c in out if isinstance(c, lc.Enqueue)] == [ticket + 1]
-    assert w.phase() == phase
+    assert w.phase() == "Admitted"
     assert w.state.early_notices == []
 
 
 @pytest.mark.parametrize("together", [True, False], ids=["in-the-batch-of-the-deactivation", "in-a-later-batch"])
-@pytest.mark.parametrize("patched", [True, False], ids=["gives-it-back", "a-history-from-before-the-patch-kept-it"])
-def test_a_next_ticket_the_run_decided_not_to_enqueue_is_taken_and_released(patched, together):
+def test_a_next_ticket_the_run_decided_not_to_enqueue_is_taken_and_released(together):
     """The task that took an eviction timed out after its local activity had enqueued the next
     ticket; the next attempt got a deactivation too, and does not enqueue. The queue reserves the
-    ticket nobody wants: its notice makes the run take that ticket and release it, and the next
-    enqueue takes the one after. Before, the reservation waited in `early_notices` and the queue held
-    the quota of an inactive workload until it was activated again."""
+    ticket nobody wants: its notice makes the run take that ticket and release it (kept, the queue
+    would hold the quota of an inactive workload), and the next enqueue takes the one after."""
     w = World()
-    w.state, _ = lc.step(w.state, lc.Started(gives_back_unasked_tickets=patched), w.now, 0.5)
     w.reserve()
     evicted = Notice(key="default/job", uid="uid-1", ticket=1, kind="evicted", reason="Preempted", message="preempted")
     unasked = lc.QueueNoticed(signal="quota_reserved", payload=reserved_notice(ticket=2).to_wire())
@@ -611,30 +559,25 @@ def test_a_next_ticket_the_run_decided_not_to_enqueue_is_taken_and_released(patc
     released = [c.request.ticket for c in out if isinstance(c, lc.TellQueue) and c.signal == "release"]
     assert not [c for c in out if isinstance(c, lc.Enqueue)]
     assert w.phase() == "Inactive"
-    assert released == ([1, 2] if patched else [1])
-    assert (w.state.ticket, w.state.holder, len(w.state.early_notices)) == ((2, None, 0) if patched else (1, None, 1))
+    assert released == [1, 2]
+    assert (w.state.ticket, w.state.holder, len(w.state.early_notices)) == (2, None, 0)
     enqueued = [c.request.entry.ticket for c in w.batch(lc.Activated()) if isinstance(c, lc.Enqueue)]
-    assert enqueued == [3 if patched else 2]
+    assert enqueued == [3]
 
 
-@pytest.mark.parametrize(("patched", "named", "known", "released"), [
-    (True, "cq", None, [("cq", 1)]),
-    (False, "cq", None, []),
-    (True, None, None, []),
-    (True, "cq-2", "cq", [("cq-2", 1)]),
-    (False, "cq-2", "cq", [("cq", 1)]),
-    (True, None, "cq", [("cq", 1)]),
-], ids=["its-very-first-ticket-goes-to-the-queue-that-names-itself", "a-history-from-before-the-patch-kept-it",
-        "a-queue-of-an-earlier-release-does-not-name-itself", "the-queue-its-localqueue-now-leads-to",
-        "a-history-from-before-the-patch-released-it-to-the-last-queue", "a-notice-without-a-name-goes-to-the-last-queue"])
-def test_an_unasked_ticket_goes_back_to_the_queue_its_notice_names(patched, named, known, released):
+@pytest.mark.parametrize(("named", "known", "released"), [
+    ("cq", None, [("cq", 1)]),
+    (None, None, []),
+    ("cq-2", "cq", [("cq-2", 1)]),
+    (None, "cq", [("cq", 1)]),
+], ids=["its-very-first-ticket-goes-to-the-queue-that-names-itself", "a-notice-that-names-no-queue-with-none-known-is-kept",
+        "the-queue-its-localqueue-now-leads-to", "a-notice-without-a-name-goes-to-the-last-queue"])
+def test_an_unasked_ticket_goes_back_to_the_queue_its_notice_names(named, known, released):
     """The enqueue that the run never heard back from (its task timed out after the local activity)
-    looked the LocalQueue up afresh: the ticket is in the queue the notice names. When that enqueue
-    was the run's very first, the run knows no ClusterQueue at all; before, it kept the notice, and
-    the queue held the quota of an inactive workload until it was activated again. A ticket is
-    released once, and the next enqueue takes the ticket after it."""
+    looked the LocalQueue up afresh: the ticket is in the queue the notice names, even when that
+    enqueue was the run's very first and the run knows no ClusterQueue at all. A ticket is released
+    once, and the next enqueue takes the ticket after it."""
     w = World(active=False)
-    w.state, _ = lc.step(w.state, lc.Started(unasked_tickets_to_their_queue=patched), w.now, 0.5)
     w.state.cluster_queue = known
     notice = reserved_notice(ticket=1).model_copy(update={"cluster_queue": named})
     out = w.batch(lc.QueueNoticed(signal="quota_reserved", payload=notice.to_wire()))
@@ -646,17 +589,15 @@ def test_an_unasked_ticket_goes_back_to_the_queue_its_notice_names(patched, name
 
 
 @pytest.mark.parametrize("early", [False, True], ids=["after-its-enqueue", "in-the-batch-before-its-enqueue"])
-@pytest.mark.parametrize("patched", [True, False], ids=["evicted-and-requeued", "a-history-from-before-the-patch-ignored-it"])
-def test_an_eviction_of_a_reservation_the_run_never_heard_of_counts(patched, early):
+def test_an_eviction_of_a_reservation_the_run_never_heard_of_counts(early):
     """A ClusterQueue tells a reservation that fits at once in the enqueue's answer. A workflow task
     that fails after the enqueue (or a reset to before it) loses the answer; the enqueue sent again
     finds the reservation evicted or released (`admitflow release`), and the eviction's signal is
     about a reservation the run never heard of. It counts: the workload is evicted, gives the ticket
-    back (an eviction waits for it) and queues with the next. Before, it stayed queued with a ticket
-    its queue no longer had, for good. `early`: as a reset run sees it, the eviction comes in the
-    batch before the run enqueues that ticket again, and waits for the enqueue's answer."""
+    back (an eviction waits for it) and queues with the next, rather than staying queued with a
+    ticket its queue no longer has. `early`: as a reset run sees it, the eviction comes in the batch
+    before the run enqueues that ticket again, and waits for the enqueue's answer."""
     w = World(active=False)
-    w.state, _ = lc.step(w.state, lc.Started(evicts_unheard_reservations=patched), w.now, 0.5)
     evicted = Notice(
         key="default/job", uid="uid-1", ticket=1, kind="evicted", reason="QuotaForceReleased", message="released by an operator",
         cluster_queue="cq",
@@ -669,16 +610,11 @@ def test_an_eviction_of_a_reservation_the_run_never_heard_of_counts(patched, ear
         out = w.batch(lc.QueueNoticed(signal="evicted", payload=evicted))
     released = [(c.cluster_queue, c.request.ticket) for c in out if isinstance(c, lc.TellQueue) and c.signal == "release"]
     enqueued = [c.request.entry.ticket for c in out if isinstance(c, lc.Enqueue)]
-    if patched:
-        c = cond.find(w.state.status.conditions, wl.EVICTED)
-        assert (c.status, c.reason, c.message) == ("True", "QuotaForceReleased", "released by an operator")
-        assert evictions(w.state) == 1
-        assert released == [("cq", 1)] and enqueued[-1] == 2
-        assert (w.state.ticket, w.state.queued, w.phase()) == (2, True, "Pending")
-    else:
-        assert cond.find(w.state.status.conditions, wl.EVICTED) is None and evictions(w.state) == 0
-        assert released == [] and enqueued == ([1] if early else [])
-        assert (w.state.ticket, w.state.queued) == (1, True), "queued with a ticket its queue no longer has"
+    c = cond.find(w.state.status.conditions, wl.EVICTED)
+    assert (c.status, c.reason, c.message) == ("True", "QuotaForceReleased", "released by an operator")
+    assert evictions(w.state) == 1
+    assert released == [("cq", 1)] and enqueued[-1] == 2
+    assert (w.state.ticket, w.state.queued, w.phase()) == (2, True, "Pending")
 
 
 @pytest.mark.parametrize("signal_first", [False, True], ids=["answered-with-it", "its-signal-came-first-too"])

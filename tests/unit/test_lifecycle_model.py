@@ -203,8 +203,14 @@ noise_spec = st.one_of(
     # What the workflow never delivers (it drops what it stopped or dropped), but step must take.
     st.tuples(st.sampled_from(["stale-runner", "stale-enqueue"]), st.sampled_from([-1, 1])),
 )
+# How a runner's `start_workload` ends, by the model's name for it: the workflow's reading of the
+# activity's outcome (workflows/workload.py `_runner_ending`), and its error.
+RUNNER_ENDINGS = {
+    "": ("returned", ""), "heartbeat timeout": ("lost", "activity Heartbeat timeout"),
+    "worker shutdown": ("drained", "Worker is shutting down"), "the runner failed": ("failed", "the runner failed"),
+}
 other_spec = st.one_of(
-    st.tuples(st.just("runner"), st.sampled_from(["", "heartbeat timeout", "heartbeat timeout", "the runner failed"])),
+    st.tuples(st.just("runner"), st.sampled_from(["", "heartbeat timeout", "worker shutdown", "the runner failed"])),
     st.tuples(st.sampled_from(["deactivate", "activate"])),
     st.tuples(st.just("enqueue"), st.sampled_from(["found", "found", "no-local-queue", "no-cluster-queue"])),
 )
@@ -769,13 +775,13 @@ class LifecycleModel(RuleBasedStateMachine):
             if self.runner is None:
                 return []
             admission, self.runner = self.runner, None
-            if args[0] and admission == s.ticket:
+            ending, error = RUNNER_ENDINGS[args[0]]
+            if ending != "returned" and admission == s.ticket:
                 self.lost = admission
-            restart = args[0] == "heartbeat timeout"  # the workflow's reading of the activity's error
-            if restart:
+            if ending in ("lost", "drained"):
                 self.restart_due = admission
-                STATS["runs lost by their heartbeats"] += 1
-            return [lc.RunnerStopped(admission=admission, error=args[0], stop_when_over=bool(args[0]), restart=restart)]
+                STATS["runs lost by their heartbeats or their runner's shutdown"] += 1
+            return [lc.RunnerStopped(admission=admission, ending=ending, error=error)]
         if kind == "priority":
             return [lc.PriorityChangeRequested(payload=PRIORITIES[args[0]])]
         if kind == "ungate":
@@ -808,7 +814,7 @@ class LifecycleModel(RuleBasedStateMachine):
         if kind == "stale-runner":
             if self.runner == s.ticket + args[0]:
                 return []
-            return [lc.RunnerStopped(admission=max(0, s.ticket + args[0]), error="heartbeat timeout", stop_when_over=True, restart=True)]
+            return [lc.RunnerStopped(admission=max(0, s.ticket + args[0]), ending="lost", error="activity Heartbeat timeout")]
         if kind == "enqueue-answered-late":
             # The queue took the enqueue and reserved it (or told why it waits), and its notice is
             # stepped before the enqueue's answer: the task that ran the local activity timed out or
@@ -832,7 +838,7 @@ class LifecycleModel(RuleBasedStateMachine):
             if self.runner is None:
                 return []
             admission, self.runner = self.runner, None  # the run is over, whatever it returned
-            return lc.runner_ended(admission, RETURNED[args[0]], "", returns_finish=lambda: True)
+            return lc.runner_ended(admission, RETURNED[args[0]], "returned")
         if kind == "end" and args[0] in ("finish-by-runner", "finish-other-admission"):
             admission = (self.runner or s.ticket) + (args[0] == "finish-other-admission")
             if args[0] == "finish-by-runner" and self.runner is not None and self.runner == s.ticket:
@@ -1024,10 +1030,11 @@ class LifecycleModel(RuleBasedStateMachine):
         self.deliver([spec], seconds)
 
     @precondition(lambda self: self.runner is not None)
-    @rule(error=st.sampled_from(["", "heartbeat timeout", "the runner failed"]), seconds=dt)
+    @rule(error=st.sampled_from(sorted(RUNNER_ENDINGS)), seconds=dt)
     def runner_stops(self, error, seconds):
         """Its runner's `start_workload` ends with the workload still running: its heartbeats stopped
-        (the runner died, or the task was lost in a server restart), it failed, or it returned nothing."""
+        (the runner died, or the task was lost in a server restart), its runner shut down, it failed,
+        or it returned nothing."""
         self.deliver([("runner", error)], seconds)
 
     @precondition(lambda self: self.runner is not None)

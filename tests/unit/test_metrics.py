@@ -83,6 +83,7 @@ def _admitted_with_budget(seconds_to_verdict: int = 3) -> tuple[wl.WorkloadState
     st = submitted()
     seen = m.snapshot(st)
     wl.reserve_quota(st, reserved_notice(["budget"]), T0 + timedelta(seconds=5))
+    checks.hand_out(st, "budget")  # its controller is asked about attempt 1, as lifecycle asks it
     seen, _ = m.workload_observations(seen, st)
     checks.receive(st, {"name": "budget", "state": "Ready"}, T0 + timedelta(seconds=5 + seconds_to_verdict))
     seen, obs = m.workload_observations(seen, st)

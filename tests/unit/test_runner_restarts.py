@@ -68,13 +68,13 @@ class RunnerModel(RuleBasedStateMachine):
         if self.restart_due == s.ticket and wanted(s) and self.restarted[s.ticket] < lc.RUNNER_RESTARTS:
             assert self.running == s.ticket, f"the run of admission {s.ticket} was lost and not started again"
 
-    def stopped(self, error: str, restart: bool) -> None:
+    def stopped(self, ending: str, error: str = "") -> None:
         a, self.running = self.running, None
-        if error and a == self.w.state.ticket:
+        if ending != "returned" and a == self.w.state.ticket:
             self.lost.add(a)
-            if restart:
+            if ending in ("lost", "drained"):
                 self.restart_due = a
-        self.task(lc.RunnerStopped(admission=a, error=error, stop_when_over=bool(error), restart=restart))
+        self.task(lc.RunnerStopped(admission=a, ending=ending, error=error))
 
     @precondition(lambda self: self.w.state.queued)
     @rule()
@@ -83,17 +83,20 @@ class RunnerModel(RuleBasedStateMachine):
         self.task(lc.QueueNoticed(signal="quota_reserved", payload=reserved_notice(ticket=self.w.state.ticket).to_wire()))
 
     @precondition(lambda self: self.running is not None)
-    @rule()
-    def runner_lost(self):
+    @rule(ending=st.sampled_from(["lost", "drained"]))
+    def runner_lost(self, ending):
         """Its heartbeats stopped (the runner died, or the task was lost with its poll), or its
-        runner's shutdown ended it (`WorkerShutdown`): the workflow reads both as a restart."""
-        self.stopped("heartbeat timeout", restart=True)
+        runner's shutdown ended it (`WorkerShutdown`): both are started again."""
+        self.stopped(ending, "activity Heartbeat timeout" if ending == "lost" else "Worker is shutting down")
 
     @precondition(lambda self: self.running is not None)
-    @rule(how=st.sampled_from(["the runner failed", ""]))
-    def runner_stops(self, how):
+    @rule(returned=st.booleans())
+    def runner_stops(self, returned):
         """It failed, or returned nothing (it handed the workload to something that reports later)."""
-        self.stopped(how, restart=False)
+        if returned:
+            self.stopped("returned")
+        else:
+            self.stopped("failed", "the runner failed")
 
     @precondition(lambda self: self.running is not None)
     @rule()
@@ -114,8 +117,8 @@ class RunnerModel(RuleBasedStateMachine):
     @rule(offset=st.sampled_from([-1, 1]))
     def a_stale_loss(self, offset):
         if self.running != self.w.state.ticket + offset:
-            self.task(lc.RunnerStopped(admission=max(0, self.w.state.ticket + offset), error="heartbeat timeout",
-                                       stop_when_over=True, restart=True))
+            self.task(lc.RunnerStopped(admission=max(0, self.w.state.ticket + offset), ending="lost",
+                                       error="activity Heartbeat timeout"))
 
     @invariant()
     def agrees(self):
