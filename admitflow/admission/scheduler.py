@@ -78,7 +78,7 @@ MAX_RESERVATIONS = 500
 # (`retell_answered`): its answer may have been lost with a failed workflow task. Workloads that
 # finish sooner, or tell their queue they are admitted, cost no signal at all. Not 30 s: at Kueue's
 # benchmark shape a loaded worker's backlog kept many short workloads from their finish for longer,
-# and telling them again cost more than the answers saved (docs/performance.md, 2026-12-02).
+# and telling them again cost more than the answers saved (docs/performance-log.md, 2026-12-02).
 RETELL_AFTER = timedelta(minutes=5)
 
 BYPASSED = "Bypassed scheduling evaluation because an equivalent workload recently failed"

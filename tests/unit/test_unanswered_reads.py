@@ -11,7 +11,7 @@ import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
 from admitflow.cli import errors
-from admitflow.client import _unanswered_query
+from admitflow.client.connection import _unanswered_query
 
 HINT = '; is a worker polling task queue "admitflow"? (admitflow worker); or allow more with --request-timeout'
 
