@@ -82,6 +82,9 @@ class DevServer:
     dynamic_config: dict[str, str] = field(default_factory=dict)
     log_file: Path | None = None
     headless: bool = False
+    # The server's own Prometheus metrics (its frontend's `service_requests{operation=...}` counts
+    # every request it served); None: not served.
+    metrics_port: int | None = None
     _process: subprocess.Popen | None = field(default=None, init=False, repr=False)
 
     @property
@@ -99,6 +102,8 @@ class DevServer:
             cmd.append("--headless")
         else:
             cmd += ["--ui-port", str(self.ui_port), "--ui-ip", self.ip]
+        if self.metrics_port is not None:
+            cmd += ["--metrics-port", str(self.metrics_port)]
         if self.db is not None:
             cmd += ["--db-filename", str(self.db)]
             for pragma in SQLITE_PRAGMAS:

@@ -202,6 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--port", type=int, default=7233, help="gRPC port of the dev server (default 7233)")
     dev.add_argument("--ui-port", type=int, default=8233, help="Web UI port (default 8233)")
     dev.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"SQLite database file (default {DEFAULT_DB})")
+    dev.add_argument(
+        "--server-metrics-port", type=int, metavar="PORT",
+        help="serve the Temporal dev server's own Prometheus metrics on this port at /metrics (default: none); "
+        "its frontend's service_requests{operation=\"QueryWorkflow\"} counts the queries every client sent",
+    )
     dev.add_argument("-f", "--filename", action="append", default=[], help="manifests to apply once started")
     dev.add_argument(
         "--controller", action="append", default=[], metavar="FILE",

@@ -87,7 +87,9 @@ async def cmd_dev(args: argparse.Namespace) -> None:
     except Exception as err:
         raise CLIError(f"--controller: {err}") from None
     configure("WARNING")
-    server = DevServer(port=args.port, ui_port=args.ui_port, db=args.db, dynamic_config=REPORTED_PROBLEMS)
+    server = DevServer(
+        port=args.port, ui_port=args.ui_port, db=args.db, dynamic_config=REPORTED_PROBLEMS, metrics_port=args.server_metrics_port,
+    )
     print(f"Starting the Temporal dev server on {server.address} (database {args.db}) ...", flush=True)
     try:
         await server.start()
