@@ -135,7 +135,11 @@ EVENTS_WITHOUT_TASK_REFUSED = (
     "admitflow refused an activation that brings history events of no workflow task yet (a query the "
     "server sent on with them, as after a restart); the run is evicted and replays with its next task; ask again"
 )
-REFUSED_QUERIES = (STALE_QUERY_REFUSED, EVENTS_WITHOUT_TASK_REFUSED)
+REPLAYED_FOR_QUERY_REFUSED = (
+    "admitflow refused a query to a run it had just rebuilt from the query's own history (which may end "
+    "in events of no workflow task); the run is evicted and replays with its next task; ask again"
+)
+REFUSED_QUERIES = (STALE_QUERY_REFUSED, EVENTS_WITHOUT_TASK_REFUSED, REPLAYED_FOR_QUERY_REFUSED)
 
 # The type of the server's rejection of an update whose workflow task a worker completed without
 # taking it (a worker too old for updates, or one that ended the task unread): nothing was applied.

@@ -16,6 +16,7 @@ from pathlib import Path
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import Client, WorkflowHistory
 
+from admitflow import contract
 from worker.main import WORKFLOWS, replayer
 
 # Failed workflow tasks that are Temporal's own doing, not a defect of the workflow code (a reset
@@ -33,6 +34,9 @@ class Audit:
     timed_out_tasks: int = 0
     nondeterministic: list[str] = field(default_factory=list)
     failed_tasks: list[str] = field(default_factory=list)
+    # Real workflow tasks the engine worker's stale-activation guard refused (a `WorkflowTaskFailed`
+    # with one of its messages; a refused query leaves no event).
+    refused_tasks: list[str] = field(default_factory=list)
 
     @property
     def problems(self) -> list[str]:
@@ -42,7 +46,8 @@ class Audit:
         kinds = ", ".join(f"{n} {t}" for t, n in sorted(self.types.items()))
         return (
             f"{self.runs} runs replayed ({kinds}); {self.timed_out_tasks} workflow tasks timed out; "
-            f"{len(self.nondeterministic)} nondeterministic; {len(self.failed_tasks)} failed tasks not explained by a kill"
+            f"{len(self.nondeterministic)} nondeterministic; {len(self.failed_tasks)} failed tasks not explained by a kill; "
+            f"{len(self.refused_tasks)} real workflow tasks refused by the stale-activation guard"
         )
 
 
@@ -67,9 +72,10 @@ async def audit(client: Client, keep: Path | None = None) -> Audit:
                 cause = e.workflow_task_failed_event_attributes.cause
                 if cause not in EXPLAINED:
                     message = e.workflow_task_failed_event_attributes.failure.message.splitlines()[:1]
-                    result.failed_tasks.append(
-                        f"{wf.id} ({wf.run_id}) event {e.event_id}: {WorkflowTaskFailedCause.Name(cause)}: {''.join(message)}"
-                    )
+                    where = f"{wf.id} ({wf.run_id}) event {e.event_id}"
+                    result.failed_tasks.append(f"{where}: {WorkflowTaskFailedCause.Name(cause)}: {''.join(message)}")
+                    if e.workflow_task_failed_event_attributes.failure.message in contract.REFUSED_QUERIES:
+                        result.refused_tasks.append(where)
     async def each():
         for h in histories:
             yield h

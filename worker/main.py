@@ -48,9 +48,7 @@ PROVISIONING_BACKENDS = ("simulated", "kubernetes")
 # (about 10 s, bench/recovery.py); but a live worker on a loaded 2-core machine takes its sticky
 # tasks up to 8.1 s late (bench/kueue_baseline.py), and a task that times out here goes to the
 # normal queue, behind everything else, and replays from scratch. docs/operations.md, "When a
-# worker dies". The stale-activation guard relies on it too: a query's fallback comes at least this
-# long after the task it replays up to, and no real task's first activation is older than its own
-# 10 s start-to-close timeout (worker/stale_activations.py).
+# worker dies".
 STICKY_TIMEOUT = timedelta(seconds=10)
 
 log = structlog.get_logger("admitflow.worker")
@@ -190,12 +188,13 @@ def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBack
         delivery.deliver_signals, lookup.enqueue_workload, lookup.fetch_cluster_queue_view,
         autoscaler.fetch_node_groups, *provreq.all(),
     ]
-    # Never run workflow code on the stale clock of a query's fallback (worker/stale_activations.py).
-    runner = StaleActivationGuard(workflow_runner(), options.get("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT))
+    # Never run workflow code on the stale clock of a query's fallback (worker/stale_activations.py),
+    # whichever runner a workflow takes (one declared `sandboxed=False` takes the unsandboxed one).
+    runner = StaleActivationGuard(workflow_runner())
     return EngineWorker([
         Worker(
             polling, task_queue=queue, workflows=list(WORKFLOWS), activities=activities, workflow_runner=runner,
-            graceful_shutdown_timeout=timedelta(seconds=10), **options,
+            unsandboxed_workflow_runner=runner, graceful_shutdown_timeout=timedelta(seconds=10), **options,
         )
         for queue in (ids.engine_task_queue(task_queue), ids.entity_task_queue(task_queue))
     ])

@@ -1,56 +1,53 @@
-"""Workflow code never runs on a clock no workflow task started: the guard against stale activations.
+"""Workflow code never runs new history events on the clock of a workflow task that already ran: the
+guard against stale activations, a safety net under a bug of the SDK's core.
 
-How a workflow diverged from its own history after a worker was killed (the evidence of issue 19,
-reproduced since): a query reaches the dead worker's sticky queue; after the sticky queue's
-schedule-to-start timeout the server sends it, as a legacy query task, to another worker, with the
-history as it is by then, which may end in new events (a timer fired, a signal) and no started
-workflow task. That worker has no cache of the run: it replays it, then runs those new events
-*live*, on the clock, history length and continue-as-new flag of the last workflow task of the
-history (a workflow task that started before the kill), and keeps the run cached with what that
-produced. Local activities run (a workload enqueued itself again), and when the real workflow task
-follows on that worker, its events are applied after those of the query's, in another activation
-than the one a replay puts them in. Every later replay takes another branch: the workflow's tasks
-fail for good (`UpsertWorkflowSearchAttributesMachine does not handle TimerStarted`, `No command
-scheduled for event ActivityTaskScheduled`) and its quota stays held.
+When a query falls back to a legacy query task (a killed worker's sticky queue, or a query the
+server sends on by itself, as after a restart), the server sends the history as it is by then,
+which may end in events no workflow task has processed (a timer fired, a signal). The core applies
+them *live*, on the clock of the last workflow task it replayed, runs local activities for them,
+keeps the run cached with what that produced, and applies the real task's events after those, in
+another activation than any replay puts them in: the history no longer replays (`Activity machine
+does not handle this event`, `No command scheduled for event ActivityTaskScheduled`). Workflow code
+cannot see it (the activation says it is live). docs/sdk-legacy-query-bug.md has the reproduction
+without admitflow code (repro/legacy_query.py). No machine path of admitflow sends a query
+(docs/architecture.md, "Reads"): only a person's `get`, `describe` or `explain` of one object can
+meet it, and the guard is what stands between that query and the history.
 
-No workflow code can see this from inside (the activation says it is not replaying), and no rule
-written over `workflow.now()`, the history length or the continue-as-new flag holds when those are
-stale; nor can workflow code make its decisions independent of how events are grouped into
-activations. So the worker refuses such an activation before workflow code sees it: the first
-activation a run gets after replaying its history, if it is not replaying and carries a time that
-no new workflow task can have. Failing it makes the SDK fail that query (the client is told to ask
-again) and evict the run; the real workflow task then replays the whole history on the worker that
-gets it, as any replay would. Nothing reaches the workflow's history.
+The guard refuses, before workflow code sees it, an activation that brings history events on a
+clock no workflow task of its own can have:
 
-A time no new workflow task can have: not later than the last replayed activation's, or older, by
-the worker's clock when the run reached it (before its replay), than the sticky queue's
-schedule-to-start timeout. A query's fallback comes at
-least that long after the workflow task it replays up to started; a real workflow task's first
-activation comes as soon as its history is replayed (a workflow task older than that could only be
-one the server has given up on, whose completion it refuses anyway). Worker clocks must agree with
-the server's to well within that timeout (NTP), as Temporal's timers already assume.
+- a run's first live activation after replaying its history, when its clock is not later than the
+  last replayed activation's (a real workflow task started after every task it replays);
+- an activation of a live run whose history grew past that of its last workflow task, on a clock no
+  later than that task's (what follows within one workflow task, a local activity's result or an
+  activity cancelled with TRY_CANCEL, brings no new history and passes).
 
-A run still cached on its worker meets the same history by another road. A query that reached the
-server while a workflow task was running waits for that task; when the task ends with nothing
-new, the server sends the query on by itself, and an event arriving just then (an activity's
-result, a signal) comes with it, before the workflow task it schedules. The SDK applies those
-events to the cached run live, on the clock of its last workflow task, and the real task then
-applies the rest in an activation of its own: the simulated autoscaler's timer was armed once
-more than in any replay (`Timer machine does not handle ActivityTaskScheduled` after a server
-restart). So a live run also refuses an activation that brings history events its last workflow
-task did not have (its history length grew) on a clock no later than that task's; refused (with a
-message of its own, which admitflow's client also asks again on), the run is evicted and its real
-task replays it. What follows in one workflow task never grows the history:
-a local activity's result, or an activity cancelled with TRY_CANCEL, come on the same clock and
-length and pass.
+And it refuses a query task's query to a run that went live after its replay and whose history
+has not grown since: that live activation may have been the query task's own history run as if it
+were a task, which the first rule misses when the run's last workflow task made no activation in
+the replay (its only event an activity cancelled with TRY_CANCEL, resolved at once), or when the
+history ends in a workflow task that started and did not complete (another worker holds it, or
+held it and died), run live on that task's own clock exactly as the real task is. Refused there,
+the run does not stay cached: the local activities that live activation started have run (the
+engine's are safe to repeat: an enqueue, a delivery), but nothing it decided reaches a real task.
+A real run that took a task after its replay and is asked a query before its next task is refused
+once the same way (the client asks again and the run replays).
+
+No rule reads the worker's wall clock: a worker whose clock is off completes its tasks as any other.
+
+Refused, the activation fails: the SDK fails the query it came with (admitflow's client asks again
+on each message) and evicts the run, and the next real workflow task replays the whole history,
+as any replay does; nothing reaches the history for a refused query. A real workflow task is
+refused only if the server's clock went back between two of a run's tasks: the SDK then writes
+`WorkflowTaskFailed`, and the task's next attempt, on a later clock, passes. The eviction may drop
+a real task the core held for that run (it logs "leftover buffered tasks when evicting run"): that
+task waits out its 10 s timeout and is retried.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 import structlog
@@ -58,11 +55,14 @@ from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
 
-from admitflow.contract import EVENTS_WITHOUT_TASK_REFUSED, STALE_QUERY_REFUSED
+from admitflow.contract import EVENTS_WITHOUT_TASK_REFUSED, REPLAYED_FOR_QUERY_REFUSED, STALE_QUERY_REFUSED
 
-# The query's failures; admitflow's client asks again when it sees either.
+# The query's failures; admitflow's client asks again when it sees any of them.
 REFUSED = STALE_QUERY_REFUSED
 REFUSED_EVENTS = EVENTS_WITHOUT_TASK_REFUSED
+REFUSED_REPLAYED = REPLAYED_FOR_QUERY_REFUSED
+# The id the SDK's core gives a query that came as a query task of its own (not with a workflow task).
+LEGACY_QUERY_ID = "legacy_query"
 
 log = structlog.get_logger("admitflow.worker")
 
@@ -77,14 +77,13 @@ def _clock(act: WorkflowActivation) -> float:
     return act.timestamp.ToNanoseconds() / 1e9
 
 
-def stale(act: WorkflowActivation, last_replayed: float | None, max_age: float, now: float | None = None) -> bool:
+def stale(act: WorkflowActivation, last_replayed: float | None) -> bool:
     """Whether `act`, a run's first activation after replaying `last_replayed` (the time of the last
     replayed activation, seconds since the epoch; None: nothing was replayed), runs new events on
-    a clock no new workflow task can have."""
+    a clock not later than that: no new workflow task's."""
     if act.is_replaying or last_replayed is None or not act.HasField("timestamp") or not _brings_events(act):
         return False
-    at = _clock(act)
-    return at <= last_replayed or (time.time() if now is None else now) - at >= max_age
+    return _clock(act) <= last_replayed
 
 
 @dataclass(frozen=True)
@@ -104,6 +103,13 @@ def task_of(act: WorkflowActivation) -> Task | None:
     return Task(_clock(act), act.history_length)
 
 
+def legacy_query(act: WorkflowActivation) -> bool:
+    """Whether `act` answers a query that came as a query task of its own."""
+    return any(
+        job.WhichOneof("variant") == "query_workflow" and job.query_workflow.query_id == LEGACY_QUERY_ID for job in act.jobs
+    )
+
+
 def without_a_task(task: Task | None, last: Task | None) -> bool:
     """Whether a live run's activation at `task` brings history events with no new workflow task:
     its history grew since `last` and its clock did not move on (a query sent on by itself, with
@@ -112,36 +118,32 @@ def without_a_task(task: Task | None, last: Task | None) -> bool:
 
 
 class StaleActivationGuard(WorkflowRunner):
-    """Wraps the worker's workflow runner (not the Replayer's: a replayed history that ends in new
-    events is meant to run them)."""
+    """Wraps one of the worker's workflow runners (the sandboxed and the unsandboxed one both; not
+    the Replayer's: a replayed history that ends in new events is meant to run them)."""
 
-    def __init__(self, runner: WorkflowRunner, max_age: timedelta) -> None:
+    def __init__(self, runner: WorkflowRunner) -> None:
         self.runner = runner
-        self.max_age = max_age.total_seconds()
 
     def prepare_workflow(self, defn: Any) -> None:
         self.runner.prepare_workflow(defn)
 
     def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
-        return _Guarded(self.runner.create_instance(det), self.max_age, det.info.workflow_id)
+        return _Guarded(self.runner.create_instance(det), det.info.workflow_id)
 
     def set_worker_level_failure_exception_types(self, types: Sequence[type[BaseException]]) -> None:
         self.runner.set_worker_level_failure_exception_types(types)
 
 
 class _Guarded(WorkflowInstance):
-    def __init__(self, instance: WorkflowInstance, max_age: float, workflow_id: str = "") -> None:
+    def __init__(self, instance: WorkflowInstance, workflow_id: str = "") -> None:
         self.instance = instance
-        self.max_age = max_age
         self.workflow_id = workflow_id
         self.last_replayed: float | None = None
         # The furthest history any activation ran on, replayed or live.
         self.last_task: Task | None = None
+        # The history length the run went live at after its replay (its first live activation's).
+        self.live_at: int | None = None
         self.live = False
-        # When the run reached this worker: a workflow task's age is judged then, not after its
-        # history is replayed, which takes as long as the history is long. Judged after, a replay
-        # longer than the sticky timeout made its own task look stale, every attempt of it.
-        self.arrived: float | None = None
 
     def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
         task = task_of(act)
@@ -152,18 +154,25 @@ class _Guarded(WorkflowInstance):
                 history_length=act.history_length, last_history_length=last.length if last else None,
             )
             return self._refuse(act, REFUSED_EVENTS)
+        if self.live_at is not None and legacy_query(act) and (last is None or last.length <= self.live_at):
+            # No workflow task has grown the history since the run went live: its live activation may
+            # have been the query task's own history, run as if it were a task.
+            log.warning("refused.query_to_a_run_rebuilt_for_it", workflow_id=self.workflow_id, run_id=act.run_id,
+                        history_length=act.history_length)
+            return self._refuse(act, REFUSED_REPLAYED)
         if task is not None:
             self.last_task = task if last is None else Task(max(task.at, last.at), max(task.length, last.length))
         if not self.live:
-            if self.arrived is None:
-                self.arrived = time.time()
             if act.is_replaying:
                 if act.HasField("timestamp") and act.timestamp.seconds:
                     self.last_replayed = _clock(act)
-            elif stale(act, self.last_replayed, self.max_age, now=self.arrived):
+            elif stale(act, self.last_replayed):
+                log.warning("refused.stale_clock", workflow_id=self.workflow_id, run_id=act.run_id, history_length=act.history_length)
                 return self._refuse(act, REFUSED)
             else:
                 self.live = True
+                if self.last_replayed is not None:
+                    self.live_at = act.history_length
         return self.instance.activate(act)
 
     @staticmethod

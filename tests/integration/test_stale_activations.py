@@ -4,12 +4,14 @@ The evidence's sequence, made deterministic: a workload in its backoff, the engi
 with SIGKILL and started again at once, and a query sent right after, while the server still
 routes the workload's tasks to the dead worker's sticky queue. The backoff's timer fires meanwhile;
 after the sticky queue's timeout the server gives the query, with the history as it is by then, to
-the new worker. Before the fix that worker ran the timer's end live on the clock of the workflow
-task before the kill, enqueued the workload again (a local activity), and took the ClusterQueue's
-reservation in a later activation than any replay does: the history no longer replayed
-(`No command scheduled for event ActivityTaskScheduled`). Now the worker refuses that activation
-(worker/stale_activations.py): the query fails with a clear message, the client asks again, and
-the run replays with its real workflow task.
+the new worker. Without the guard that worker ran the timer's end live on the clock of the
+workflow task before the kill, enqueued the workload again (a local activity), and took the
+ClusterQueue's reservation in a later activation than any replay does: the history no longer
+replayed (`No command scheduled for event ActivityTaskScheduled`). The guard
+(worker/stale_activations.py) refuses that activation, or, when the run's last workflow task made
+no activation of its own in the replay (an activity cancelled with TRY_CANCEL, resolved at once),
+the query the rebuilt run then answers: the query fails with a clear message, the client asks
+again, and the run replays with its real workflow task.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import asyncio
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -37,7 +40,8 @@ from admitflow.messages import ClusterQueueReport, StatusQuery
 from tests.conftest import free_port
 from tests.histories import assert_replays
 from tests.integration.test_admission_checks import say, setup, submit, until
-from admitflow.worker.stale_activations import REFUSED, REFUSED_EVENTS
+from admitflow.worker.main import build_worker
+from admitflow.worker.stale_activations import REFUSED, REFUSED_EVENTS, REFUSED_REPLAYED
 
 pytestmark = pytest.mark.integration
 
@@ -93,7 +97,6 @@ async def test_a_query_during_a_worker_death_never_makes_a_workload_diverge(tmp_
         patient = AdmitflowClient(client, TASK_QUEUE, query_timeout=timedelta(seconds=60))
         answered = await asyncio.wait_for(patient.workload("default/job"), 90)
         assert answered.metadata.name == "job"
-        assert REFUSED in (tmp_path / "worker-1.log").read_text()
 
         again = await until(af, "QuotaReserved", timeout=90)
         assert again.check_attempts["a"] > first.check_attempts["a"]
@@ -102,6 +105,8 @@ async def test_a_query_during_a_worker_death_never_makes_a_workload_diverge(tmp_
         assert [e.reason for e in admitted.events].count("Admitted") == 1
         audit = await assert_replays(client, keep=tmp_path)
         assert audit.types.get("WorkloadWorkflow") == 1
+        log = (tmp_path / "worker-1.log").read_text()
+        assert REFUSED in log or REFUSED_REPLAYED in log
     finally:
         worker.kill()
         worker.wait(10)
@@ -169,3 +174,29 @@ async def test_any_other_query_failure_is_not_asked_again(dev_server):
     error, asked = await _asked_of_the_stand_in(dev_server, refuse=1, message="the handler failed")
     assert isinstance(error, WorkflowQueryFailedError) and str(error) == "the handler failed"
     assert asked == 1
+
+
+# --- a worker whose clock is off ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ahead", [30.0], ids=["30s-ahead"])
+async def test_a_worker_whose_clock_runs_ahead_completes_every_workflow_task(engine, monkeypatch, ahead):
+    """A worker that takes over runs another worker cached replays each one's next workflow task
+    before it runs it live. With its clock 30 s ahead of the server's, each such task looked older
+    than any a worker can be given, and was refused (a `WorkflowTaskFailed` in the history, then
+    the next attempt refused again): the workload was never admitted. The guard reads no wall
+    clock: it is admitted, and no task of any workflow failed (the engine fixture fails the test on
+    one)."""
+    af = AdmitflowClient(engine.client, "clock-ahead")
+    async with build_worker(engine.client, "clock-ahead"):
+        await setup(af, "a")
+        await submit(af)
+        reserved = await until(af, "QuotaReserved", timeout=60)
+    # That worker has stopped (it told the server so): the next tasks of every run go to this one,
+    # which has none of them cached.
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + ahead)
+    async with build_worker(engine.client, "clock-ahead"):
+        await say(af, "job", "a", "Ready", attempt=reserved.check_attempts["a"])
+        admitted = await until(af, "Admitted", timeout=60)
+    assert [e.reason for e in admitted.events].count("Admitted") == 1
