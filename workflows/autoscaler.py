@@ -21,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from admitflow import contract
+    from admitflow import contract, memos
     from admitflow.api.provisioning_request import ProvisioningRequest
     from admitflow.messages import (
         AutoscalerInput,
@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.wire import first_error
 
     from admitflow.workflows import arguments
+    from admitflow.workflows.memo import Memo
     from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
 
 # A due moment is never waited for in less than this: the pass after a timer handles everything
@@ -71,6 +72,8 @@ class SimulatedAutoscalerWorkflow:
         self.needs_pass = True
         self.timer: asyncio.Future[None] | None = None
         self.timer_at: datetime | None = None
+        # The stored requests, for the backend's activities and `admitflow get provisioningrequests`.
+        self.memo = Memo()
 
     # --- ProvisioningRequests (the backend's activities, `admitflow provreq`) -------------------
 
@@ -223,6 +226,7 @@ class SimulatedAutoscalerWorkflow:
                 self.timer, self.timer_at = None, None
             self.needs_pass = False
             self._push(sim.step(self.state, now))
+            self.memo.publish(lambda: memos.provisioning_requests(sim.requests_in(self.state)))
             self.outbox.step(holding=continue_as_new_suggested())  # watchers that are gone are dropped
             workflow.set_current_details(sim.summary(self.state))
             if continue_as_new_suggested() and self._quiet():

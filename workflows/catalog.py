@@ -8,7 +8,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from admitflow import contract, ids
+    from admitflow import contract, ids, memos
     from admitflow.admission import catalog
     from admitflow.admission.catalog import CatalogError, CatalogState
     from admitflow.admission.cluster_queue import ClusterQueueView
@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.catalog import ApplyPreview, QueueResolution
 
     from admitflow.workflows import arguments
+    from admitflow.workflows.memo import Memo
     from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
 
 
@@ -53,6 +54,9 @@ class CatalogWorkflow:
         self.outbox = Outbox(input.undelivered)
         # On a new run everything is compared with what was last published; nothing is resent twice.
         self.dirty = True
+        # Its objects, for every machine that reads them (admitflow/memos.py): written in the task
+        # that changes them, before an apply's answer leaves.
+        self.memo = Memo()
 
     @workflow.run
     async def run(self, input: CatalogInput) -> None:
@@ -76,6 +80,7 @@ class CatalogWorkflow:
         return not self.outbox.in_flight and not self.dirty
 
     def _publish(self) -> None:
+        self.memo.publish(lambda: memos.catalog(self.state))
         for view in catalog.changed_views(self.state):
             self.outbox.add(
                 Delivery(

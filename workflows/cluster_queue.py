@@ -16,7 +16,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from admitflow import contract, ids
+    from admitflow import contract, ids, memos
     from admitflow.admission import cluster_queue as cq
     from admitflow.admission import cohort_tree as tree
     from admitflow.admission import metrics
@@ -39,8 +39,10 @@ with workflow.unsafe.imports_passed_through():
     )
 
     from admitflow.workflows import arguments
+    from admitflow.workflows.memo import Memo
     from admitflow.workflows.outbox import Outbox, continue_as_new_suggested, in_task_signals
     from admitflow.workflows.queue_owner import (
+        MEMO_EVERY,
         MESSAGE_TYPES,
         Asked,
         ForceReleaseCall,
@@ -65,6 +67,7 @@ class ClusterQueueWorkflow:
         self.outbox = Outbox(input.undelivered)
         self.owner = Owner(self.outbox, {self.name: self.home.state} if self.home.away is None else {})
         self.retelling = Retelling()
+        self.memo = Memo(every=MEMO_EVERY)
         self.looping = False  # run() has its view and takes its inbox
 
     # --- messages -----------------------------------------------------------------------------
@@ -197,6 +200,7 @@ class ClusterQueueWorkflow:
                 or self.outbox.needs_attention(holding=continue_as_new_suggested())
                 or (self._quiet() and continue_as_new_suggested())
                 or self.retelling.woke()
+                or self.memo.woke()
             )
             now = workflow.now()
             self._drain_inbox(now)
@@ -211,6 +215,7 @@ class ClusterQueueWorkflow:
             # After the pass, which may have answered reservations; what it tells again goes out with
             # the next round of the loop (the outbox then needs attention).
             self.retelling.step(self.owner)
+            self.memo.publish(self._memo)
             if self.home.away is None:
                 workflow.set_current_details(cq.current_details(self.home.state))
             else:
@@ -235,6 +240,13 @@ class ClusterQueueWorkflow:
         """While its state is in a cohort tree, the home's deliveries are a few messages forwarded to
         the tree: they go in the task that decides them (Outbox.step), not by an activity of their own."""
         return self.home.away is not None
+
+    def _memo(self) -> dict[str, Any]:
+        """Its queue's status, LocalQueues and gauges, or, while its cohort tree holds its state,
+        where they are."""
+        if self.home.away is not None:
+            return {memos.MOVED_TO: ids.cohort_id(self.home.away.root)}
+        return self.owner.memo()
 
     def _holder(self) -> str | None:
         """The cohort tree that holds this queue's state and takes its messages itself, if one does."""

@@ -34,8 +34,10 @@ with workflow.unsafe.imports_passed_through():
     )
 
     from admitflow.workflows import arguments
+    from admitflow.workflows.memo import Memo
     from admitflow.workflows.outbox import Outbox, continue_as_new_suggested, in_task_signals
     from admitflow.workflows.queue_owner import (
+        MEMO_EVERY,
         MESSAGE_TYPES,
         Asked,
         ForceReleaseCall,
@@ -62,6 +64,7 @@ class CohortWorkflow:
         self.outbox = Outbox(input.undelivered)
         self.owner = Owner(self.outbox, self.state.members, self.state.root)
         self.retelling = Retelling()
+        self.memo = Memo(every=MEMO_EVERY)
 
     @workflow.signal(name=contract.ADOPT)
     def adopt(self, *payload: Any) -> None:
@@ -151,6 +154,7 @@ class CohortWorkflow:
                 or self.outbox.needs_attention(holding=self._ending())
                 or (self._quiet() and self._ending())
                 or self.retelling.woke()
+                or self.memo.woke()
             )
             self._drain_inbox()
             delivered = self.outbox.step(holding=self._ending(), in_task=in_task_signals)
@@ -166,6 +170,7 @@ class CohortWorkflow:
             # After the pass, which may have answered reservations; what it tells again goes out with
             # the next round of the loop (the outbox then needs attention).
             self.retelling.step(self.owner)
+            self.memo.publish(self.owner.memo)
             workflow.set_current_details(tree.current_details(self.state))
             if self._ending() and self._quiet():
                 # An update that waits for its answer (take_messages, force_release) finishes only once

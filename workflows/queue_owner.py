@@ -11,15 +11,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from admitflow import contract, ids
+    from admitflow import contract, ids, memos
     from admitflow.admission import cluster_queue as cq
     from admitflow.admission import fair_sharing, metrics, scheduler
+    from admitflow.api.cohort import CohortStatus, FairSharingStatus
     from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView, ForceReleaseOutcome, Notice, QueueEntry, Reservation
     from admitflow.admission.pods_ready import GateAnswer
     from admitflow.admission.requests import format_requests
@@ -45,6 +46,11 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.workflows import arguments
     from admitflow.workflows.metrics import emit
     from admitflow.workflows.outbox import Outbox
+
+# A queue's memo (its status, its LocalQueues' and its gauges: admitflow/memos.py) is written at most
+# this often: lists and the exporter read it (Prometheus scrapes every 15 s by default), and a queue
+# that changes with every message would otherwise write it with every workflow task.
+MEMO_EVERY = timedelta(seconds=10)
 
 # Signal names a notice is delivered under, chosen to read well in a workload's history.
 NOTICE_SIGNALS = {
@@ -220,6 +226,20 @@ class Owner:
         if strategies is None or (kind == "cq" and name not in groups):
             return None
         return fair_sharing.weighted_share(tree, name, kind)
+
+    def memo(self) -> dict[str, Any]:
+        """What the memo of the workflow holding these queues says of them (admitflow/memos.py): each
+        queue's status, LocalQueues and gauges, and each Cohort's status under fair sharing."""
+        tree, groups, strategies = scheduler.quota_tree(list(self.members.values()), self.root)
+        out: dict[str, Any] = {}
+        for name, state in self.members.items():
+            share = fair_sharing.weighted_share(tree, name, "cq") if strategies is not None and name in groups else None
+            out[memos.cluster_queue_key(name)] = memos.cluster_queue(state, share)
+        if strategies is not None:
+            for cohort in tree.cohorts:
+                share = fair_sharing.weighted_share(tree, cohort, "cohort")
+                out[memos.cohort_key(cohort)] = CohortStatus(fair_sharing=FairSharingStatus(weighted_share=share)).to_wire()
+        return out
 
     def holder(self, key: str, uid: str) -> str | None:
         for name, state in self.members.items():
@@ -401,13 +421,12 @@ def report(state: ClusterQueueState, query: StatusQuery, owner: Owner | None = N
         )
         for r in sorted(state.reservations.values(), key=lambda r: r.key)
     ]
-    lqs = sorted(set(state.view.local_queues) if state.view else set())
     return ClusterQueueReport(
         name=state.name,
         status=cq.cluster_queue_status(state, owner.weighted_share(state.name) if owner is not None else None),
         pending=pending,
         reserving=reserving,
-        local_queues={k: cq.local_queue_status(state, k) for k in lqs},
+        local_queues=memos.local_queue_statuses(state),
         events=list(state.events),
     )
 

@@ -17,7 +17,7 @@ from temporalio.exceptions import TimeoutError as TemporalTimeout
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from admitflow import contract
+    from admitflow import contract, memos
     from admitflow import search_attributes as sa
     from admitflow.admission import admission_gates, checks, explain, priority
     from admitflow.admission import lifecycle as lc
@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.messages import Delivery, DeliveryBatch, DeliveryReport, ProvisioningCheckInput, ProvisioningNotice, WorkloadInput
     from admitflow.wire import Undecodable, after
 
+    from admitflow.workflows.memo import Memo
     from admitflow.workflows.metrics import emit
     from admitflow.workflows.timer import Timer
 
@@ -66,6 +67,7 @@ class WorkloadWorkflow:
         self.state = input.state or wl.new_state(input.workload, str(workflow.uuid4()), workflow.now())
         self.inbox: list[Any] = []
         self.published: TypedSearchAttributes | None = None
+        self.memo = Memo()  # what machines read of it (admitflow/memos.py)
         self.handled = 0  # events taken from the inbox and settled, for updates waiting on theirs
         self.taken = 0
         # What is under way in this run (never carried: lifecycle's Started asks again).
@@ -447,10 +449,12 @@ class WorkloadWorkflow:
         self.logged = (st.events[-1] if st.events else None, st.verdicts[-1] if st.verdicts else None)
 
     def _publish(self) -> None:
-        """Search attributes and current details follow the state (current details also after replay
-        and continue-as-new, where they start empty). Only attributes that differ from what this
-        run already has are upserted: the client sets most of them at start."""
+        """Search attributes, the memo and current details follow the state (current details also
+        after replay and continue-as-new, where they start empty). Only attributes and memo keys
+        that differ from what this run already has are upserted: the client sets most attributes
+        at start."""
         st = self.state
+        self.memo.publish(lambda: memos.workload(st))
         self.seen, observations = metrics.workload_observations(self.seen, st)
         emit(observations)
         self._log()
