@@ -1,4 +1,6 @@
-"""Where a workload's LocalQueue leads, and putting the workload in that ClusterQueue."""
+"""Where a workload's LocalQueue leads, and putting the workload in that ClusterQueue.
+
+Both read the catalog's memo (admitflow/memos.py, by DescribeWorkflowExecution), never query it."""
 
 from __future__ import annotations
 
@@ -6,19 +8,17 @@ import time
 
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 
 from admitflow import contract, ids
 from admitflow.activities.delivery import send_signal
 from admitflow.activities.mail import Mailer, StartQueue
-from admitflow.admission.catalog import QueueResolution, resolve_local_queue
+from admitflow.admission.catalog import QueueResolution, resolve_local_queue, view_of
 from admitflow.admission.cluster_queue import ClusterQueueView
-from admitflow.admission.catalog import CatalogState
+from admitflow.client import AdmitflowClient
 from admitflow.messages import (
     CatalogInput,
     ClusterQueueRef,
     EnqueueRequest,
-    LocalQueueRef,
     Message,
     WatchRequest,
 )
@@ -36,6 +36,7 @@ class QueueLookupActivities:
         self.client = client
         self.mailer = mailer or Mailer(client, send_signal)
         self.clock = clock
+        self.catalog = AdmitflowClient(client)
         self._routes: dict[tuple[str, str], tuple[str, float]] = {}
 
     async def _resolve(self, request: EnqueueRequest) -> QueueResolution:
@@ -43,24 +44,12 @@ class QueueLookupActivities:
         cached = self._routes.get(key)
         if cached is not None and not request.fresh and self.clock() - cached[1] < ROUTE_TTL_SECONDS:
             return QueueResolution(cluster_queue=cached[0])
-        lq = LocalQueueRef(namespace=request.namespace, name=request.local_queue)
-        resolution = await self._catalog_query(contract.RESOLVE_LOCAL_QUEUE, lq, QueueResolution)
-        if resolution is None:
-            resolution = resolve_local_queue(CatalogState(), request.namespace, request.local_queue)
+        resolution = resolve_local_queue(await self.catalog.catalog_state(), request.namespace, request.local_queue)
         if resolution.reason:
             self._routes.pop(key, None)
         else:
             self._routes[key] = (resolution.cluster_queue, self.clock())
         return resolution
-
-    async def _catalog_query(self, name: str, arg, result_type):
-        """Query the catalog; None when no catalog exists yet (nothing was ever applied)."""
-        try:
-            return await self.client.get_workflow_handle(ids.CATALOG_ID).query(name, arg, result_type=result_type)
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
 
     @activity.defn(name=contract.ENQUEUE_WORKLOAD)
     async def enqueue_workload(self, request: EnqueueRequest) -> QueueResolution:
@@ -95,5 +84,6 @@ class QueueLookupActivities:
 
     @activity.defn(name=contract.FETCH_CLUSTER_QUEUE_VIEW)
     async def fetch_cluster_queue_view(self, ref: ClusterQueueRef) -> ClusterQueueView:
-        view = await self._catalog_query(contract.CATALOG_VIEW, ref, ClusterQueueView)
-        return view if view is not None else ClusterQueueView(name=ref.name, revision=0)
+        """The view the catalog would send the ClusterQueue, computed from its memo (revision 0 and
+        no spec when no catalog runs)."""
+        return view_of(await self.catalog.catalog_state(), ref.name)

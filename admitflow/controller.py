@@ -53,7 +53,7 @@ __all__ = ["CheckRequest", "Controller", "Verdict", "pending", "ready", "rejecte
 P = TypeVar("P", bound=BaseModel)
 
 ACTIVE = ("Active", "The admission check is active")
-# The Workload itself in a `workload` query's report (which adds events and verdicts).
+# The Workload itself in a workload's report (which adds check attempts, and in a query's, events).
 WORKLOAD_FIELDS = set(Workload.model_fields)
 # A background function that failed or returned is started again after this.
 RESTART_AFTER = timedelta(seconds=5)
@@ -257,10 +257,11 @@ class Controller(Generic[P]):
         return {ac.key: params for ac, params, problem in await self._checks() if not problem}
 
     async def _checks(self) -> list[tuple[AdmissionCheck, P | None, str]]:
-        """Each AdmissionCheck naming this controller, its parameters, and what is wrong with them."""
-        af = self.admitflow
+        """Each AdmissionCheck naming this controller, its parameters, and what is wrong with them,
+        from one read of the catalog's memo (no query)."""
+        catalog = await self.admitflow.catalog_state()
         out = []
-        for ac in await af.catalog_objects("AdmissionCheck"):
+        for ac in sorted(catalog.all("AdmissionCheck"), key=lambda o: o.key):
             if ac.spec.controller_name != self.name:
                 continue
             params, problem = None, ""
@@ -271,11 +272,11 @@ class Controller(Generic[P]):
                 problem = "missing parameters reference"
             elif (ref.api_group, ref.kind) != (API_GROUP, AdmissionCheckParameters.__name__):
                 problem = f'wrong kind "{ref.kind}", expecting "AdmissionCheckParameters": bad parameters reference'
-            elif not (found := await af.catalog_objects("AdmissionCheckParameters", ref.name)):
+            elif (found := catalog.get("AdmissionCheckParameters", ref.name)) is None:
                 problem = f'admissioncheckparameters.{API_GROUP} "{ref.name}" not found'
             else:
                 try:
-                    params = self.parse_parameters(found[0].spec)
+                    params = self.parse_parameters(found.spec)
                 except ValueError as err:
                     problem = str(err)
             out.append((ac, params, problem))
@@ -290,8 +291,8 @@ class Controller(Generic[P]):
         if not params:
             return []
         found = []
-        # Visibility narrows it to the workloads holding quota with one of these checks not Ready:
-        # only those are asked for their state.
+        # Visibility narrows it to the workloads holding quota with one of these checks not Ready,
+        # and its rows bring each one's memo: no workflow is queried.
         for report in await self.admitflow.workloads(phase="QuotaReserved", pending_check=sorted(params), finished=False):
             status = report.status
             if not wl.holds_quota(status):

@@ -4,11 +4,15 @@ Counters and histograms are recorded by workflow code through the SDK's workflow
 worker counts what it ran, so their sum over workers is right. A gauge set that way is not: a
 worker that stops running a ClusterQueue (it died, its cache evicted the run, the next task went to
 another worker) goes on exporting the last value it set, next to the value of the worker that runs
-the queue now. So the gauges are read when Prometheus scrapes: the ClusterQueues the catalog lists
-(one query), then each ClusterQueue workflow's query `gauges`, which answers the pure rule
-`admission.metrics.cluster_queue_gauges` of its current state. What is served is what the queues
-hold at that moment, from one place, as Kueue serves them from its one leader. A ClusterQueue
-deleted from the catalog is not asked any more, so its series end.
+the queue now. So each ClusterQueue's gauges (the pure rule `admission.metrics.cluster_queue_gauges`
+of its state) are written in the memo of the workflow that holds the queue, at most every
+`queue_owner.MEMO_EVERY` (admitflow/memos.py), and read when Prometheus scrapes: the ClusterQueues
+the catalog lists (its memo, one DescribeWorkflowExecution), then the memos of every ClusterQueue
+home and cohort tree (one ListWorkflowExecutions per 1,000) and whether a worker polls their task
+queue (one DescribeTaskQueue each). No workflow is queried. What is served is what the queues held
+at most MEMO_EVERY ago, from one place, as Kueue serves them from its one leader; a queue whose
+memo is not current (no worker serves it, its task keeps failing) is served as down. A ClusterQueue
+deleted from the catalog is not read any more, so its series end.
 
 Prometheus' text format over the standard library's HTTP server: nothing to install.
 """
@@ -26,26 +30,21 @@ from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import structlog
-from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRejectedError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.client import Client
+from temporalio.service import RPCError
 
-from admitflow import contract, ids
+from admitflow import ids, memos
 from admitflow.admission.cluster_queue import ClusterQueueState
-from admitflow.admission.metrics import METRICS, PREFIX, Gauges, Observation, cluster_queue_gauges
+from admitflow.admission.metrics import METRICS, PREFIX, Observation, cluster_queue_gauges
 from admitflow.client import AdmitflowClient, AdmitflowError
-from admitflow.messages import ClusterQueueRef
 
-# Each of a scrape's two rounds (the catalog, then every queue at once) waits at most this long, so
-# a scrape answers within Prometheus' default scrape_timeout of 10 s even when a queue does not.
-QUERY_TIMEOUT = timedelta(seconds=4)
-CONCURRENT_QUERIES = 16
-# A query the engine's worker refused ("ask again": a worker died or the server restarted a
-# moment ago) is asked again this many times.
-STALE_RETRIES = 2
+# A scrape's reads (the catalog, then every queue's memo) wait at most this long, so that a scrape
+# answers within Prometheus' default scrape_timeout of 10 s.
+READ_TIMEOUT = timedelta(seconds=8)
 UP = PREFIX + "exporter_cluster_queue_up"
 UP_HELP = (
-    "1 when this scrape read the ClusterQueue's gauges, 0 when its workflow did not answer "
-    "(its other gauges are then absent)"
+    "1 when this scrape read the ClusterQueue's current gauges, 0 when its workflow has not written them, its "
+    "workflow task keeps failing or no worker serves it (its other gauges are then absent)"
 )
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -63,20 +62,18 @@ class CatalogUnreadable(Exception):
 
 
 async def collect(client: Client) -> list[Observation]:
-    """Every ClusterQueue's gauges as they stand now, and whether each queue answered."""
+    """Every ClusterQueue's gauges as its workflow last wrote them, and whether each was read."""
+    af = AdmitflowClient(client)
     try:
-        queues = await AdmitflowClient(client, query_timeout=QUERY_TIMEOUT).catalog_objects("ClusterQueue")
+        state = await af.catalog_state()
     except (AdmitflowError, RPCError) as err:
-        raise CatalogUnreadable(f"the catalog ({ids.CATALOG_ID}) does not answer: {err}") from None
-    gate = asyncio.Semaphore(CONCURRENT_QUERIES)
-
-    async def one(name: str) -> list[Observation] | None:
-        async with gate:
-            return await _gauges(client, name)
-
-    names = sorted(q.metadata.name for q in queues)
+        raise CatalogUnreadable(f"the catalog ({ids.CATALOG_ID}) cannot be read: {err}") from None
+    queues = await af.queue_memos()
+    trees = {wid: listed.memo for wid, listed in queues.items()}
+    served = await af.workflows_served(listed.task_queue for listed in queues.values())
     out: list[Observation] = []
-    for name, answer in zip(names, await asyncio.gather(*(one(n) for n in names)), strict=True):
+    for name in sorted(q.metadata.name for q in state.all("ClusterQueue")):
+        answer = _gauges(name, queues, trees, served)
         out += answer or []
         out.append(up(name, answer is not None))
     return out
@@ -86,34 +83,27 @@ def up(cluster_queue: str, answered: bool) -> Observation:
     return Observation(kind="gauge", name=UP, value=float(answered), labels={"cluster_queue": cluster_queue})
 
 
-async def _gauges(client: Client, name: str) -> list[Observation] | None:
-    """The queue's answer; None when it did not answer (its task fails, no worker runs it)."""
-    handle = client.get_workflow_handle(ids.cluster_queue_id(name))
-    for attempt in range(STALE_RETRIES + 1):
-        try:
-            answer = await handle.query(contract.CLUSTER_QUEUE_GAUGES, result_type=Gauges, rpc_timeout=QUERY_TIMEOUT)
-            if answer.moved_to:
-                # Its cohort tree holds its state (admitflow/admission/cohort_tree.py).
-                answer = await client.get_workflow_handle(answer.moved_to).query(
-                    contract.CLUSTER_QUEUE_GAUGES, ClusterQueueRef(name=name), result_type=Gauges, rpc_timeout=QUERY_TIMEOUT
-                )
-                if answer.moved_to:  # on its way home: asked again at the next scrape
-                    return None
-            return answer.observations
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                # Listed, but its workflow is not started yet (the catalog's view is on its way).
-                return cluster_queue_gauges(ClusterQueueState(name=name))
-            reason = err.message
-        except WorkflowQueryFailedError as err:
-            if str(err) in contract.REFUSED_QUERIES and attempt < STALE_RETRIES:
-                await asyncio.sleep(0.3)
-                continue
-            reason = str(err)
-        except WorkflowQueryRejectedError as err:
-            reason = str(err)
-        log.warning("cluster_queue_not_answering", cluster_queue=name, reason=next(iter((reason or "").splitlines()), ""))
-        return None
+def _gauges(name: str, queues: dict, trees: dict, served: dict[str, bool]) -> list[Observation] | None:
+    """The queue's gauges as its memos hold them; None when they are not current: none written (its
+    workflow has not written them yet, or its state is on its way between its home and its tree),
+    its workflow task keeps failing, or no worker serves its task queue (what the memo holds is then
+    what it last wrote)."""
+    home = queues.get(ids.cluster_queue_id(name))
+    if home is None:
+        # Listed, but its workflow is not started yet (the catalog's view is on its way).
+        return cluster_queue_gauges(ClusterQueueState(name=name))
+    moved_to = home.memo.get(memos.MOVED_TO)
+    holder = queues.get(moved_to) if moved_to else home
+    held = memos.cluster_queue_held(name, home.memo, trees)
+    if held is None or holder is None:
+        why = "no gauges written"
+    elif holder.failing:
+        why = "its workflow task keeps failing"
+    elif not served.get(holder.task_queue):
+        why = f"no worker polls task queue {holder.task_queue}"
+    else:
+        return memos.gauges(held)
+    log.warning("cluster_queue_not_current", cluster_queue=name, reason=why)
     return None
 
 
@@ -172,7 +162,7 @@ def server(
                 self._reply(404, "not found: GET /metrics\n")
                 return
             try:
-                observations = asyncio.run_coroutine_threadsafe(collect(client), loop).result(3 * QUERY_TIMEOUT.total_seconds())
+                observations = asyncio.run_coroutine_threadsafe(collect(client), loop).result(READ_TIMEOUT.total_seconds())
             except CatalogUnreadable as err:
                 self._reply(503, f"{err}\n")
                 return

@@ -3,8 +3,10 @@ workflow `admitflow/autoscaler` (workflows/autoscaler.py), which pushes every st
 watcher as the signal `provisioning_request_status`.
 
 Creating a request starts the autoscaler if it does not run (signal-with-start) and reads the
-request back as stored; deleting a request or reporting its pods never starts it: with no autoscaler
-there is nothing to delete or consume. All three are signals, never updates: see the autoscaler.
+request back as stored, from the autoscaler's memo (admitflow/memos.py), which the workflow task
+that takes the signal writes; deleting a request or reporting its pods never starts it: with no
+autoscaler there is nothing to delete or consume. All three are signals, never updates: see the
+autoscaler. Nothing here queries the autoscaler or the catalog.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from admitflow import contract, ids
+from admitflow import contract, ids, memos
+from admitflow.admission.catalog import node_groups
 from admitflow.api.provisioning_request import PodTemplate, ProvisioningRequest
 from admitflow.client import AdmitflowClient
 from admitflow.messages import (
@@ -27,9 +30,12 @@ from admitflow.messages import (
     NodeGroupsUpdate,
     ProvisioningRequestCondition,
     ProvisioningRequestRef,
-    StoredProvisioningRequest,
 )
 from admitflow.simulation.autoscaler import SET_BY_HAND, WORKFLOW_SUMMARY
+
+# How long a created request is waited for in the autoscaler's memo before the create is given up
+# (and retried by its activity): the autoscaler's next workflow task writes it.
+STORED_WITHIN = 60.0
 
 
 class SimulatedBackend:
@@ -65,30 +71,33 @@ class SimulatedBackend:
         return found
 
     async def delete(self, namespace: str, name: str) -> bool:
+        """False when the autoscaler's memo holds no such request (or no autoscaler runs); else once
+        the memo no longer holds it. The deletion is signalled either way: a create the autoscaler
+        has not taken yet (its memo does not hold it) is then deleted right after it."""
         ref = ProvisioningRequestRef(namespace=namespace, name=name)
         try:
-            if await self._stored(ref) is None:
-                return False
+            held = await self._stored(ref, within=0.0) is not None
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return False
             raise
-        return await self._signal(contract.AUTOSCALER_DELETE_REQUEST, ref)
+        if not await self._signal(contract.AUTOSCALER_DELETE_REQUEST, ref) or not held:
+            return False
+        return await self._stored(ref, within=STORED_WITHIN, gone=True) is None
 
-    async def _stored(self, ref: ProvisioningRequestRef) -> ProvisioningRequest | None:
-        """The request as the autoscaler stores it. A query waits for the workflow task that takes
-        the signals sent before it, so it reads them applied. While signals keep a workflow task
-        pending the server buffers only a few queries and refuses the others (RESOURCE_EXHAUSTED):
-        those are asked again a little later."""
+    async def _stored(self, ref: ProvisioningRequestRef, within: float = STORED_WITHIN, gone: bool = False) -> ProvisioningRequest | None:
+        """The request as the autoscaler's memo holds it, once it does (or, with `gone`, None once it
+        no longer does): the workflow task that takes a create or delete signal writes the memo.
+        Described again, a little later each time, for up to `within` seconds; then what it holds."""
         handle = self.client.get_workflow_handle(ids.AUTOSCALER_ID)
+        key = memos.provisioning_request_key(ref.namespace, ref.name)
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + within
         wait = 0.05
         while True:
-            try:
-                found = await handle.query(contract.PROVISIONING_REQUEST_QUERY, ref, result_type=StoredProvisioningRequest)
-                return found.request
-            except RPCError as err:
-                if err.status != RPCStatusCode.RESOURCE_EXHAUSTED:
-                    raise
+            stored = (await (await handle.describe()).memo()).get(key)
+            if (stored is None) is gone or loop.time() >= give_up:
+                return ProvisioningRequest.model_validate(stored) if stored is not None else None
             await asyncio.sleep(random.uniform(wait, 2 * wait))
             wait = min(wait * 2, 1.0)
 
@@ -139,10 +148,6 @@ class AutoscalerActivities:
 
     @activity.defn(name=contract.FETCH_NODE_GROUPS)
     async def fetch_node_groups(self) -> NodeGroupsUpdate:
-        """The catalog's SimulatedNodeGroups; none (revision 0) when no catalog exists yet."""
-        try:
-            return await self.client.get_workflow_handle(ids.CATALOG_ID).query(contract.CATALOG_NODE_GROUPS, result_type=NodeGroupsUpdate)
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return NodeGroupsUpdate(revision=0)
-            raise
+        """The catalog's SimulatedNodeGroups, from its memo; none (revision 0) when no catalog exists yet."""
+        state = await AdmitflowClient(self.client).catalog_state()
+        return NodeGroupsUpdate(revision=state.revision, node_groups=node_groups(state))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -187,12 +188,22 @@ class Diagnostics(Reads):
                     found[request.admission_check] = unsure[attrs.activity_id]
         return found
 
-    async def _pollers(self, task_queue: str) -> tuple[int, datetime | None, str]:
-        """Activity pollers of a task queue: how many, the latest poll, or why it could not be told."""
+    async def workflows_served(self, task_queues: Iterable[str], now: datetime | None = None) -> dict[str, bool]:
+        """For each task queue: whether a worker polled its workflow tasks within SERVED_WITHIN."""
+        queues = sorted(set(task_queues))
+        polled = await asyncio.gather(*(self._pollers(q, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW) for q in queues))
+        now = now or datetime.now(UTC)
+        return {q: last is not None and now - last <= SERVED_WITHIN for q, (_, last, _) in zip(queues, polled, strict=True)}
+
+    async def _pollers(
+        self, task_queue: str, kind: int = TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
+    ) -> tuple[int, datetime | None, str]:
+        """Pollers of a task queue (its activity tasks unless `kind` says otherwise): how many, the
+        latest poll, or why it could not be told."""
         request = DescribeTaskQueueRequest(
             namespace=self.client.namespace,
             task_queue=TaskQueue(name=task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            task_queue_type=kind,
         )
         try:
             response = await self.client.workflow_service.describe_task_queue(request)

@@ -1,11 +1,19 @@
 """The client's reads: catalog objects, ClusterQueues (and their pending workloads), Cohorts,
-workloads as their workflows tell them (or, for one that does not answer, as Temporal knows it),
-lists of workloads from visibility, and the simulated autoscaler's ProvisioningRequests."""
+workloads, lists of workloads from visibility, and the simulated autoscaler's ProvisioningRequests.
+
+Two roads (docs/architecture.md, "Reads"). Machines and lists read what the workflows write in
+their memos (admitflow/memos.py), by DescribeWorkflowExecution for one workflow and with the rows
+of ListWorkflowExecutions for many: the catalog's objects, every list of workloads, ClusterQueues,
+LocalQueues and Cohorts, ProvisioningRequests, a workload an apply or a delete checks, the
+workloads an explanation weighs. A person's `get`, `describe` or `explain` of one object asks its
+workflow (a query), and only that: `workload`, `cluster_queue_report`, `cohort_status`, a single
+ClusterQueue, LocalQueue or Cohort from `get`."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,9 +30,9 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from admitflow import contract, ids, visibility
+from admitflow import contract, ids, memos, visibility
 from admitflow import search_attributes as sa
-from admitflow.admission.catalog import cohort_root
+from admitflow.admission.catalog import CatalogState, cohort_root
 from admitflow.admission.workload import WorkloadReport
 from admitflow.api import LoadedManifest, Workload
 from admitflow.api.cohort import CohortStatus
@@ -52,11 +60,7 @@ from admitflow.kinds import PLURALS
 from admitflow.messages import (
     ClusterQueueReport,
     CohortRef,
-    ObjectList,
-    ObjectQuery,
     PendingWorkload,
-    ProvisioningRequestList,
-    ProvisioningRequestQuery,
     StatusQuery,
     WorkloadInput,
 )
@@ -69,26 +73,76 @@ MOVE_PAUSE = 0.2
 CONCURRENT_READS = 16
 # Workflows per ListWorkflowExecutions page (the server's default and maximum for SQL visibility).
 LIST_PAGE_SIZE = 1000
-# Workflow IDs per visibility query that looks for newer runs of completed workloads.
+# Workflow IDs per visibility query that looks for newer runs of completed workloads, or reads the
+# memos of given workloads.
 SUPERSEDED_CHUNK = 200
+# A running workflow whose memo does not hold what it writes yet (its run started, or continued as
+# new, a moment ago: its first workflow task writes it) is described again this often, this many times.
+MEMO_PAUSE = 0.2
+MEMO_WAITS = 25
+QUEUE_TYPES = (contract.CLUSTER_QUEUE_WORKFLOW, contract.COHORT_WORKFLOW)
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A running workflow's memo as visibility lists it, and whether its workflow task keeps failing
+    (the server's TemporalReportedProblems): then what the memo holds is what it last wrote."""
+
+    memo: dict[str, Any]
+    failing: bool = False
+    task_queue: str = ""
 
 
 class Reads(Connection):
     """What the catalog, the queue workflows and visibility hold, and each workload as its workflow
     tells it (or, when it does not answer, as Temporal knows it without its help)."""
 
+    # --- memos -----------------------------------------------------------------------------------
+
+    async def _memo(self, workflow_id: str) -> dict[str, Any] | None:
+        """The memo of the running workflow of that ID as its mutable state holds it (no visibility
+        lag); None when none runs."""
+        desc = await _described(self.client.get_workflow_handle(workflow_id))
+        if desc is None or desc.status != WorkflowExecutionStatus.RUNNING:
+            return None
+        return await desc.memo()
+
+    async def queue_memos(self) -> dict[str, Listed]:
+        """The memo of every running ClusterQueue home and cohort tree, by workflow ID: one
+        visibility list per 1,000 of them."""
+        types = ", ".join(visibility.quoted(t) for t in QUEUE_TYPES)
+        query = f"WorkflowType IN ({types}) AND ExecutionStatus = 'Running'"
+        out: dict[str, Listed] = {}
+        async for wf in self.client.list_workflows(query, page_size=LIST_PAGE_SIZE, rpc_timeout=RPC_TIMEOUT):
+            failing = any(pair.key.name == visibility.REPORTED_PROBLEMS for pair in wf.typed_search_attributes)
+            out[wf.id] = Listed(memo=await wf.memo(), failing=failing, task_queue=wf.task_queue)
+        return out
+
     # --- the catalog ----------------------------------------------------------------------------
 
+    async def catalog_state(self) -> CatalogState:
+        """The catalog's objects and revision, as its memo holds them; an empty catalog when no
+        catalog workflow runs (nothing was ever applied)."""
+        for _ in range(MEMO_WAITS):
+            memo = await self._memo(ids.CATALOG_ID)
+            if memo is None:
+                return CatalogState()
+            state = memos.catalog_state(memo)
+            if state is not None:
+                return state
+            await asyncio.sleep(MEMO_PAUSE)
+        raise NotAnswering(
+            f"the catalog ({ids.CATALOG_ID}) has not written its objects yet: is a worker polling task queue "
+            f'"{self.task_queue}"? (admitflow worker)'
+        )
+
     async def catalog_objects(self, kind: str, key: str | None = None) -> list[Any]:
-        try:
-            found = await self._ask(
-                self.client.get_workflow_handle(ids.CATALOG_ID), contract.CATALOG_GET, ObjectQuery(kind=kind, key=key), ObjectList
-            )
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return []
-            raise _unanswered_query(err, f"the catalog ({ids.CATALOG_ID})") from None
-        return list(found.items)
+        """The catalog's objects of a kind (one of that key), from its memo."""
+        state = await self.catalog_state()
+        if key is None:
+            return sorted(state.all(kind), key=lambda o: o.key)
+        found = state.get(kind, key)
+        return [found] if found is not None else []
 
     async def priority_class_values(self, applied: Sequence[LoadedManifest] = ()) -> dict[str, int]:
         """WorkloadPriorityClass name -> value: the catalog's, and over them those `applied` in the
@@ -183,6 +237,8 @@ class Reads(Connection):
             if (namespace is None or getattr(o.metadata, "namespace", None) in (None, namespace))
             and visibility.labels_match(requirements, o.metadata.labels or {})
         ]
+        if key is None and kind in ("ClusterQueue", "LocalQueue", "Cohort"):
+            return await self._listed_queues(kind, objects)
         out, parents = [], None
         for obj in objects:
             wire = obj.to_wire()
@@ -198,6 +254,27 @@ class Reads(Connection):
             elif kind == "Cohort":
                 parents = parents if parents is not None else await self._cohort_parents()
                 wire["status"] = (await self.cohort_status(obj.metadata.name, parents)).to_wire()
+            out.append(wire)
+        return out
+
+    async def _listed_queues(self, kind: str, objects: Sequence[Any]) -> list[dict[str, Any]]:
+        """A list of ClusterQueues, LocalQueues or Cohorts with their statuses as the memos of the
+        queues' homes and trees hold them (at most queue_owner.MEMO_EVERY old): one visibility list,
+        no query. An object whose queue has not written its memo yet has no status."""
+        queues = {wid: listed.memo for wid, listed in (await self.queue_memos()).items()}
+        parents = await self._cohort_parents() if kind == "Cohort" else {}
+        out = []
+        for obj in objects:
+            wire = obj.to_wire()
+            if kind == "Cohort":
+                tree = queues.get(ids.cohort_id(cohort_root(parents, obj.metadata.name)))
+                wire["status"] = memos.cohort_status(tree, obj.metadata.name).to_wire()
+            else:
+                name = obj.metadata.name if kind == "ClusterQueue" else obj.spec.cluster_queue
+                held = memos.cluster_queue_held(name, queues.get(ids.cluster_queue_id(name)), queues)
+                status = (held or {}).get("status") if kind == "ClusterQueue" else ((held or {}).get("localQueues") or {}).get(obj.key)
+                if status is not None:
+                    wire["status"] = status
             out.append(wire)
         return out
 
@@ -255,6 +332,31 @@ class Reads(Connection):
 
     async def _query_workload(self, handle: WorkflowHandle) -> WorkloadReport:
         return await self._ask(handle, contract.WORKLOAD_QUERY, None, WorkloadReport)
+
+    async def recorded_workload(self, key: str, missing_ok: bool = False) -> WorkloadReport | None:
+        """The workload as its workflow's memo holds it (admitflow/memos.py: the report without its
+        events, verdicts and pods' start information), or its final report once it has finished;
+        no query. A workflow whose task keeps failing comes back as an `UnansweredWorkload`."""
+        handle = self.client.get_workflow_handle(ids.workload_id(key), result_type=WorkloadReport)
+        desc = await _described(handle)
+        if desc is not None and desc.status == WorkflowExecutionStatus.RUNNING:
+            if _task_failing(desc):
+                return await self._unanswered(handle, desc)
+            report = memos.workload_report(await desc.memo()) or await self._as_submitted(handle)
+            if report is not None and not report.deleted:
+                return report
+        elif desc is not None and desc.status == WorkflowExecutionStatus.COMPLETED:
+            report = await handle.result(rpc_timeout=RPC_TIMEOUT)
+            if not report.deleted:
+                return report
+        if missing_ok:
+            return None
+        raise AdmitflowError(f'workloads "{key}" not found')
+
+    async def _as_submitted(self, handle: WorkflowHandle) -> WorkloadReport | None:
+        """A running workload whose first workflow task has not written its memo yet, as submitted."""
+        workload = await self._run_input(handle)
+        return WorkloadReport.model_validate(workload.to_wire()) if workload is not None else None
 
     async def trouble(self, key: str, attempts: int = FAILING_ATTEMPTS) -> WorkflowTrouble | None:
         """Why the workload's running workflow cannot take a message now (its workflow task has
@@ -389,37 +491,59 @@ class Reads(Connection):
     async def workloads(self, **filters: Any) -> list[WorkloadReport]:
         """The workloads visibility finds for these filters (as `visibility.workloads_query` takes
         them: namespace, local_queue, phase, cluster_queue, pending_check, label_selector), each as
-        its workflow tells it: one query per workload found, so narrow the list first. For what a
-        table shows, `workload_rows` asks no workflow."""
+        its memo holds it (`recorded_workload`), in the rows of the list: no query, and one
+        ListWorkflowExecutions call per 1,000. For what a table shows, `workload_rows` reads the
+        search attributes alone."""
         listed = await self._listed(self._workloads_query(**filters))
-        reports = await self._reports([key for key in map(ids.workload_key, sorted(listed)) if key])
+        reports = await self._recorded([listed[i] for i in sorted(listed)])
         return [r for r in reports.values() if r is not None]
 
     async def _reports(self, keys: Sequence[str]) -> dict[str, WorkloadReport | None]:
-        """Each workload's report (None for one that is gone), CONCURRENT_READS at a time."""
+        """Each workload's report as its memo holds it (None for one that is gone), read with the
+        rows of a visibility list, SUPERSEDED_CHUNK workloads per call."""
+        unique = list(dict.fromkeys(keys))
+        found: dict[str, Any] = {}
+        for chunk in (unique[i : i + SUPERSEDED_CHUNK] for i in range(0, len(unique), SUPERSEDED_CHUNK)):
+            ids_ = ", ".join(visibility.quoted(ids.workload_id(k)) for k in chunk)
+            found.update(await self._listed(f"WorkflowType = '{contract.WORKLOAD_WORKFLOW}' AND WorkflowId IN ({ids_})"))
+        recorded = await self._recorded(list(found.values()))
+        return {k: recorded.get(k) for k in unique}
+
+    async def workload_reports(self, keys: Sequence[str]) -> dict[str, WorkloadReport | None]:
+        """The workloads of these keys as their memos hold them (None for one that is gone)."""
+        return await self._reports(keys)
+
+    async def _recorded(self, listed: Iterable[Any]) -> dict[str, WorkloadReport | None]:
+        """Listed workflows' workloads by key, as their memos hold them; for one whose workflow task
+        keeps failing (the server's TemporalReportedProblems), what Temporal knows without it (an
+        `UnansweredWorkload`); None for a deleted one. Only those, and running ones whose memo is not
+        written yet, cost a call more, CONCURRENT_READS at a time."""
         limit = asyncio.Semaphore(CONCURRENT_READS)
 
-        async def one(key: str) -> WorkloadReport | None:
-            async with limit:
-                return await self.workload(key, missing_ok=True)
+        async def one(wf: Any) -> WorkloadReport | None:
+            handle = self.client.get_workflow_handle(wf.id, run_id=wf.run_id, result_type=WorkloadReport)
+            running = wf.status == WorkflowExecutionStatus.RUNNING
+            if running and any(pair.key.name == visibility.REPORTED_PROBLEMS for pair in wf.typed_search_attributes):
+                async with limit:
+                    desc = await handle.describe(rpc_timeout=RPC_TIMEOUT)
+                    if _task_failing(desc, attempts=2):
+                        return await self._unanswered(handle, desc)
+            report = memos.workload_report(await wf.memo())
+            if report is None and running:
+                async with limit:
+                    report = await self._as_submitted(handle)
+            return None if report is None or report.deleted else report
 
-        unique = list(dict.fromkeys(keys))
-        return dict(zip(unique, await asyncio.gather(*(one(k) for k in unique))))
+        listed = [wf for wf in listed if ids.workload_key(wf.id)]
+        return dict(zip([ids.workload_key(wf.id) for wf in listed], await asyncio.gather(*(one(wf) for wf in listed))))
 
     # --- the simulated cluster autoscaler ------------------------------------------------------
 
     async def provisioning_requests(self, namespace: str | None = None) -> list[ProvisioningRequest]:
-        """The simulated autoscaler's ProvisioningRequests (none when it does not run)."""
-        try:
-            found = await self._ask(
-                self.client.get_workflow_handle(ids.AUTOSCALER_ID), contract.PROVISIONING_REQUESTS_QUERY,
-                ProvisioningRequestQuery(namespace=namespace), ProvisioningRequestList,
-            )
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return []
-            raise
-        return list(found.items)
+        """The simulated autoscaler's ProvisioningRequests, as its memo holds them (none when it does
+        not run)."""
+        memo = await self._memo(ids.AUTOSCALER_ID)
+        return memos.stored_requests(memo or {}, namespace)
 
 
 def _started(wf: Any) -> datetime:

@@ -181,7 +181,7 @@ class Writes(Reads):
         admission.priority), and the running workload of that name, if any. A finished or deleted
         one does not count: its name may be used again, and its history stays in Temporal."""
         wl: Workload = m.obj
-        report = await self.workload(wl.key, missing_ok=True)
+        report = await self.recorded_workload(wl.key, missing_ok=True)
         if report is not None and _finished(report):
             report = None
         where = f"{m.source}: document {m.index} (Workload {wl.metadata.name})"
@@ -257,7 +257,7 @@ class Writes(Reads):
 
     async def delete(self, kind: str, key: str) -> Outcome:
         if kind == "Workload":
-            report = await self.workload(key)
+            report = await self.recorded_workload(key)
             if isinstance(report, UnansweredWorkload) and report.workflow.status == TASK_FAILING:
                 raise WorkloadNotAnswering(key, report.workflow)
             if _finished(report):

@@ -44,13 +44,12 @@ from datetime import timedelta
 from pathlib import Path
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError, WorkflowQueryRejectedError
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
-from admitflow import contract
+from admitflow import contract, memos
 from admitflow.admission.pods_ready import PodsReadyReport
-from admitflow.admission.workload import WorkloadReport
 from admitflow.messages import FinishRequest, StartWorkload, StopWorkload
 
 TASK_QUEUE = "local"
@@ -187,19 +186,23 @@ class LocalRunner:
         """Wait until the engine has taken the lost run's pods for failed (PodsReady is not True),
         so that the ready report comes after it: a signal and the activity's timeout in one workflow
         task are applied signal first. False if the workload is no longer admitted, once the engine's
-        new `start_workload` has taken the run over (it reports), or after REPORT_PATIENCE."""
+        new `start_workload` has taken the run over (it reports), or after REPORT_PATIENCE. It reads
+        the workload's status from its workflow's memo (admitflow/memos.py), described every
+        HEARTBEAT_EVERY: a runner never queries a workflow."""
         loop = asyncio.get_running_loop()
         give_up = loop.time() + REPORT_PATIENCE
         while loop.time() < give_up and not run.taken_over:
             try:
-                report = await handle.query(contract.WORKLOAD_QUERY, result_type=WorkloadReport, rpc_timeout=timedelta(seconds=10))
-            except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError) as err:
-                activity.logger.warning("workload %s does not answer (%s); asking again", handle.id, err)
+                description = await handle.describe(rpc_timeout=timedelta(seconds=10))
+                report = memos.workload_report(await description.memo())
+            except RPCError as err:
+                activity.logger.warning("workload %s cannot be read (%s); reading again", handle.id, err)
             else:
-                if report.status.has_condition("Finished") or not report.status.has_condition("Admitted"):
-                    return False
-                if not report.status.has_condition("PodsReady"):
-                    return True
+                if report is not None:
+                    if report.status.has_condition("Finished") or not report.status.has_condition("Admitted"):
+                        return False
+                    if not report.status.has_condition("PodsReady"):
+                        return True
             await asyncio.sleep(HEARTBEAT_EVERY)
         return False
 

@@ -357,3 +357,41 @@ def _set_aside(st: ClusterQueueState) -> ClusterQueueState:
 )
 def test_a_pass_is_an_attempt_when_a_workload_can_be_tried(states, want):
     assert m.has_workloads_to_try(states) is want
+
+
+# --- the exporter: which memo it serves a ClusterQueue's gauges from ----------------------------
+
+_OBSERVED = [m.Observation(kind="gauge", name=m.PREFIX + "pending_workloads", value=3.0, labels={"cluster_queue": "cq", "status": "active"})]
+_HELD = {"status": {}, "localQueues": {}, "gauges": [o.to_wire() for o in _OBSERVED]}
+
+
+def _listed(memo: dict, failing: bool = False, task_queue: str = "admitflow-entities"):
+    from admitflow.client.reads import Listed
+
+    return Listed(memo=memo, failing=failing, task_queue=task_queue)
+
+
+@pytest.mark.parametrize(
+    ("queues", "served", "expected"),
+    [
+        ({"clusterqueue/cq": _listed({"clusterQueue/cq": _HELD})}, True, _OBSERVED),
+        ({"clusterqueue/cq": _listed({"movedTo": "cohort/root"}), "cohort/root": _listed({"clusterQueue/cq": _HELD})}, True, _OBSERVED),
+        ({"clusterqueue/cq": _listed({"movedTo": "cohort/root"}), "cohort/root": _listed({})}, True, None),
+        ({"clusterqueue/cq": _listed({})}, True, None),
+        ({"clusterqueue/cq": _listed({"clusterQueue/cq": _HELD}, failing=True)}, True, None),
+        ({"clusterqueue/cq": _listed({"movedTo": "cohort/root"}), "cohort/root": _listed({"clusterQueue/cq": _HELD}, failing=True)}, True, None),
+        ({"clusterqueue/cq": _listed({"clusterQueue/cq": _HELD})}, False, None),
+        ({}, True, "empty"),
+    ],
+    ids=[
+        "its-home-memo", "its-trees-memo", "on-its-way-to-the-tree", "not-written-yet", "its-task-keeps-failing",
+        "its-trees-task-keeps-failing", "no-worker-polls-its-task-queue", "not-started-yet-counts-nothing",
+    ],
+)
+def test_the_exporter_serves_a_queues_gauges_only_from_a_current_memo(queues, served, expected):
+    trees = {wid: listed.memo for wid, listed in queues.items()}
+    got = gauges._gauges("cq", queues, trees, {"admitflow-entities": served})
+    if expected == "empty":
+        assert got == m.cluster_queue_gauges(ClusterQueueState(name="cq"))
+    else:
+        assert got == expected
