@@ -42,7 +42,11 @@ same workflow task whether the entry fits, and puts the pending reason or the re
 have signalled to the workload in the update's result instead (`Receipt.answers`), which the
 enqueue returns to the workload: no `pending_status` or `quota_reserved` signal, and no workflow
 task of the workload's for it (a reservation whose workload says nothing of it is told again by
-signal 5 min later: workflows/queue_owner.py, `Retelling`).
+signal 5 min later: workflows/queue_owner.py, `Retelling`). An enqueue whose update is given up
+on and sent again as a signal says so (`QueueEntry.answer_unread`): the answer may have been
+decided, and then read by nobody. The queue tells by signal what it decided, or decides, for that
+ticket: a reservation reaches its workload within a delivery's time, whichever road the enqueue
+took, and whichever came first of the given-up update and the signal.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from admitflow import contract, ids
 from admitflow.admission.cohort_tree import Forwarded
+from admitflow.admission.pending_queue import QueueEntry
 from admitflow.client import unprocessed_update
 from admitflow.messages import ClusterQueueInput, Delivery, Message, Messages, Receipt
 
@@ -227,9 +232,28 @@ class Mailer:
         return [Taken(ran=True, answers=a) for a in answers[: len(batch)]]
 
     async def _signal(self, workflow_id: str, letter: _Letter) -> bool:
-        m, start = letter.message, letter.start
+        m, start = unanswered(letter.message), letter.start
         alone = Delivery(workflow_id=workflow_id, signal=m.signal, payload=m.payload, start_cluster_queue=start and start.name)
         return await self.signal(self.client, alone, start.task_queue if start else "")
+
+
+def unanswered(m: Message) -> Message:
+    """`m` as it is sent again by signal after the update that carried it was given up on: an
+    enqueue that asked for its answer (itself, or forwarded to a cohort tree) says that the answer
+    went unread (`QueueEntry.answer_unread`), so that the queue tells by signal what it decides for
+    that ticket. Any other message as it is."""
+    if not m.answer:
+        return m
+    if m.signal == contract.ENQUEUE:
+        return m.model_copy(update={"payload": _unread(m.payload)})
+    if m.signal == contract.FORWARD and m.payload.get("signal") == contract.ENQUEUE:
+        forwarded = Forwarded.model_validate(m.payload)
+        return m.model_copy(update={"payload": forwarded.model_copy(update={"payload": _unread(forwarded.payload)}).to_wire()})
+    return m
+
+
+def _unread(entry: dict) -> dict:
+    return QueueEntry.model_validate(entry).model_copy(update={"answer_unread": True}).to_wire()
 
 
 def _starting(workflow_id: str, start: StartQueue) -> WithStartWorkflowOperation:

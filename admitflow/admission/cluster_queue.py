@@ -121,6 +121,11 @@ class Reservation(WireModel):
         description="Told only in the answer to its enqueue, at this time, and not heard of from its workload since: "
         "told again by signal once scheduler.RETELL_AFTER has passed (scheduler.retell_answered).",
     )
+    answer_unread: bool | None = Field(
+        default=None,
+        description="True: its ticket's enqueue came again as a signal because its sender stopped waiting for the "
+        "answer: a reservation told only in an answer is told again by signal at once (scheduler.retell_answered).",
+    )
 
     @property
     def local_queue_key(self) -> str:
@@ -398,17 +403,23 @@ def send_back_strangers(state: ClusterQueueState) -> list[Notice]:
 
 def enqueue(state: ClusterQueueState, entry: QueueEntry) -> None:
     """Add a workload; safe to repeat. A newer ticket or another run of the same workload replaces
-    what the queue held for that key, quota included, since only one run of a workflow ID can live."""
+    what the queue held for that key, quota included, since only one run of a workflow ID can live.
+    The same ticket again, sent as a signal after its answer went unread (`answer_unread`), marks
+    what the queue holds for it: what it decided, or decides, for that ticket is told by signal."""
     if state.was_released(entry.key, entry.uid, entry.ticket):
         return
     held = state.reservations.get(entry.key)
     if held is not None:
         if held.uid == entry.uid and held.ticket >= entry.ticket:
+            if entry.answer_unread and held.ticket == entry.ticket:
+                held.answer_unread = True
             return
         del state.reservations[entry.key]
         requeue_inadmissible(state)
     queued = state.pending.get(entry.key)
     if queued is not None and queued.uid == entry.uid and queued.ticket >= entry.ticket:
+        if entry.answer_unread and queued.ticket == entry.ticket:
+            queued.answer_unread = True
         return
     state.pending.add(entry)
 

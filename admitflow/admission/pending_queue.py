@@ -42,6 +42,12 @@ class QueueEntry(WireModel):
     evaluated: tuple[str, str] | None = Field(
         default=None, description="Reason and message of the last evaluation, told or not."
     )
+    answer_unread: bool | None = Field(
+        default=None,
+        description="True: its enqueue asked for its answer in an update that its sender stopped waiting for (and sent "
+        "again as a signal): what the queue decides for this ticket is told by signal, never only in that answer. "
+        "None otherwise (left out of the wire: a deep queue carries thousands of entries).",
+    )
 
     # Cached on the instance (its __dict__, outside the fields: not serialized, not compared). These
     # are read for every entry in every scheduling pass; a pydantic private attribute took about

@@ -583,7 +583,7 @@ class _Cursor:
         reservation = Reservation(
             key=e.key, uid=e.uid, ticket=e.ticket, local_queue=e.local_queue, priority=e.priority,
             timestamp=e.timestamp, assignment=a, reserved_at=second(self.run.now), admitted=not checks, checks=checks,
-            gated=view.block_admission,
+            gated=view.block_admission, answer_unread=e.answer_unread,
         )
         self.state.pending.remove(e.key)
         self.state.reservations[e.key] = reservation
@@ -643,10 +643,12 @@ def answered(state: ClusterQueueState, n: Notice, now: datetime) -> bool:
     """Whether notice `n`, for an entry whose enqueue waits for its answer, goes in that answer
     instead of a signal: its pending reason or its reservation, which is then marked told only in an
     answer (`Reservation.answered_at`, for `retell_answered`). Anything else (an eviction, new
-    checks) goes by signal."""
+    checks), and anything for a ticket whose sender stopped waiting for the answer (its enqueue came
+    again as a signal: `answer_unread`), goes by signal."""
     if n.kind == "pending":
-        return True
-    if n.kind != "reserved":
+        queued = state.pending.get(n.key)
+        return not (queued is not None and queued.answer_unread)
+    if n.kind != "reserved" or state.reservations[n.key].answer_unread:
         return False
     state.reservations[n.key].answered_at = now
     return True
@@ -659,7 +661,8 @@ def retell_answered(state: ClusterQueueState, now: datetime, limit: int = MAX_RE
 
     The answer is lost when the workflow task that ran the enqueue failed after the queue took it,
     and the task's next attempt, with more messages (a deactivation, a deletion), did not enqueue
-    again. The signal reaches that workload, which gives back a ticket it did not ask for; the
+    again; or when its sender stopped waiting for the update that carried it and sent the enqueue
+    again as a signal (`Reservation.answer_unread`): that one is told again at once. The signal reaches that workload, which gives back a ticket it did not ask for; the
     notice to a run that has ended finds no workflow, and the queue forgets that run. A workload that
     has the reservation ignores the notice: the ticket is no longer waiting. At most `limit` at a
     time, as a pass reserves (the rest stay due)."""
@@ -669,7 +672,7 @@ def retell_answered(state: ClusterQueueState, now: datetime, limit: int = MAX_RE
     for r in state.reservations.values():
         if len(out) >= limit:
             break
-        if r.answered_at is not None and r.answered_at + RETELL_AFTER <= now:
+        if r.answered_at is not None and (r.answer_unread or r.answered_at + RETELL_AFTER <= now):
             r.answered_at = None
             if not r.evicting:
                 out.append(reservation_notice(state.view, r))
@@ -677,9 +680,10 @@ def retell_answered(state: ClusterQueueState, now: datetime, limit: int = MAX_RE
 
 
 def next_retell(state: ClusterQueueState) -> datetime | None:
-    """When `retell_answered` has a notice to tell again, at the earliest; None when it never will."""
-    told = [r.answered_at for r in state.reservations.values() if r.answered_at is not None]
-    return min(told) + RETELL_AFTER if told else None
+    """When `retell_answered` has a notice to tell again, at the earliest; None when it never will.
+    One whose answer went unread is due at once (its time is when it was answered)."""
+    told = [r.answered_at if r.answer_unread else r.answered_at + RETELL_AFTER for r in state.reservations.values() if r.answered_at is not None]
+    return min(told) if told else None
 
 
 def pending_told(state: ClusterQueueState, key: str, uid: str, ticket: int) -> Notice | None:

@@ -642,3 +642,69 @@ def test_the_ui_shows_where_each_waiting_workload_stands():
         "1. default/a (priority 0)",
         "... 1 more (`admitflow get pending-workloads cq`)",
     ]
+
+
+# --- an enqueue whose answer went unread ------------------------------------------------------------
+
+
+def unread(e: QueueEntry) -> QueueEntry:
+    """The same enqueue, sent again as a signal after its update was given up on (activities/mail.py)."""
+    return e.model_copy(update={"answer_unread": True})
+
+
+@pytest.mark.parametrize(
+    ("order", "told_by_signal", "told_again_at_once"),
+    [
+        pytest.param("answered-then-the-signal", False, True, id="the-signal-after-the-answer-tells-the-reservation-again-at-once"),
+        pytest.param("signal-then-the-answered-update", True, False, id="the-signal-before-the-pass-makes-the-reservation-go-by-signal"),
+        pytest.param("update-and-signal-before-the-pass", True, False, id="both-before-the-pass-the-reservation-goes-by-signal"),
+        pytest.param("answered-only", False, False, id="an-answer-read-is-told-again-only-after-retell-after"),
+    ],
+)
+def test_a_reservation_whose_answer_went_unread_reaches_its_workload_by_signal(order, told_by_signal, told_again_at_once):
+    """A sender that gave up on the update carrying an enqueue sends it again as a signal marked
+    `answer_unread`; whichever came first, what the queue decided for that ticket goes by signal:
+    in the pass (the notice is not put in the answer), or, when it was already put in one, at once
+    (`retell_answered`), not RETELL_AFTER later."""
+    st = state_with(view())
+    e = entry("a")
+    if order in ("signal-then-the-answered-update", "update-and-signal-before-the-pass"):
+        cq.enqueue(st, unread(e) if order == "signal-then-the-answered-update" else e)
+        cq.enqueue(st, e if order == "signal-then-the-answered-update" else unread(e))
+    else:
+        cq.enqueue(st, e)
+    (reserved,) = [n for n in run_pass(st).notices if n.kind == "reserved"]
+    assert scheduler.answered(st, reserved, NOW) is not told_by_signal
+    if order == "answered-then-the-signal":
+        cq.enqueue(st, unread(e))
+    assert (scheduler.next_retell(st) == NOW) is told_again_at_once
+    assert (scheduler.retell_answered(st, NOW) == [reserved]) is told_again_at_once
+
+
+@pytest.mark.parametrize(
+    "marked",
+    [
+        pytest.param(lambda e: unread(e.model_copy(update={"ticket": 0})), id="an-older-tickets-signal"),
+        pytest.param(lambda e: e, id="the-same-enqueue-unmarked"),
+    ],
+)
+def test_only_the_same_tickets_unread_enqueue_marks_a_reservation(marked):
+    st = state_with(view(), entry("a", ticket=1))
+    (reserved,) = [n for n in run_pass(st).notices if n.kind == "reserved"]
+    assert scheduler.answered(st, reserved, NOW)
+    cq.enqueue(st, marked(entry("a", ticket=1)))
+    assert scheduler.next_retell(st) == NOW + scheduler.RETELL_AFTER
+    assert scheduler.retell_answered(st, NOW) == []
+
+
+def test_a_pending_reason_of_an_unread_enqueue_goes_by_signal():
+    st = state_with(view(), unread(entry("a", cpu=5000)))
+    (pending,) = [n for n in run_pass(st).notices if n.kind == "pending"]
+    assert scheduler.answered(st, pending, NOW) is False
+
+
+def test_an_unread_mark_survives_the_wire_and_is_left_out_when_not_set():
+    st = state_with(view(), unread(entry("a")), entry("b", age=1))
+    again = ClusterQueueState.model_validate_json(st.model_dump_json())
+    assert again.pending.get("default/a").answer_unread is True
+    assert "answerUnread" not in entry("b").to_wire()

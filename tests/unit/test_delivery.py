@@ -144,3 +144,50 @@ def _notice(i: int = 0, **start: object) -> Delivery:
 )
 def test_which_batches_an_entity_sends_in_its_task(batch: list[Delivery], expected: bool) -> None:
     assert in_task_signals(batch) is expected
+
+
+# --- what a given-up update's messages say when they are sent again as signals -------------------
+
+
+def _entry_wire(ticket: int = 1) -> dict:
+    from datetime import UTC, datetime
+
+    from admitflow.admission.pending_queue import QueueEntry
+
+    return QueueEntry(key="default/job", uid="u", ticket=ticket, local_queue="lq", timestamp=datetime(2026, 12, 1, tzinfo=UTC), pod_sets=[]).to_wire()
+
+
+def _forwarded(signal: str, payload: dict) -> dict:
+    from admitflow.admission.cohort_tree import Forwarded
+
+    return Forwarded(cluster_queue="cq", signal=signal, payload=payload).to_wire()
+
+
+@pytest.mark.parametrize(
+    ("signal", "payload", "answer", "unread_at"),
+    [
+        (contract.ENQUEUE, _entry_wire(), True, ()),
+        (contract.FORWARD, _forwarded(contract.ENQUEUE, _entry_wire()), True, ("payload",)),
+        (contract.ENQUEUE, _entry_wire(), False, None),
+        (contract.RELEASE, {"key": "default/job", "uid": "u", "ticket": 1}, False, None),
+        (contract.FORWARD, _forwarded(contract.RELEASE, {"key": "default/job", "uid": "u", "ticket": 1}), True, None),
+    ],
+    ids=[
+        "an-enqueue-that-asked-its-answer-says-it-went-unread", "so-does-one-forwarded-to-a-cohort-tree",
+        "an-enqueue-that-asked-nothing-is-sent-as-it-is", "a-release-is-sent-as-it-is", "a-forwarded-release-is-sent-as-it-is",
+    ],
+)
+def test_a_given_up_updates_enqueue_says_its_answer_went_unread(signal, payload, answer, unread_at):
+    from admitflow.activities.mail import unanswered
+    from admitflow.messages import Message
+
+    m = Message(signal=signal, payload=payload, answer=answer)
+    sent = unanswered(m)
+    if unread_at is None:
+        assert sent == m
+        return
+    entry = sent.payload
+    for key in unread_at:
+        entry = entry[key]
+    assert entry["answerUnread"] is True
+    assert {k: v for k, v in entry.items() if k != "answerUnread"} == _entry_wire()
