@@ -5,8 +5,8 @@ A memo is written by its own workflow, in a workflow task that changes what it h
 (`upserts`: only the keys that changed, so an event carries one object, not all of them). It is
 read by DescribeWorkflowExecution (one workflow, as its mutable state has it) or with the rows of
 ListWorkflowExecutions (many, as visibility has them). A run continued as new starts without the
-keys its predecessor wrote, and writes them all in its first workflow task: a reader that finds a
-running workflow without them asks again a moment later.
+keys its predecessor wrote, and writes them all in its first workflow task: meanwhile the client
+waits for the catalog's, shows a workload as submitted and a ClusterQueue without its status.
 
 - A workload (`workload/<namespace>/<name>`): `workload`, the Workload's apiVersion, kind,
   metadata and spec; `status`, its Kueue status with the attempt each check is at and whether it

@@ -57,8 +57,8 @@ async def follow(
         found = await client.workload_reports(keys)
         now = loop.time()
         for key, report in ((k, found.get(k)) for k in keys):
-            if report is None:
-                continue
+            if report is None or not report.status.conditions:
+                continue  # gone, or its first workflow task has not written its memo yet
             state = WorkloadState(workload=report)
             line = f"{wl.phase(state)}: {wl.condition_summary(state)}"
             if lines.get(key) != line:

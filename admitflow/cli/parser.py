@@ -246,9 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
         "exporter", parents=[conn], help="serve admitflow's gauges (pending, reserving, admitted workloads, status "
         "per ClusterQueue) to Prometheus; run exactly one",
         description="Serve Kueue's per-ClusterQueue gauges under admitflow_ at /metrics: at each scrape it lists the "
-        "catalog's ClusterQueues and asks each one's workflow for its current figures, so the values are current and "
-        "a deleted ClusterQueue's series end. Workers serve the counters and histograms; one exporter serves the "
-        "gauges (`admitflow dev` serves them itself). See docs/metrics.md.",
+        "catalog's ClusterQueues and reads the figures each queue's workflow wrote in its memo (at most 10 s old), "
+        "querying no workflow; a deleted ClusterQueue's series end. Workers serve the counters and histograms; one "
+        "exporter serves the gauges (`admitflow dev` serves them itself). See docs/metrics.md.",
     )
     ex.add_argument(
         "--metrics-port", type=int, default=_env_int("ADMITFLOW_METRICS_PORT") or 9464,
@@ -291,8 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument(
         "--dry-run", nargs="?", const="client", default="none", choices=("none", "client", "server"),
         help="print what would happen, each line ending in (dry run), and change nothing. client: the manifests "
-        "are checked here against the objects as they stand; server: the catalog workflow's validator answers "
-        "(a read-only query: nothing reaches its history). Either way a Workload is checked as its submission "
+        "are checked here against the objects as they stand (the catalog's memo); server: the catalog workflow's "
+        "own code answers (a read-only query, a person's one-off look: nothing reaches its history). Either way a Workload is checked as its submission "
         "would be",
     )
 

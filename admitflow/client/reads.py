@@ -438,15 +438,18 @@ class Reads(Connection):
 
     # --- lists of workloads ---------------------------------------------------------------------
 
-    async def _listed(self, query: str) -> dict[str, Any]:
+    async def _listed(self, query: str, every_run: bool = False) -> dict[str, Any]:
         """The runs the visibility query finds, by workflow ID, each the newest run of its
         workflow: a workload applied again after it finished has an older, completed run under the
         same ID, which a filter may match when the current run does not (phase=Finished). The
-        completed ones are checked against every run of their IDs, a few hundred IDs per call."""
+        completed ones are checked against every run of their IDs, a few hundred IDs per call,
+        unless the query finds `every_run` of its IDs already (it names them, and nothing else)."""
         found: dict[str, Any] = {}
         async for wf in self.client.list_workflows(query, page_size=LIST_PAGE_SIZE, rpc_timeout=RPC_TIMEOUT):
             if wf.id not in found or _started(wf) > _started(found[wf.id]):
                 found[wf.id] = wf
+        if every_run:
+            return found
         completed = sorted(i for i, wf in found.items() if wf.status != WorkflowExecutionStatus.RUNNING)
         for chunk in (completed[i : i + SUPERSEDED_CHUNK] for i in range(0, len(completed), SUPERSEDED_CHUNK)):
             ids_ = ", ".join(visibility.quoted(i) for i in chunk)
@@ -505,7 +508,7 @@ class Reads(Connection):
         found: dict[str, Any] = {}
         for chunk in (unique[i : i + SUPERSEDED_CHUNK] for i in range(0, len(unique), SUPERSEDED_CHUNK)):
             ids_ = ", ".join(visibility.quoted(ids.workload_id(k)) for k in chunk)
-            found.update(await self._listed(f"WorkflowType = '{contract.WORKLOAD_WORKFLOW}' AND WorkflowId IN ({ids_})"))
+            found.update(await self._listed(f"WorkflowType = '{contract.WORKLOAD_WORKFLOW}' AND WorkflowId IN ({ids_})", every_run=True))
         recorded = await self._recorded(list(found.values()))
         return {k: recorded.get(k) for k in unique}
 

@@ -113,6 +113,45 @@ async def test_a_query_during_a_worker_death_never_makes_a_workload_diverge(tmp_
         server.stop()
 
 
+async def test_queries_right_after_a_server_restart_never_make_a_workload_diverge(tmp_path):
+    """The second road to the SDK's bug: the server restarted on its database while a workload's
+    backoff timer runs, and a person's `get` asked right after, again and again while the timer
+    fires and the workload enqueues again. Every query is answered (the client asks again a
+    refused one), and every run of every workflow replays."""
+    server = DevServer(port=free_port(), db=tmp_path / "temporal.db", headless=True, log_file=tmp_path / "temporal.log")
+    await server.start()
+    worker = start_worker(server, tmp_path / "worker-0.log")
+    try:
+        client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
+        af = AdmitflowClient(client, TASK_QUEUE)
+        await setup(af, "a")
+        await submit(af)
+        first = await until(af, "QuotaReserved", timeout=60)
+        await say(af, "job", "a", "Retry", requeue_after_seconds=4, attempt=first.check_attempts["a"])
+        for _ in range(300):
+            if await in_backoff_and_quiet(client, "default/job"):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the backoff's timer never started, or its workflow task never ended")
+        server.stop()
+        await server.start()
+        client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
+        patient = AdmitflowClient(client, TASK_QUEUE, query_timeout=timedelta(seconds=60))
+        for _ in range(10):
+            answered = await asyncio.wait_for(patient.workload("default/job"), 90)
+            assert answered.metadata.name == "job"
+            await asyncio.sleep(0.5)
+        again = await until(AdmitflowClient(client, TASK_QUEUE), "QuotaReserved", timeout=90)
+        assert again.check_attempts["a"] > first.check_attempts["a"]
+        audit = await assert_replays(client, keep=tmp_path)
+        assert audit.types.get("WorkloadWorkflow") == 1
+    finally:
+        worker.kill()
+        worker.wait(10)
+        server.stop()
+
+
 # --- every read of admitflow's client asks a refused query again ----------------------------------
 
 # How many of the next queries the stand-in refuses, and how many it was asked (it runs unsandboxed,
