@@ -64,3 +64,27 @@ def test_an_admitted_event_while_the_last_admission_holds_is_caught():
     again = T0 + timedelta(seconds=30)
     events = [*st.events, wl.Event(type="Normal", reason="QuotaReserved", message="", time=again), wl.Event(type="Normal", reason="Admitted", message="", time=again)]
     assert readmissions(events) == [again]
+
+
+@pytest.mark.parametrize(
+    ("waited", "queries", "observers", "ok"),
+    [
+        pytest.param(3.0, 40, 40, True, id="heard-within-seconds-and-only-the-observers-queried"),
+        pytest.param(15.0, 40, 40, False, id="a-reservation-unheard-of-for-15-s"),
+        pytest.param(3.0, 41, 40, False, id="something-else-than-the-observers-queried"),
+    ],
+)
+def test_a_chaos_run_fails_on_a_reservation_heard_of_late_or_a_machines_query(waited, queries, observers, ok):
+    from tests.chaos import Plan, Report
+    from tests.histories import Audit, Lag
+
+    decided = T0
+    report = Report(Plan(workloads=1, worker_kills=0, server_kills=0))
+    report.history = Audit(runs=1, reservations=[
+        Lag(key="default/a", ticket=1, decided=decided, heard=decided + timedelta(seconds=1)),
+        Lag(key="default/b", ticket=1, decided=decided, heard=decided + timedelta(seconds=waited)),
+        Lag(key="default/c", ticket=1, decided=decided, heard=None),
+    ])
+    report.queries, report.observers_queries = queries, observers
+    assert report.ok is ok
+    assert "held at most" in report.history.summary()
