@@ -24,6 +24,7 @@ waits for the catalog's, shows a workload as submitted and a ClusterQueue withou
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,6 +47,25 @@ CLUSTER_QUEUE = "clusterQueue/"
 COHORT = "cohort/"
 MOVED_TO = "movedTo"
 PROVISIONING_REQUEST = "provisioningRequest/"
+
+
+# The server refuses a memo write of 2 MiB or more (limit.memoSize.error: it fails the workflow task);
+# what one write carries is kept far below, whatever the number of keys that changed at once.
+UPSERT_LIMIT = 256 * 1024
+
+
+def chunks(changes: Mapping[str, Any], limit: int = UPSERT_LIMIT) -> list[dict[str, Any]]:
+    """`changes` cut into writes of at most about `limit` bytes of JSON each (a key is never cut)."""
+    out: list[dict[str, Any]] = [{}]
+    size = 0
+    for key, value in changes.items():
+        weight = len(key) + len(json.dumps(value, separators=(",", ":")))
+        if out[-1] and size + weight > limit:
+            out.append({})
+            size = 0
+        out[-1][key] = value
+        size += weight
+    return out
 
 
 def upserts(wanted: Mapping[str, Any], published: Mapping[str, Any]) -> dict[str, Any]:

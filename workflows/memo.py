@@ -44,7 +44,8 @@ class Memo:
         changes = memos.upserts(wanted(), self.published)
         if not changes:
             return
-        workflow.upsert_memo(changes)
+        for chunk in memos.chunks(changes):
+            workflow.upsert_memo(chunk)
         for key, value in changes.items():
             if value is None:
                 self.published.pop(key, None)

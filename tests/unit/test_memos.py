@@ -132,3 +132,20 @@ def test_stored_requests_by_namespace():
     assert [(r.metadata.namespace, r.metadata.name) for r in memos.stored_requests(memo)] == [("a", "x"), ("a", "z"), ("b", "y")]
     assert [r.metadata.name for r in memos.stored_requests(memo, "a")] == ["x", "z"]
     assert memos.stored_requests({"revision": 1}) == []
+
+
+@pytest.mark.parametrize(
+    ("sizes", "limit", "writes"),
+    [
+        ([10, 10, 10], 1000, [3]),
+        ([400, 400, 400], 1000, [2, 1]),
+        ([5000, 10], 1000, [1, 1]),
+        ([], 1000, [0]),
+    ],
+    ids=["small-changes-go-in-one-write", "a-write-stays-under-the-limit", "a-key-bigger-than-the-limit-is-never-cut", "nothing"],
+)
+def test_a_memo_write_is_cut_under_the_servers_limit(sizes, limit, writes):
+    changes = {f"k{i}": "x" * n for i, n in enumerate(sizes)}
+    cut = memos.chunks(changes, limit)
+    assert [len(c) for c in cut] == writes
+    assert {k: v for c in cut for k, v in c.items()} == changes
