@@ -132,7 +132,10 @@ async def audit(client: Client, keep: Path | None = None, reservations: bool = F
 
 async def reservation_lags(client: Client, histories: list[WorkflowHistory]) -> list[Lag]:
     """Every reservation a ClusterQueue or cohort tree decided, by workload key, uid and ticket,
-    with when its workload took the notice in, read from both histories."""
+    with when its workload took the notice in, read from both histories: decided at the notice's
+    `reservedAt` (to the second) or the queue's event that carried it (an update's answer, a
+    delivery activity, a signal), whichever is earlier; a notice a local activity delivered is
+    found through its `reservedAt` in the workload's history."""
     decided: dict[tuple[str, str, int], datetime] = {}
     heard: dict[tuple[str, str, int], datetime] = {}
 
@@ -140,6 +143,9 @@ async def reservation_lags(client: Client, histories: list[WorkflowHistory]) -> 
         if isinstance(notice, dict) and notice.get("kind", "reserved") == "reserved" and "ticket" in notice:
             k = (notice.get("key", ""), notice.get("uid", ""), int(notice["ticket"]))
             into[k] = min(at, into.get(k, at))
+            if notice.get("reservedAt"):  # the queue's own time of it, however the notice travelled
+                reserved = datetime.fromisoformat(notice["reservedAt"].replace("Z", "+00:00"))
+                decided[k] = min(reserved, decided.get(k, reserved))
 
     async def decoded(payloads: Any) -> list[Any]:
         return await client.data_converter.decode(payloads.payloads) if payloads.payloads else []

@@ -173,6 +173,10 @@ class Notice(WireModel):
         default=None, description="The ClusterQueue that sends it (set on the way out; None from a queue of an "
         "earlier release). A workload that gives back a ticket it never took releases it there.",
     )
+    reserved_at: datetime | None = Field(
+        default=None, description="With reserved: when the queue reserved it (to the second), whenever and however "
+        "it is told: how long a workload held quota before it heard of it reads from its own history.",
+    )
 
 
 class QueueEvent(WireModel):

@@ -627,6 +627,7 @@ def reservation_notice(view: ClusterQueueView, r: Reservation) -> Notice:
         workload_retention=view.workload_retention,
         runner=lq.runner if lq is not None else "",
         gated=r.gated,
+        reserved_at=r.reserved_at,
     )
 
 

@@ -72,6 +72,7 @@ def test_an_admitted_event_while_the_last_admission_holds_is_caught():
         pytest.param(3.0, 40, 40, True, id="heard-within-seconds-and-only-the-observers-queried"),
         pytest.param(15.0, 40, 40, False, id="a-reservation-unheard-of-for-15-s"),
         pytest.param(3.0, 41, 40, False, id="something-else-than-the-observers-queried"),
+        pytest.param(3.0, 38, 40, True, id="observers-queries-lost-in-a-server-kill"),
     ],
 )
 def test_a_chaos_run_fails_on_a_reservation_heard_of_late_or_a_machines_query(waited, queries, observers, ok):
