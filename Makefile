@@ -31,7 +31,9 @@ test: $(BIN)/.installed
 
 # The long chaos run (tests/chaos.py): 300 workloads, the engine worker killed 12 times and the
 # Temporal server once; prints its counts and exits non-zero on any stuck, leaked, double-admitted
-# workload or history that does not replay. Not part of `make test`.
+# workload, history that does not replay, real workflow task the stale-activation guard refused,
+# reservation its workload heard of 15 s late or more, or query sent by anything but its observers.
+# Not part of `make test`.
 soak: $(BIN)/.installed
 	$(BIN)/python -m tests.chaos
 
