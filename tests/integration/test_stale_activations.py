@@ -67,23 +67,33 @@ async def in_backoff_and_quiet(client: Client, key: str) -> bool:
     return timer and not pending
 
 
-async def test_a_query_during_a_worker_death_never_makes_a_workload_diverge(tmp_path):
-    server = DevServer(port=free_port(), db=None, headless=True, log_file=tmp_path / "temporal.log")
+async def started(tmp_path: Path, db: Path | None) -> tuple[DevServer, subprocess.Popen]:
+    """A dev server (on a database file when `db` is given) and an engine worker on it."""
+    server = DevServer(port=free_port(), db=db, headless=True, log_file=tmp_path / "temporal.log")
     await server.start()
-    worker = start_worker(server, tmp_path / "worker-0.log")
+    return server, start_worker(server, tmp_path / "worker-0.log")
+
+
+async def in_its_backoff(af: AdmitflowClient, client: Client):
+    """A workload whose check said Retry (4 s), once its backoff's timer runs and its workflow is
+    quiet; returns its report from before the Retry."""
+    await setup(af, "a")
+    await submit(af)
+    first = await until(af, "QuotaReserved", timeout=60)
+    await say(af, "job", "a", "Retry", requeue_after_seconds=4, attempt=first.check_attempts["a"])
+    for _ in range(300):
+        if await in_backoff_and_quiet(client, "default/job"):
+            return first
+        await asyncio.sleep(0.1)
+    raise AssertionError("the backoff's timer never started, or its workflow task never ended")
+
+
+async def test_a_query_during_a_worker_death_never_makes_a_workload_diverge(tmp_path):
+    server, worker = await started(tmp_path, db=None)
     try:
         client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
         af = AdmitflowClient(client, TASK_QUEUE)
-        await setup(af, "a")
-        await submit(af)
-        first = await until(af, "QuotaReserved", timeout=60)
-        await say(af, "job", "a", "Retry", requeue_after_seconds=4, attempt=first.check_attempts["a"])
-        for _ in range(300):
-            if await in_backoff_and_quiet(client, "default/job"):
-                break
-            await asyncio.sleep(0.1)
-        else:
-            raise AssertionError("the backoff's timer never started, or its workflow task never ended")
+        first = await in_its_backoff(af, client)
 
         worker.send_signal(signal.SIGKILL)
         worker.wait(10)
@@ -118,22 +128,10 @@ async def test_queries_right_after_a_server_restart_never_make_a_workload_diverg
     backoff timer runs, and a person's `get` asked right after, again and again while the timer
     fires and the workload enqueues again. Every query is answered (the client asks again a
     refused one), and every run of every workflow replays."""
-    server = DevServer(port=free_port(), db=tmp_path / "temporal.db", headless=True, log_file=tmp_path / "temporal.log")
-    await server.start()
-    worker = start_worker(server, tmp_path / "worker-0.log")
+    server, worker = await started(tmp_path, db=tmp_path / "temporal.db")
     try:
         client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
-        af = AdmitflowClient(client, TASK_QUEUE)
-        await setup(af, "a")
-        await submit(af)
-        first = await until(af, "QuotaReserved", timeout=60)
-        await say(af, "job", "a", "Retry", requeue_after_seconds=4, attempt=first.check_attempts["a"])
-        for _ in range(300):
-            if await in_backoff_and_quiet(client, "default/job"):
-                break
-            await asyncio.sleep(0.1)
-        else:
-            raise AssertionError("the backoff's timer never started, or its workflow task never ended")
+        first = await in_its_backoff(AdmitflowClient(client, TASK_QUEUE), client)
         server.stop()
         await server.start()
         client = await Client.connect(server.address, data_converter=DATA_CONVERTER)
