@@ -17,7 +17,6 @@ annotation, as Kueue's workload controller does.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -31,7 +30,7 @@ from admitflow.admission.workload import WorkloadState
 from admitflow.api import Workload
 from admitflow.api import field_error as fe
 from admitflow.api.field_error import FieldError
-from admitflow.api.names import dns1123_subdomain_errors, regex_error
+from admitflow.api.names import domain_prefixed_path_errors
 from admitflow.wire import WireModel
 
 ANNOTATION = "kueue.x-k8s.io/admission-gated-by"
@@ -46,10 +45,6 @@ CLEARED_MESSAGE = "AdmissionGatedBy cleared, waiting for quota reservation"
 CLEARED_NOTE = "Admission gate cleared, workload is now admissible"
 # The Warning event of a removal that was refused (a signal: an update's validator answers instead).
 REFUSED = "InvalidAdmissionGateRemoval"
-
-# apimachinery's IsDomainPrefixedPath: an RFC 1123 subdomain, "/", then RFC 3986 path characters.
-_HTTP_PATH_FMT = r"[A-Za-z0-9/\-._~%!$&'()*+,;=:]+"
-_HTTP_PATH = re.compile("^" + _HTTP_PATH_FMT + "$")
 
 
 class GateRemoval(WireModel):
@@ -113,19 +108,9 @@ def format_errors(value: str | None) -> list[FieldError]:
             errors.append(fe.invalid(PATH, value, f"duplicate gate name: {gate}"))
             continue
         seen.add(gate)
-        errors += _domain_prefixed_path_errors(gate)
+        errors += [fe.invalid(PATH, part, msg) for part, msg in domain_prefixed_path_errors(gate)]
         if len(gate) > MAX_GATE_LENGTH:
             errors.append(FieldError(PATH, fe.too_long_body(MAX_GATE_LENGTH)))
-    return errors
-
-
-def _domain_prefixed_path_errors(gate: str) -> list[FieldError]:
-    host, slash, path = gate.partition("/")
-    if not slash or not host or not path:
-        return [fe.invalid(PATH, gate, 'must be a domain-prefixed path (such as "acme.io/foo")')]
-    errors = [fe.invalid(PATH, host, msg) for msg in dns1123_subdomain_errors(host)]
-    if not _HTTP_PATH.match(path):
-        errors.append(fe.invalid(PATH, path, regex_error("Invalid path", _HTTP_PATH_FMT)))
     return errors
 
 
