@@ -26,10 +26,10 @@ KIND_NAMES = {
     # kubectl's short name for scheduling.k8s.io PriorityClasses.
     "PriorityClass": ("priorityclass", "priorityclasses", "pc"),
     "Workload": ("workload", "workloads", "wl"),
+    "Job": ("job", "jobs"),  # batch/v1; kubectl declares no short name
 }
 
-# The kinds that live in a (Kueue) namespace: their keys are namespace/name. A batch/v1 Job is
-# parsed from manifests (admitflow.api.job) before `get`, `describe` and `delete` know it.
+# The kinds that live in a (Kueue) namespace: their keys are namespace/name.
 NAMESPACED = frozenset({"LocalQueue", "Workload", "ProvisioningRequest", "Job"})
 
 # kubectl's plural resource names, used in messages the way kubectl words them.

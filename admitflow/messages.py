@@ -4,7 +4,7 @@ fields can be added without breaking running histories."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -14,7 +14,7 @@ from admitflow.admission.cohort_tree import Away, CohortTreeState
 from admitflow.admission.pod_set_updates import PodSetInfo
 from admitflow.admission.pods_ready import GateState
 from admitflow.admission.workload import WorkloadState
-from admitflow.api import ClusterQueueStatus, LocalQueueStatus, Workload
+from admitflow.api import ClusterQueueStatus, Job, LocalQueueStatus, Workload
 from admitflow.api.provisioning_request import PodTemplate, ProvisioningRequest
 from admitflow.api.node_group import SimulatedNodeGroup
 from admitflow.simulation.autoscaler import SET_BY_HAND, AutoscalerState
@@ -301,6 +301,29 @@ class StopWorkload(WireModel):
     admission: int
     reason: str = ""
     message: str = ""
+
+
+# --- a batch/v1 Job kept by admitflow (workflows/job.py, admitflow.jobs.store) -------------------
+
+
+class JobInput(WireModel):
+    """A JobWorkflow: the Job as stored (carried across continue-as-new)."""
+
+    job: Job
+
+
+class JobPatch(WireModel):
+    """A JSON merge patch of a stored Job (update `patch_job`), as a client sends one to the
+    apiserver: with `metadata.resourceVersion` it applies only to that version (else 409 Conflict)."""
+
+    patch: dict[str, Any] = Field(description="The merge patch (RFC 7386), in the Job's camelCase shape.")
+    subresource: Literal["", "status"] = Field(default="", description='"status": the status subresource (only the status changes).')
+
+
+class JobDeletion(WireModel):
+    """Signal `delete_job`: the Job is deleted (its workflow returns it)."""
+
+    reason: str = ""
 
 
 # --- blockAdmission gate (admitflow.admission.pods_ready) --------------------------------------

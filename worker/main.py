@@ -31,13 +31,14 @@ from admitflow.workflows.autoscaler import SimulatedAutoscalerWorkflow
 from admitflow.workflows.catalog import CatalogWorkflow
 from admitflow.workflows.cluster_queue import ClusterQueueWorkflow
 from admitflow.workflows.cohort import CohortWorkflow
+from admitflow.workflows.job import JobWorkflow
 from admitflow.workflows.pods_ready_gate import PodsReadyGateWorkflow
 from admitflow.workflows.provisioning import ProvisioningCheckWorkflow
 from admitflow.workflows.workload import WorkloadWorkflow
 
 WORKFLOWS: Sequence[type] = (
     CatalogWorkflow, ClusterQueueWorkflow, CohortWorkflow, WorkloadWorkflow, ProvisioningCheckWorkflow, SimulatedAutoscalerWorkflow,
-    PodsReadyGateWorkflow,
+    PodsReadyGateWorkflow, JobWorkflow,
 )
 
 PROVISIONING_BACKENDS = ("simulated", "kubernetes")

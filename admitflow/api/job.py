@@ -92,7 +92,9 @@ class JobMeta(NamespacedObjectMeta):
     @field_validator("generate_name")
     @classmethod
     def _valid_generate_name(cls, value: str | None) -> str | None:
-        for msg in generate_name_errors(value or ""):
+        if value is None:
+            return value  # null, as a stored Job's is when sent as a whole model
+        for msg in generate_name_errors(value):
             raise k8s_error(invalid_body(value, msg))
         return value
 

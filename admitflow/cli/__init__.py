@@ -32,6 +32,7 @@ from admitflow.cli.parser import build_parser
 
 COMMANDS = {
     "apply": manifests.cmd_apply,
+    "create": manifests.cmd_create,
     "get": reads.cmd_get,
     "describe": reads.cmd_describe,
     "finish": reports.cmd_finish,

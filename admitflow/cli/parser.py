@@ -277,7 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
         "apply", parents=[conn], help="apply Kueue manifests (file, directory, or - for stdin)",
         description="Apply Kueue manifests as kubectl apply does: the catalog objects (ResourceFlavors, ClusterQueues, "
         "LocalQueues, AdmissionChecks, ...) all or nothing in one update of the catalog workflow, then each Workload "
-        "submitted (its workflow started; one naming a WorkloadPriorityClass without a priority gets the class's value). "
+        "submitted (its workflow started; one naming a WorkloadPriorityClass without a priority gets the class's value), "
+        "then each batch/v1 Job kept with the Workload Kueue's job framework makes from it (docs/jobs.md; a Job with "
+        "only generateName is refused, as kubectl refuses it: use create). "
         "Objects keep the namespace their manifest gives (default: default).",
     )
     a.add_argument("-f", "--filename", action="append", required=True, help="a file, a directory, or - for stdin (repeatable)")
@@ -289,6 +291,20 @@ def build_parser() -> argparse.ArgumentParser:
         "are checked here against the objects as they stand; server: the catalog workflow's validator answers "
         "(a read-only query: nothing reaches its history). Either way a Workload is checked as its submission "
         "would be",
+    )
+
+    cr = sub.add_parser(
+        "create", parents=[conn], help="create objects from manifests (file, directory, or - for stdin), as kubectl create",
+        description="Create the objects of the manifests as kubectl create does: every one is new, so one that exists "
+        "already is refused (AlreadyExists) and nothing is created. A batch/v1 Job may give metadata.generateName "
+        "instead of a name (which apply refuses): it gets the prefix's first 58 characters and 5 random ones. Each Job "
+        "is kept with the Workload Kueue's job framework makes from it (docs/jobs.md); a Job without the label "
+        "kueue.x-k8s.io/queue-name is refused, as Kueue would leave it alone.",
+    )
+    cr.add_argument("-f", "--filename", action="append", required=True, help="a file, a directory, or - for stdin (repeatable)")
+    cr.add_argument(
+        "--dry-run", nargs="?", const="client", default="none", choices=("none", "client", "server"),
+        help="print what would be created, each line ending in (dry run), and change nothing",
     )
 
     g_ = sub.add_parser(
@@ -419,7 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=EXPLAIN_DESCRIPTION,
     )
     xp.add_argument("kind", metavar="KIND[/NAME]", help="workload (wl) or clusterqueue (cq)")
-    xp.add_argument("name", nargs="?", help="namespace/name of a workload (or name, in -n's namespace or default); a ClusterQueue's name")
+    xp.add_argument("name", nargs="?", help="namespace/name of a workload, or of a Job whose Workload it is (or name, in -n's namespace or default); a ClusterQueue's name")
     _kueue_namespace_flags(xp)
     xp.add_argument(
         "-o", "--output", choices=("table", "json", "yaml"), default="table",

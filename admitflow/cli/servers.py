@@ -13,7 +13,7 @@ from pathlib import Path
 
 from admitflow.cli.connection import connect
 from admitflow.cli.errors import EXIT_UNREACHABLE, CLIError
-from admitflow.cli.manifests import print_outcomes, read_manifests
+from admitflow.cli.manifests import followed, print_outcomes, read_manifests
 from admitflow.cli.parser import WORKER_SETTINGS
 
 
@@ -131,7 +131,7 @@ async def cmd_dev(args: argparse.Namespace) -> None:
                 print_outcomes(outcomes)
                 # Followed until Ctrl-C, so that what a person does later (a verdict) shows here too.
                 settled = asyncio.Event()
-                keys = [o.key for o in outcomes if o.kind == "Workload"]
+                keys = await followed(client, outcomes)
                 running.append(asyncio.ensure_future(follow(client, keys, settled.set)))
                 await asyncio.wait(
                     {asyncio.ensure_future(settled.wait()), asyncio.ensure_future(stop.wait())},

@@ -53,7 +53,7 @@ def test_the_defaults_in_the_help_are_those_of_the_modules_that_own_them():
     assert parser.DEFAULT_DB == DEFAULT_DB
     assert parser.SET_BY_HAND == SET_BY_HAND
     assert kinds.PROVISIONING_REQUEST_CONDITIONS == CONDITION_TYPES
-    assert set(kinds.KIND_NAMES) == {*catalog.CATALOG_KINDS, "Workload"}
+    assert set(kinds.KIND_NAMES) == {*catalog.CATALOG_KINDS, "Workload", "Job"}
 
 
 def test_version_prints_the_installed_version(capsys):
