@@ -16,10 +16,11 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 
 # The main job: embedded Temporal dev server + UI on :8233, the worker, the sample budget check
 # controller and the local runner, examples applied and submitted (the approval sample's workload
-# waits for a person), admitted workloads run as local processes, every phase change shown; Ctrl-C
+# waits for a person), Kueue's quick-start queues and Job as published (examples/kueue/), admitted
+# workloads run as local processes (the Job's three pods too), every phase change shown; Ctrl-C
 # stops it.
 run: $(BIN)/.installed
-	$(BIN)/admitflow dev -f examples/ -f examples/controllers/approval.yaml --controller examples/controllers/budget.py --runner examples/runners/local.py
+	$(BIN)/admitflow dev -f examples/ -f examples/kueue/ -f examples/controllers/approval.yaml --controller examples/controllers/budget.py --runner examples/runners/local.py
 
 # Unit, workflow (time-skipping server) and integration (dev server) tests, in two processes: most
 # of an integration test's time is spent waiting on the server, so two share the two cores well
