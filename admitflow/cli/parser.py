@@ -173,6 +173,13 @@ def _env_int(name: str) -> int | None:
     return int(value) if value else None
 
 
+DRY_RUNS = ("none", "client", "server")
+
+
+def _filename_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-f", "--filename", action="append", required=True, help="a file, a directory, or - for stdin (repeatable)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `admitflow` command's parser, with every command in the order `--help` lists them."""
     conn = argparse.ArgumentParser(add_help=False)
@@ -282,11 +289,11 @@ def build_parser() -> argparse.ArgumentParser:
         "only generateName is refused, as kubectl refuses it: use create). "
         "Objects keep the namespace their manifest gives (default: default).",
     )
-    a.add_argument("-f", "--filename", action="append", required=True, help="a file, a directory, or - for stdin (repeatable)")
+    _filename_flag(a)
     a.add_argument("--wait", action="store_true", help="then follow the workloads applied, printing each phase change, "
                    "until each is admitted, finished or waits for a person")
     a.add_argument(
-        "--dry-run", nargs="?", const="client", default="none", choices=("none", "client", "server"),
+        "--dry-run", nargs="?", const="client", default="none", choices=DRY_RUNS,
         help="print what would happen, each line ending in (dry run), and change nothing. client: the manifests "
         "are checked here against the objects as they stand; server: the catalog workflow's validator answers "
         "(a read-only query: nothing reaches its history). Either way a Workload is checked as its submission "
@@ -301,11 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
         "is kept with the Workload Kueue's job framework makes from it (docs/jobs.md); a Job without the label "
         "kueue.x-k8s.io/queue-name is refused, as Kueue would leave it alone.",
     )
-    cr.add_argument("-f", "--filename", action="append", required=True, help="a file, a directory, or - for stdin (repeatable)")
-    cr.add_argument(
-        "--dry-run", nargs="?", const="client", default="none", choices=("none", "client", "server"),
-        help="print what would be created, each line ending in (dry run), and change nothing",
-    )
+    _filename_flag(cr)
+    cr.add_argument("--dry-run", nargs="?", const="client", default="none", choices=DRY_RUNS,
+                    help="print what would be created, each line ending in (dry run), and change nothing")
 
     g_ = sub.add_parser(
         "get", parents=[conn], help="list objects of a kind, or show one",

@@ -78,8 +78,9 @@ class Run:
     finish_told: bool = False  # by whichever of its activity or its `_outlive` saw the exit first
 
 
-# Runs the command in the process group the runner made for it, and takes the whole group down
-# when the runner dies: its end of stdin closes then, however it died (like a node going down).
+# Runs a program (argv) in the process group the runner made for it, and takes the whole group down
+# when the runner dies: its end of stdin closes then, however it died (like a node going down). A
+# workload's command runs as `/bin/sh -c COMMAND`, a Job's container as its command and args.
 WATCHDOG = """
 import os, signal, subprocess, sys, threading
 def orphaned():
@@ -87,7 +88,11 @@ def orphaned():
         pass
     os.killpg(0, signal.SIGKILL)
 threading.Thread(target=orphaned, daemon=True).start()
-code = subprocess.call(["/bin/sh", "-c", sys.argv[1]])
+try:
+    code = subprocess.call(sys.argv[1:])
+except OSError as err:
+    print(f"exec {sys.argv[1]}: {err.strerror}", flush=True)
+    os._exit(127)
 os._exit(code if code >= 0 else 128 - code)
 """
 
@@ -135,7 +140,7 @@ class LocalRunner:
         }
         with log_path.open("ab") as log:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-c", WATCHDOG, command, stdin=asyncio.subprocess.PIPE, stdout=log,
+                sys.executable, "-c", WATCHDOG, "/bin/sh", "-c", command, stdin=asyncio.subprocess.PIPE, stdout=log,
                 stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True,
             )
         run = self.runs[request.workflow_id] = Run(process=process, admission=request.admission)
@@ -311,22 +316,6 @@ def cut_off() -> bool:
 
 # --- batch/v1 Jobs: their pods as local processes ------------------------------------------------
 
-# A pod's container as a process: its command and args run directly (no shell), in the process
-# group the runner made for it, and the group goes down with the runner, as WATCHDOG's does.
-CONTAINER_WATCHDOG = """
-import os, signal, subprocess, sys, threading
-def orphaned():
-    while os.read(0, 1024):
-        pass
-    os.killpg(0, signal.SIGKILL)
-threading.Thread(target=orphaned, daemon=True).start()
-try:
-    code = subprocess.call(sys.argv[1:])
-except OSError as err:
-    print(f"exec {sys.argv[1]}: {err.strerror}", flush=True)
-    os._exit(127)
-os._exit(code if code >= 0 else 128 - code)
-"""
 NO_COMMAND_EXIT = 127  # what a container whose entrypoint cannot be found exits with
 
 
@@ -437,7 +426,7 @@ class JobPods:
                     continue
                 container_env = {**env, **{e["name"]: e.get("value", "") for e in container.get("env") or () if "valueFrom" not in e}}
                 processes.append(await asyncio.create_subprocess_exec(
-                    sys.executable, "-c", CONTAINER_WATCHDOG, *command, stdin=asyncio.subprocess.PIPE, stdout=log,
+                    sys.executable, "-c", WATCHDOG, *command, stdin=asyncio.subprocess.PIPE, stdout=log,
                     stderr=asyncio.subprocess.STDOUT, env=container_env, start_new_session=True,
                 ))
         activity.logger.info("started pod %s/%s of job %s (admission %d), output in %s", self.namespace, name, self.name,
