@@ -37,7 +37,8 @@ def _buckets(count: int) -> list[float]:
     return [1.0] + [2.5 * 2**i for i in range(count - 1)]
 
 
-# name -> (kind, description); histograms also get their buckets (the worker's Prometheus config).
+# name -> (kind, description); every histogram also has its buckets in BUCKETS (the worker's
+# Prometheus config): without them the SDK's would apply, made for milliseconds.
 METRICS: dict[str, tuple[str, str]] = {
     "quota_reserved_workloads_total": ("counter", "Workloads that got quota reserved, per ClusterQueue"),
     "quota_reserved_wait_time_seconds": ("histogram", "Time from creation or the last requeue to quota reservation"),
@@ -81,7 +82,10 @@ METRICS.update({
     "local_queue_" + name: (kind, what.replace("per ClusterQueue", "per LocalQueue") if "per ClusterQueue" in what else what + ", per LocalQueue")
     for name, (kind, what) in ((n, METRICS[n]) for n in LOCAL_QUEUE_TWINS)
 })
+# Prometheus' default buckets (client_golang's DefBuckets), which Kueue's scheduler histogram keeps.
+DEFAULT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]
 BUCKETS: dict[str, list[float]] = {
+    PREFIX + "admission_attempt_duration_seconds": DEFAULT_BUCKETS,
     PREFIX + "quota_reserved_wait_time_seconds": _buckets(14),
     PREFIX + "admission_wait_time_seconds": _buckets(16),
     PREFIX + "admission_checks_wait_time_seconds": _buckets(14),

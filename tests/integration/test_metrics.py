@@ -142,6 +142,10 @@ async def test_the_counters_match_what_happened(engine):
     assert value(samples, "admitflow_admission_attempts_total", result="success") == 2, "one pass per reservation"
     assert value(samples, "admitflow_admission_attempt_duration_seconds_count", result="success") == 2
     assert 0 < value(samples, "admitflow_admission_attempt_duration_seconds_sum", result="success") < 2, "two passes' computing time"
+    # Prometheus' default buckets, in seconds, as Kueue's: each pass falls in one of the first ones.
+    buckets = {ls["le"]: v for n, ls, v in samples if n == "admitflow_admission_attempt_duration_seconds_bucket"}
+    assert list(buckets) == [f"{b:g}" for b in metrics.DEFAULT_BUCKETS] + ["+Inf"]
+    assert buckets["0.5"] == 2, buckets
     assert value(samples, "admitflow_evicted_workloads_once_total", reason="AdmissionCheck", underlying_cause="", **cq) == 1
     assert value(samples, "admitflow_ready_wait_time_seconds_count", **cq) == 1, "its pods were reported ready"
     assert value(samples, "admitflow_admitted_until_ready_wait_time_seconds_count", **cq) == 1

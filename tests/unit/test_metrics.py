@@ -357,3 +357,18 @@ def _set_aside(st: ClusterQueueState) -> ClusterQueueState:
 )
 def test_a_pass_is_an_attempt_when_a_workload_can_be_tried(states, want):
     assert m.has_workloads_to_try(states) is want
+
+
+def test_every_histogram_has_buckets_in_seconds_as_kueue_s():
+    """Without buckets of its own a histogram gets the SDK's, made for milliseconds (50 to 10000):
+    a pass of half a millisecond then read as 25 s at p50. Kueue's scheduler histogram keeps
+    Prometheus' default buckets; its workload histograms use 1, 2.5, 5, 10, ... (16 for the
+    admission wait)."""
+    histograms = {m.PREFIX + n for n, (kind, _) in m.METRICS.items() if kind == "histogram"}
+    workloads = dict(m.BUCKETS)
+    assert set(workloads) == histograms
+    assert workloads.pop(m.PREFIX + "admission_attempt_duration_seconds") == m.DEFAULT_BUCKETS == [
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+    ]
+    for name, buckets in workloads.items():
+        assert buckets[:5] == [1, 2.5, 5, 10, 20] and len(buckets) == (16 if name.endswith("admission_wait_time_seconds") else 14), name
