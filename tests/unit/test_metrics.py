@@ -10,19 +10,23 @@ from admitflow import gauges
 from admitflow.admission import checks
 from admitflow.admission import cluster_queue as cq
 from admitflow.admission import metrics as m
-from admitflow.admission import pods_ready
+from admitflow.admission import lifecycle, pods_ready
 from admitflow.admission import workload as wl
 from admitflow.admission.checks import Verdict
 from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView, LocalQueueInfo
+from admitflow.api.configuration import WaitForPodsReady
 from tests.unit.test_cluster_queue import NOW, entry, run_pass, state_with, view
 from tests.unit.test_workload_status import T0, reserved_notice, submitted
 
 
 def counted(observations, local_queue: bool = False) -> dict[tuple, float]:
     """Each observation by name and labels; the LocalQueue variants only with `local_queue`
-    (test_each_workload_metric_of_kueue_comes_with_its_local_queue_variant checks them)."""
+    (test_each_workload_metric_of_kueue_comes_with_its_local_queue_variant checks them); the
+    counters added 0 ahead of their events left out (test_counters_are_added_0_ahead_of_their_events)."""
     out: dict[tuple, float] = {}
     for o in observations:
+        if o.kind == "counter" and o.value == 0:
+            continue
         if local_queue or not o.name.startswith(m.PREFIX + "local_queue_"):
             key = (o.name.removeprefix(m.PREFIX), tuple(sorted(o.labels.items())))
             out[key] = out.get(key, 0) + o.value
@@ -184,6 +188,79 @@ def test_each_workload_metric_of_kueue_comes_with_its_local_queue_variant():
     assert {m.PREFIX + "local_queue_" + n for n in m.LOCAL_QUEUE_TWINS} <= {m.PREFIX + n for n in m.METRICS}
 
 
+def zeros(observations) -> set[tuple[str, tuple]]:
+    return {(o.name.removeprefix(m.PREFIX), tuple(sorted(o.labels.items())))
+            for o in observations if o.kind == "counter" and o.value == 0}
+
+
+def _evictions(*pairs: tuple[str, str]) -> set[tuple[str, tuple]]:
+    lq = (("name", "lq"), ("namespace", "default"), ("priority_class", ""))
+    out = set()
+    for reason, cause in pairs:
+        labels = (("reason", reason), ("underlying_cause", cause))
+        out |= {("evicted_workloads_total", tuple(sorted(CQ + labels))), ("evicted_workloads_once_total", tuple(sorted(CQ + labels))),
+                ("local_queue_evicted_workloads_total", tuple(sorted(lq + labels)))}
+    return out
+
+
+ANY_WORKLOAD = _evictions(("Preempted", ""), ("ClusterQueueStopped", ""), ("LocalQueueStopped", ""), ("Deactivated", ""),
+                          ("QuotaForceReleased", ""))
+BUDGET = {("admission_check_retries_total", VERDICT)} | {
+    ("admission_check_verdicts_total", VERDICT + (("outcome", "applied"), ("state", s))) for s in ("Pending", "Ready", "Retry", "Rejected")
+}
+
+
+def _reserved(checks: list[str] | None = None, **notice) -> wl.WorkloadState:
+    st = submitted()
+    if notice.get("max_execution"):
+        st.workload.spec.maximum_execution_time_seconds = notice.pop("max_execution")
+    n = reserved_notice(checks)
+    wl.reserve_quota(st, n.model_copy(update=notice), T0 + timedelta(seconds=5))
+    return st
+
+
+@pytest.mark.parametrize(
+    ("state", "want"),
+    [
+        pytest.param(submitted(), {
+            (name, labels) for base in ("quota_reserved_workloads_total", "admitted_workloads_total", "finished_workloads_total")
+            for name, labels in ((base, CQ), ("local_queue_" + base, (("name", "lq"), ("namespace", "default"), ("priority_class", ""))))
+        }, id="a-workload-that-knows-its-cluster-queue-gets-its-reservation-admission-and-finish-counters"),
+        pytest.param(_reserved(), ANY_WORKLOAD,
+                     id="a-reserved-workload-gets-the-evictions-any-workload-can-have"),
+        pytest.param(_reserved(["budget"]), ANY_WORKLOAD | _evictions(("AdmissionCheck", ""), ("Deactivated", "AdmissionCheck")) | BUDGET,
+                     id="with-a-check-also-its-evictions-for-checks-and-the-checks-retries-and-applied-verdicts"),
+        pytest.param(_reserved(wait_for_pods_ready=WaitForPodsReady(timeout="3s")),
+                     ANY_WORKLOAD | _evictions(("PodsReadyTimeout", "WaitForStart"), ("PodsReadyTimeout", "WaitForRecovery"),
+                                               ("Deactivated", "RequeuingLimitExceeded")),
+                     id="under-wait-for-pods-ready-also-the-timeouts-and-the-requeuing-limit"),
+        pytest.param(_reserved(max_execution=60), ANY_WORKLOAD | _evictions(("Deactivated", "MaximumExecutionTimeExceeded")),
+                     id="with-a-maximum-execution-time-also-its-deactivation"),
+    ],
+)
+def test_counters_are_added_0_ahead_of_their_events(state, want):
+    """A series appears at its first addition: Prometheus' rate and increase would not see the
+    event that makes it. What a workload may count later is added 0 as soon as its labels are
+    known; once per reservation, and never for what a carried state already counted."""
+    seen, obs = m.workload_observations(m.Seen(), state)
+    got = zeros(obs)
+    if wl.has_quota(state):
+        got -= zeros(m.workload_observations(m.Seen(), submitted())[1])  # what knowing the ClusterQueue adds
+    assert got == want
+    assert zeros(m.workload_observations(seen, state)[1]) == set(), "nothing new: nothing added"
+    assert m.workload_observations(m.snapshot(state), state)[1] == [], "a carried state adds nothing"
+
+
+def test_every_eviction_the_rules_count_is_one_the_metrics_set_up():
+    """EVICTIONS spells each reason and cause as the rules that evict do (their constants)."""
+    assert {(r, c) for r, c, _ in m.EVICTIONS} == {
+        (wl.PREEMPTED, ""), ("ClusterQueueStopped", ""), ("LocalQueueStopped", ""), ("Deactivated", ""),
+        (cq.FORCE_RELEASED, ""), ("AdmissionCheck", ""), ("Deactivated", "AdmissionCheck"),
+        (pods_ready.TIMEOUT_REASON, wl.WAIT_FOR_START), (pods_ready.TIMEOUT_REASON, pods_ready.WAIT_FOR_RECOVERY),
+        ("Deactivated", pods_ready.LIMIT_CAUSE), ("Deactivated", lifecycle.MAX_EXECUTION_CAUSE),
+    }
+
+
 def _after_a_pass(st: ClusterQueueState) -> ClusterQueueState:
     run_pass(st)
     return st
@@ -335,8 +412,10 @@ def test_a_sample_line(labels, value, want):
 )
 def test_an_admission_attempt(had_heads, reserved, want):
     got = m.admission_attempt(had_heads, reserved, 0.25)
+    other = {"success": "inadmissible", "inadmissible": "success"}.get(want)
     assert [(o.name, o.labels["result"], o.value) for o in got] == ([] if want is None else [
         (m.PREFIX + "admission_attempts_total", want, 1), (m.PREFIX + "admission_attempt_duration_seconds", want, 0.25),
+        (m.PREFIX + "admission_attempts_total", other, 0),
     ])
 
 
