@@ -8,7 +8,7 @@ every 10 s (a scrape of it waits 4 s for a queue that does not answer, 8 s at mo
 - `checked` is reserved quota, its check says Retry (an eviction right after the reservation, so
   its series is born at 1), then Ready; its pods are reported ready, a junk verdict is sent to it
   (refused), and it finishes;
-- `slow` is admitted again and again and never gets its pods ready: PodsReady timeouts (3 s), each
+- `slow` is admitted again and again and never gets its pods ready: PodsReady timeouts (2 s), each
   followed by a 1 s backoff, until it is deactivated;
 - `big` asks for more than the queue has: pending, inadmissible;
 - ClusterQueue `wedged` fails every workflow task from a signal on (the interceptor of
@@ -148,23 +148,26 @@ async def engine(dev_server: DevServer, tmp_path_factory) -> Scenario:
     binary()  # skip (or fail, in CI) before anything starts
     namespace = next(dev_server.pool)  # type: ignore[attr-defined]
     sdk_port, exporter_port, prometheus_port = free_port(), free_port(), free_port()
-    client = await Client.connect(
-        dev_server.address, namespace=namespace, data_converter=DATA_CONVERTER, runtime=metrics_runtime(sdk_port, "127.0.0.1")
-    )
-    reader = await Client.connect(dev_server.address, namespace=namespace, data_converter=DATA_CONVERTER)
-    af = AdmitflowClient(reader, ids.DEFAULT_TASK_QUEUE)
+    # Started first: it scrapes its targets only some seconds after it is ready.
     prometheus = Prometheus(tmp_path_factory.mktemp("prometheus"), [
         Job("admitflow-workers", [f"127.0.0.1:{sdk_port}"]),
         Job("admitflow-exporter", [f"127.0.0.1:{exporter_port}"], interval="10s"),
     ], prometheus_port)
     try:
+        client = await Client.connect(
+            dev_server.address, namespace=namespace, data_converter=DATA_CONVERTER, runtime=metrics_runtime(sdk_port, "127.0.0.1")
+        )
+        reader = await Client.connect(dev_server.address, namespace=namespace, data_converter=DATA_CONVERTER)
+        af = AdmitflowClient(reader, ids.DEFAULT_TASK_QUEUE)
         async with (
             build_worker(client, ids.DEFAULT_TASK_QUEUE, interceptors=[Wedge()]),
             Controller(CONTROLLER, check=check).worker(client),
             gauges.serving(reader, exporter_port, host="127.0.0.1"),
         ):
+            await _queues(af)
             await asyncio.to_thread(prometheus.wait_ready)
-            await asyncio.to_thread(prometheus.wait_scraped)
+            # The worker's series at 0 must be in Prometheus before the events they are ahead of.
+            await asyncio.to_thread(prometheus.wait_scraped, "admitflow-workers")
             start = time.time()
             yield await _scenario(prometheus, af, reader, namespace, start, {"worker": sdk_port, "exporter": exporter_port})
         result = await audit(client)
@@ -174,14 +177,20 @@ async def engine(dev_server: DevServer, tmp_path_factory) -> Scenario:
         prometheus.stop()
 
 
-async def _scenario(prometheus: Prometheus, af: AdmitflowClient, client: Client, namespace: str, start: float,
-                    ports: dict[str, int]) -> Scenario:
+async def _queues(af: AdmitflowClient) -> None:
     budget = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "budget"},
               "spec": {"controllerName": CONTROLLER}}
-    config = configuration_manifest(timeout="3s", requeuingStrategy={"backoffBaseSeconds": 1, "backoffMaxSeconds": 1})
+    config = configuration_manifest(timeout="2s", requeuingStrategy={"backoffBaseSeconds": 1, "backoffMaxSeconds": 1})
     await af.apply(loaded(config, budget, flavor_manifest(), cluster_queue_manifest(checks=[{"name": "budget"}]),
                           cluster_queue_manifest("wedged"), local_queue_manifest()))
     await af.set_admission_check_active("budget")
+
+
+async def _scenario(prometheus: Prometheus, af: AdmitflowClient, client: Client, namespace: str, start: float,
+                    ports: dict[str, int]) -> Scenario:
+    # A bug in a ClusterQueue's signal handler: its workflow tasks fail from now on.
+    WEDGED.add((namespace, WEDGED_QUEUE, ""))
+    await client.get_workflow_handle(WEDGED_QUEUE).signal(contract.REPRIORITIZE, {})
     await af.apply(loaded(workload_manifest("checked"), workload_manifest("slow"), workload_manifest("big", cpu="8")))
 
     async def condition(key: str, type_: str) -> bool:
@@ -196,10 +205,6 @@ async def _scenario(prometheus: Prometheus, af: AdmitflowClient, client: Client,
     await af.pods_ready("default/checked")
     checked = client.get_workflow_handle(ids.workload_id("default/checked"))
     await checked.signal(contract.SET_ADMISSION_CHECK_STATE, {"name": "budget", "state": "Maybe"})
-
-    # A bug in a ClusterQueue's signal handler: its workflow tasks fail from now on.
-    WEDGED.add((namespace, WEDGED_QUEUE, ""))
-    await client.get_workflow_handle(WEDGED_QUEUE).signal(contract.REPRIORITIZE, {})
 
     async def timed_out_twice():
         return (await evictions("default/slow")).get(("PodsReadyTimeout", "WaitForStart"), 0) >= 2

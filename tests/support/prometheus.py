@@ -61,12 +61,11 @@ class Prometheus:
             ],
         }
         directory.mkdir(parents=True, exist_ok=True)
-        self.config = directory / "prometheus.yml"
-        self.config.write_text(yaml.safe_dump(config))
+        (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.log = directory / "prometheus.log"
         self.process = subprocess.Popen(
             [
-                binary(), f"--config.file={self.config}", f"--storage.tsdb.path={directory / 'data'}",
+                binary(), f"--config.file={directory / 'prometheus.yml'}", f"--storage.tsdb.path={directory / 'data'}",
                 f"--web.listen-address=127.0.0.1:{port}",
             ],
             stdout=subprocess.DEVNULL, stderr=self.log.open("w"),
@@ -86,14 +85,14 @@ class Prometheus:
             time.sleep(0.2)
         raise AssertionError(f"prometheus not ready within {timeout}s: {self.log.read_text()[-2000:]}")
 
-    def wait_scraped(self, timeout: float = 30.0) -> None:
-        """Until every job has been scraped once: Prometheus starts scraping a few seconds after it
-        is ready (it applies new targets at most every 5 s)."""
+    def wait_scraped(self, *jobs: str, timeout: float = 30.0) -> None:
+        """Until each of these jobs has been scraped once: Prometheus starts scraping a few seconds
+        after it is ready (it applies new targets at most every 5 s), and each target at an offset
+        within its interval."""
         deadline = time.monotonic() + timeout
-        jobs = {j["job_name"] for j in yaml.safe_load(self.config.read_text())["scrape_configs"]}
         while time.monotonic() < deadline:
             up = self._get("/api/v1/query", query="up == 1")["result"]
-            if {s["metric"]["job"] for s in up} >= jobs:
+            if {s["metric"]["job"] for s in up} >= set(jobs):
                 return
             time.sleep(0.2)
         raise AssertionError(f"not every job of {jobs} was scraped within {timeout}s: {self.targets_up()}")
