@@ -78,8 +78,17 @@ OBJECT_NAME_MAX_PREFIX_LENGTH = DNS1123_SUBDOMAIN_MAX_LENGTH - 1 - OBJECT_NAME_H
 def limit_object_name(full: str) -> str:
     """Kueue's limitObjectName: a name of up to 247 characters is kept; a longer one (even one of
     248 to 253, which would fit) becomes its first 247 characters, `-` and the first 5 hex digits
-    of the SHA-1 of the whole name: 253 characters."""
-    return ids.shorten(full, DNS1123_SUBDOMAIN_MAX_LENGTH, OBJECT_NAME_HASH_LENGTH, keep=OBJECT_NAME_MAX_PREFIX_LENGTH)
+    of the SHA-1 of the whole name: 253 characters.
+
+    One difference, so that every name is one an API server takes: a head that ends in `.` (a
+    check `p.rov` cut after its `p.`) loses its trailing dots, as `p.-819fe` is not a DNS
+    subdomain (`.` must be followed by an alphanumeric). Kueue would send that name and record
+    the API server's refusal. A `-` at the cut is kept (`p--819fe` is valid)."""
+    cut = ids.shorten(full, DNS1123_SUBDOMAIN_MAX_LENGTH, OBJECT_NAME_HASH_LENGTH, keep=OBJECT_NAME_MAX_PREFIX_LENGTH)
+    if cut == full:
+        return full
+    head, _, digest = cut.rpartition("-")
+    return f"{head.rstrip('.')}-{digest}"
 
 
 def newer(seen: ProvisioningRequest, than: ProvisioningRequest) -> bool:

@@ -17,6 +17,7 @@ from admitflow.admission.cluster_queue import AdmissionCheckInfo, Notice
 from admitflow.admission.flavor_assignment import Assignment, PodSetAssignment
 from admitflow.api import ResourceFlavorSpec
 from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
+from admitflow.api.names import dns1123_subdomain_errors
 from admitflow.api.provisioning_request import ProvisioningRequest
 from admitflow.api.provisioning_request_config import ProvisioningRequestRetryStrategy
 from tests.builders import manifest
@@ -35,10 +36,14 @@ def pod_set(name: str, count: int = 1, **resources: Any) -> dict:
 
 
 def holding(
-    pod_sets: list[dict] | None = None, config: dict | None = None, annotations: dict | None = None, counts: dict | None = None
+    pod_sets: list[dict] | None = None,
+    config: dict | None = None,
+    annotations: dict | None = None,
+    counts: dict | None = None,
+    check_name: str = "prov",
 ) -> wl.WorkloadState:
     """A workload holding quota in flavor `a100` (node label pool=a100, a toleration), with one
-    ProvisioningRequest check `prov` whose config is `config` (None: missing)."""
+    ProvisioningRequest check (`prov`) whose config is `config` (None: missing)."""
     pod_sets = pod_sets or [pod_set("main", 2, limits={GPU: "1"}, requests={"cpu": "1"})]
     meta: dict = {"name": "job", "namespace": "team-a"}
     if annotations:
@@ -55,8 +60,8 @@ def holding(
         parameters=None if config is None else {"provisioningClassName": CLASS, **config},
     )
     notice = Notice(
-        key="team-a/job", uid="uid-1", ticket=1, kind="reserved", admission_checks=["prov"],
-        checks_info={"prov": info},
+        key="team-a/job", uid="uid-1", ticket=1, kind="reserved", admission_checks=[check_name],
+        checks_info={check_name: info},
         flavors={"a100": ResourceFlavorSpec.model_validate({"nodeLabels": {"pool": "a100"}, "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]})},
         assignment=Assignment(
             mode="Fit",
@@ -117,6 +122,55 @@ def test_request_names_follow_kueues_limit(workload, attempt, expected_length, s
     if expected_length == 253:
         full = f"{workload}-prov-{attempt}"
         assert name == full[:247] + "-" + hashlib.sha1(full.encode()).hexdigest()[:5]
+
+
+def _valid(name: str) -> bool:
+    return len(name) <= 253 and not dns1123_subdomain_errors(name)
+
+
+@pytest.mark.parametrize(
+    ("workload", "check_name", "expected"),
+    [
+        pytest.param("w" * 240, "prov", "w" * 240 + "-prov-1", id="a-full-name-of-247-characters-is-kept-as-kueue-keeps-it"),
+        pytest.param("w" * 241, "prov", None, id="a-full-name-of-248-characters-is-cut-to-253-as-kueue-cuts-it"),
+        pytest.param("w" * 244, "p-rov", None, id="a-cut-that-ends-in-a-dash-is-kueues-name-which-is-valid"),
+        pytest.param("w" * 245, "p.rov", None, id="a-cut-just-before-a-dot-is-kueues-name-which-is-valid"),
+        pytest.param("w" * 243, "p.rov", None, id="a-cut-just-after-a-dot-is-kueues-name-which-is-valid"),
+        pytest.param("w" * 244, "p.rov", "w" * 244 + "-p-", id="a-cut-that-ends-in-a-dot-drops-the-dot-where-kueues-name-is-invalid"),
+        pytest.param("w" * 240, "a.b", None, id="a-dot-well-before-the-cut-is-kept"),
+    ],
+)
+def test_request_names_at_the_edges_of_the_cut_are_always_valid(workload, check_name, expected):
+    full = f"{workload}-{check_name}-1"
+    kueue = full if len(full) <= 247 else full[:247] + "-" + hashlib.sha1(full.encode()).hexdigest()[:5]
+    name = prov.request_name(workload, check_name, 1)
+    assert _valid(name), name
+    if expected is None:
+        assert name == kueue, "where Kueue's name is valid, it is the name"
+    elif len(full) <= 247:
+        assert name == expected == kueue
+    else:
+        assert not _valid(kueue) and kueue[247 - 1] == "."
+        assert name == expected + hashlib.sha1(full.encode()).hexdigest()[:5]
+        assert len(name) == 252
+
+
+@pytest.mark.parametrize("check_name", ["p.rov", "p-rov", "a.b.c.d", "x"])
+def test_every_request_and_pod_template_name_around_the_limit_is_valid(check_name):
+    for length in range(230, 254):
+        request = prov.request_name("w" * length, check_name, 1)
+        assert _valid(request), request
+        for pod_set_name in ("main", "p" * 63):
+            assert _valid(prov.pod_template_name(request, pod_set_name))
+
+
+def test_a_workload_whose_request_name_cut_ends_in_a_dot_still_gets_its_request():
+    """The issue's case: 244 characters and check `p.rov` cut Kueue's name to `...-p.-<hash>`."""
+    st = holding(config={}, check_name="p.rov")
+    st.workload.metadata.name = "w" * 244
+    p = started(st)
+    assert p.request.metadata.name == "w" * 244 + "-p-" + hashlib.sha1(("w" * 244 + "-p.rov-1").encode()).hexdigest()[:5]
+    assert all(_valid(t.metadata.name) for t in p.pod_templates)
 
 
 @pytest.mark.parametrize(
