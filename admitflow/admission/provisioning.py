@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from admitflow import ids
-from admitflow.admission import backoff, checks, pod_set_updates
+from admitflow.admission import backoff, checks, pod_set_updates, semantic_equality
 from admitflow.admission import workload as wl
 from admitflow.admission.checks import Verdict
 from admitflow.admission.workload import ProvisioningAttempt as Attempt
@@ -198,26 +198,27 @@ def _template(pod_set: PodSet, node_selector: dict[str, str], tolerations: list)
     return PodTemplateSpec.model_validate(wire)
 
 
-def _scheduling_requirements(t: PodTemplateSpec) -> Any:
-    spec = t.to_wire()["spec"]
-    requests = lambda cs: [((c.get("resources") or {}).get("requests") or {}) for c in cs or ()]  # noqa: E731
+def _scheduling_requirements(template: dict[str, Any]) -> Any:
+    """What Kueue's arePodSetsSimilar compares: each container's and init container's requests,
+    the pod's resources, nodeSelector, tolerations, affinity and resourceClaims."""
+    spec = template.get("spec") or {}
+    requests = lambda cs: [(c.get("resources") or {}).get("requests") for c in cs or ()]  # noqa: E731
     return (
         requests(spec.get("containers")),
         requests(spec.get("initContainers")),
-        spec.get("resources"),
-        spec.get("nodeSelector"),
-        spec.get("tolerations"),
-        spec.get("affinity"),
-        spec.get("resourceClaims"),
+        *(spec.get(k) for k in ("resources", "nodeSelector", "tolerations", "affinity", "resourceClaims")),
     )
 
 
-def _same(policy: str | None, a: PodTemplateSpec, b: PodTemplateSpec) -> bool:
+def _same(policy: str | None, a: PodSet, b: PodSet) -> bool:
+    """Kueue's canMergePodSets: the podSets' templates as written (before flavors and limits are
+    merged in), compared with Kubernetes' semantic equality (quantities by value)."""
+    if policy is None:
+        return False
+    ta, tb = semantic_equality.normalized(a.template.to_wire()), semantic_equality.normalized(b.template.to_wire())
     if policy == "IdenticalPodTemplates":
-        return a.to_wire() == b.to_wire()
-    if policy == "IdenticalWorkloadSchedulingRequirements":
-        return _scheduling_requirements(a) == _scheduling_requirements(b)
-    return False
+        return ta == tb
+    return _scheduling_requirements(ta) == _scheduling_requirements(tb)
 
 
 def plan(state: WorkloadState, check: str, attempt: int, config: ProvisioningRequestConfigSpec) -> Plan | None:
@@ -230,22 +231,26 @@ def plan(state: WorkloadState, check: str, attempt: int, config: ProvisioningReq
         return None
     assigned = {a.name: a for a in admission.pod_set_assignments}
     infos = {i.name: i for i in pod_set_updates.merge(admission, state.flavors, [])}
-    groups: list[tuple[str, PodTemplateSpec, int]] = []
+    merged: list[tuple[PodSet, int]] = []
     for ps in state.workload.spec.pod_sets:
         a = assigned.get(ps.name)
         count = a.count if a is not None and a.count is not None else ps.count
         if ps.count <= 0 or count <= 0 or not _needs(ps, config.managed_resources or []):
             continue
-        info = infos.get(ps.name)
-        template = _template(ps, info.node_selector if info else {}, [t.to_wire() for t in info.tolerations] if info else [])
-        for i, (name, t, n) in enumerate(groups):
-            if _same(config.pod_set_merge_policy, t, template):
-                groups[i] = (name, t, n + count)
+        for i, (first, n) in enumerate(merged):
+            if _same(config.pod_set_merge_policy, first, ps):
+                merged[i] = (first, n + count)
                 break
         else:
-            groups.append((ps.name, template, count))
-    if not groups:
+            merged.append((ps, count))
+    if not merged:
         return None
+    groups: list[tuple[str, PodTemplateSpec, int]] = []
+    for ps, count in merged:
+        # A merged group's template is its first podSet's, with that podSet's flavors (Kueue's).
+        info = infos.get(ps.name)
+        template = _template(ps, info.node_selector if info else {}, [t.to_wire() for t in info.tolerations] if info else [])
+        groups.append((ps.name, template, count))
     name = request_name(meta.name, check, attempt)
     labels = {MANAGED_LABEL: "true"}
     templates = [

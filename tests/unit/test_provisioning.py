@@ -41,8 +41,10 @@ def holding(
     annotations: dict | None = None,
     counts: dict | None = None,
     check_name: str = "prov",
+    flavors: dict | None = None,
 ) -> wl.WorkloadState:
-    """A workload holding quota in flavor `a100` (node label pool=a100, a toleration), with one
+    """A workload holding quota in flavor `a100` (node label pool=a100, a toleration), or in the
+    flavor `flavors` names per podSet (`h100`, `l4`: node label pool=<name>), with one
     ProvisioningRequest check (`prov`) whose config is `config` (None: missing)."""
     pod_sets = pod_sets or [pod_set("main", 2, limits={GPU: "1"}, requests={"cpu": "1"})]
     meta: dict = {"name": "job", "namespace": "team-a"}
@@ -62,11 +64,17 @@ def holding(
     notice = Notice(
         key="team-a/job", uid="uid-1", ticket=1, kind="reserved", admission_checks=[check_name],
         checks_info={check_name: info},
-        flavors={"a100": ResourceFlavorSpec.model_validate({"nodeLabels": {"pool": "a100"}, "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]})},
+        flavors={
+            "a100": ResourceFlavorSpec.model_validate({"nodeLabels": {"pool": "a100"}, "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}),
+            **{f: ResourceFlavorSpec.model_validate({"nodeLabels": {"pool": f}}) for f in ("h100", "l4")},
+        },
         assignment=Assignment(
             mode="Fit",
             pod_sets=[
-                PodSetAssignment(name=ps["name"], flavors={"cpu": "a100"}, resource_usage={}, count=(counts or {}).get(ps["name"], ps["count"]))
+                PodSetAssignment(
+                    name=ps["name"], flavors={"cpu": (flavors or {}).get(ps["name"], "a100")}, resource_usage={},
+                    count=(counts or {}).get(ps["name"], ps["count"]),
+                )
                 for ps in pod_sets
             ],
         ),
@@ -271,26 +279,90 @@ def test_podsets_of_interest(pod_sets, counts, managed, expected):
     assert [(ps.pod_template_ref.name, ps.count) for ps in p.request.spec.pod_sets] == expected
 
 
+def with_template(name: str, count: int, **spec: Any) -> dict:
+    """A podSet whose one container is `c` with image `x`, and whose pod spec has `spec` too."""
+    container = {"name": "c", "image": "x", **spec.pop("container", {})}
+    return {"name": name, "count": count, "template": {"spec": {"containers": [container], **spec}}}
+
+
+IDENTICAL = "IdenticalPodTemplates"
+REQUIREMENTS = "IdenticalWorkloadSchedulingRequirements"
+
+
 @pytest.mark.parametrize(
-    ("policy", "second", "expected"),
+    ("policy", "pod_sets", "flavors", "expected"),
     [
-        pytest.param(None, {"requests": {GPU: "1"}}, [("a", 2), ("b", 3)], id="without-a-policy-nothing-merges"),
-        pytest.param("IdenticalPodTemplates", {"requests": {GPU: "1"}}, [("a", 5)], id="identical-templates-merge-into-the-first"),
-        pytest.param("IdenticalPodTemplates", {"requests": {GPU: "2"}}, [("a", 2), ("b", 3)], id="different-templates-stay-apart"),
+        pytest.param(
+            None, [pod_set("a", 2, requests={GPU: "1"}), pod_set("b", 3, requests={GPU: "1"})], None,
+            [("a", 2), ("b", 3)], id="without-a-policy-nothing-merges",
+        ),
+        pytest.param(
+            IDENTICAL, [pod_set("a", 2, requests={GPU: "1"}), pod_set("b", 3, requests={GPU: "1"})], None,
+            [("a", 5)], id="identical-templates-merge-into-the-first",
+        ),
+        pytest.param(
+            IDENTICAL, [pod_set("a", 2, requests={GPU: "1"}), pod_set("b", 3, requests={GPU: "2"})], None,
+            [("a", 2), ("b", 3)], id="different-templates-stay-apart",
+        ),
+        pytest.param(
+            IDENTICAL, [pod_set(n, 1, requests={GPU: "1"}) for n in ("a", "b", "c")], {"a": "a100", "b": "h100", "c": "l4"},
+            [("a", 3)], id="identical-templates-are-compared-as-written-not-with-the-flavors-each-podset-got",
+        ),
+        pytest.param(
+            IDENTICAL, [pod_set("a", 1, requests={"cpu": "1"}), pod_set("b", 1, requests={"cpu": "1000m"}), pod_set("c", 1, requests={"cpu": 1})],
+            None, [("a", 3)], id="identical-templates-compare-quantities-by-value",
+        ),
+        pytest.param(
+            IDENTICAL, [pod_set("a", 1, requests={"memory": "1Gi"}), pod_set("b", 1, requests={"memory": "1073741824"})],
+            None, [("a", 2)], id="a-binary-and-a-decimal-quantity-of-one-value-are-equal",
+        ),
+        pytest.param(
+            IDENTICAL, [with_template("a", 1, nodeSelector={}, tolerations=[]), with_template("b", 1)],
+            None, [("a", 2)], id="an-empty-node-selector-and-empty-tolerations-equal-none-as-in-go",
+        ),
+        pytest.param(
+            IDENTICAL, [with_template("a", 1, container={"resources": {}}), with_template("b", 1)],
+            None, [("a", 2)], id="an-empty-container-resources-equals-none-as-it-is-a-value-in-go",
+        ),
+        pytest.param(
+            IDENTICAL, [with_template("a", 1, affinity={}), with_template("b", 1)],
+            None, [("a", 1), ("b", 1)], id="an-empty-affinity-differs-from-none-as-a-non-nil-pointer-in-go",
+        ),
+        pytest.param(
+            REQUIREMENTS, [pod_set("a", 2, requests={GPU: "1"}), pod_set("b", 2, limits={GPU: "1"})], None,
+            [("a", 2), ("b", 2)], id="scheduling-requirements-compare-requests-as-written-so-limits-standing-in-for-them-do-not-merge",
+        ),
+        pytest.param(
+            REQUIREMENTS, [with_template("a", 1, nodeSelector={"pool": "a100"}), with_template("b", 1)], None,
+            [("a", 1), ("b", 1)], id="scheduling-requirements-compare-the-node-selector-as-written-not-with-the-flavors-labels",
+        ),
+        pytest.param(
+            REQUIREMENTS, [pod_set("a", 2, requests={"cpu": "500m"}), pod_set("b", 3, requests={"cpu": "0.5"})], {"b": "h100"},
+            [("a", 5)], id="scheduling-requirements-compare-requests-by-value-and-ignore-the-flavors",
+        ),
+        pytest.param(
+            REQUIREMENTS, [with_template("a", 1, container={"image": "one", "args": ["x"]}), with_template("b", 1, container={"image": "two"})],
+            None, [("a", 2)], id="scheduling-requirements-ignore-what-does-not-schedule",
+        ),
+        pytest.param(
+            REQUIREMENTS, [with_template("a", 1, tolerations=[{"key": "gpu", "operator": "Exists", "value": ""}]),
+                           with_template("b", 1, tolerations=[{"key": "gpu", "operator": "Exists"}])],
+            None, [("a", 2)], id="an-empty-toleration-value-equals-none",
+        ),
     ],
 )
-def test_pod_set_merge_policy(policy, second, expected):
-    pod_sets = [pod_set("a", 2, requests={GPU: "1"}), pod_set("b", 3, **second)]
-    p = started(holding(pod_sets=pod_sets, config={"podSetMergePolicy": policy} if policy else {}))
+def test_pod_set_merge_policy(policy, pod_sets, flavors, expected):
+    p = started(holding(pod_sets=pod_sets, flavors=flavors, config={"podSetMergePolicy": policy} if policy else {}))
     assert [(n, ps.count) for n, ps in zip(p.attempt.pod_sets, p.request.spec.pod_sets)] == expected
 
 
-def test_scheduling_requirements_ignore_what_does_not_schedule():
-    a = pod_set("a", 2, requests={GPU: "1"})
-    b = pod_set("b", 3, requests={GPU: "1"})
-    b["template"]["spec"]["containers"][0]["image"] = "another"
-    p = started(holding(pod_sets=[a, b], config={"podSetMergePolicy": "IdenticalWorkloadSchedulingRequirements"}))
-    assert [(n, ps.count) for n, ps in zip(p.attempt.pod_sets, p.request.spec.pod_sets)] == [("a", 5)]
+def test_a_merged_podsets_template_is_its_first_podsets_with_that_podsets_flavor():
+    pod_sets = [pod_set(n, 1, limits={GPU: "1"}) for n in ("a", "b")]
+    p = started(holding(pod_sets=pod_sets, flavors={"a": "h100", "b": "l4"}, config={"podSetMergePolicy": IDENTICAL}))
+    (tpl,) = [t.to_wire() for t in p.pod_templates]
+    assert tpl["metadata"]["name"] == "ppt-job-prov-1-a"
+    assert tpl["template"]["spec"]["nodeSelector"] == {"pool": "h100"}
+    assert tpl["template"]["spec"]["containers"][0]["resources"]["requests"] == {GPU: "1"}
 
 
 # --- reconcile ------------------------------------------------------------------------------------
