@@ -37,17 +37,19 @@ from admitflow.api.provisioning_request import (
     CONSUME_ANNOTATION,
     FAILED,
     MANAGED_LABEL,
-    PARAMETER_ANNOTATION_PREFIX,
     PROVISIONED,
     WORKLOAD_ANNOTATION,
     PodTemplate,
     ProvisioningRequest,
+    annotation_parameters,
+    parameter_errors,
 )
 from admitflow.api.provisioning_request_config import ProvisioningRequestConfigSpec, ProvisioningRequestRetryStrategy
 from admitflow.api.workload import PodSet, PodSetUpdate
-from admitflow.wire import WireModel
+from admitflow.wire import WireModel, first_error
 
 NOT_NEEDED_MESSAGE = "the provisioning request is not needed"
+PARAMETERS_FROM = "the ProvisioningRequestConfig's parameters with the workload's provreq.kueue.x-k8s.io/ annotations"
 INACTIVE_MESSAGE = "the check is not active"
 WORKFLOW_PREFIX = "provisioning/"
 
@@ -58,6 +60,13 @@ class Plan(WireModel):
     attempt: Attempt
     request: ProvisioningRequest
     pod_templates: list[PodTemplate]
+
+
+class Unsendable(WireModel):
+    """An attempt whose request an API server would refuse (`message` says why): none is made, and
+    the check says so."""
+
+    message: str
 
 
 class Commands(WireModel):
@@ -139,11 +148,7 @@ def config_of(state: WorkloadState, check: str) -> ProvisioningRequestConfigSpec
 
 def parameters(config: ProvisioningRequestConfigSpec, annotations: dict[str, str] | None) -> dict[str, str]:
     """The config's parameters, overridden by `provreq.kueue.x-k8s.io/<key>` workload annotations."""
-    out = dict(config.parameters or {})
-    for key, value in (annotations or {}).items():
-        if key.startswith(PARAMETER_ANNOTATION_PREFIX) and len(key) > len(PARAMETER_ANNOTATION_PREFIX):
-            out[key[len(PARAMETER_ANNOTATION_PREFIX) :]] = value
-    return out
+    return {**(config.parameters or {}), **annotation_parameters(annotations)}
 
 
 def in_sync(attempt: Attempt, config: ProvisioningRequestConfigSpec) -> bool:
@@ -221,10 +226,12 @@ def _same(policy: str | None, a: PodSet, b: PodSet) -> bool:
     return _scheduling_requirements(ta) == _scheduling_requirements(tb)
 
 
-def plan(state: WorkloadState, check: str, attempt: int, config: ProvisioningRequestConfigSpec) -> Plan | None:
+def plan(state: WorkloadState, check: str, attempt: int, config: ProvisioningRequestConfigSpec) -> Plan | Unsendable | None:
     """The request an attempt creates, or None when no podSet needs one (then the check is Ready
-    without a request). Podsets of interest: admitted with pods, and (with managedResources)
-    asking for one of them; merged by podSetMergePolicy, the first one standing for the group."""
+    without a request), or Unsendable when the request would be refused (more than 100 parameters
+    or a value over 255 characters, from the config and the workload's annotations together).
+    Podsets of interest: admitted with pods, and (with managedResources) asking for one of them;
+    merged by podSetMergePolicy, the first one standing for the group."""
     meta = state.workload.metadata
     admission = state.status.admission
     if admission is None:
@@ -252,6 +259,37 @@ def plan(state: WorkloadState, check: str, attempt: int, config: ProvisioningReq
         template = _template(ps, info.node_selector if info else {}, [t.to_wire() for t in info.tolerations] if info else [])
         groups.append((ps.name, template, count))
     name = request_name(meta.name, check, attempt)
+    params = parameters(config, meta.annotations)
+    refused = parameter_errors(params, "spec.parameters", why=PARAMETERS_FROM)
+    if refused:
+        return Unsendable(message=f'ProvisioningRequest "{name}" is not created, it would be invalid: {refused[0]}')
+    try:
+        templates, request = _objects(state, name, params, config, groups)
+    except ValidationError as err:
+        return Unsendable(message=f'ProvisioningRequest "{name}" is not created, it would be invalid: {first_error(err)}')
+    return Plan(
+        attempt=Attempt(
+            check=check,
+            attempt=attempt,
+            name=name,
+            workflow_id=workflow_id(meta.namespace, meta.name, check, attempt),
+            class_name=config.provisioning_class_name,
+            parameters=params,
+            pod_sets=[ps for ps, _, _ in groups],
+        ),
+        request=request,
+        pod_templates=templates,
+    )
+
+
+def _objects(
+    state: WorkloadState,
+    name: str,
+    params: dict[str, str],
+    config: ProvisioningRequestConfigSpec,
+    groups: list[tuple[str, PodTemplateSpec, int]],
+) -> tuple[list[PodTemplate], ProvisioningRequest]:
+    meta = state.workload.metadata
     labels = {MANAGED_LABEL: "true"}
     templates = [
         PodTemplate.model_validate(
@@ -262,7 +300,6 @@ def plan(state: WorkloadState, check: str, attempt: int, config: ProvisioningReq
         )
         for ps, t, _ in groups
     ]
-    params = parameters(config, meta.annotations)
     request = ProvisioningRequest.model_validate(
         {
             "metadata": {
@@ -280,19 +317,7 @@ def plan(state: WorkloadState, check: str, attempt: int, config: ProvisioningReq
             },
         }
     )
-    return Plan(
-        attempt=Attempt(
-            check=check,
-            attempt=attempt,
-            name=name,
-            workflow_id=workflow_id(meta.namespace, meta.name, check, attempt),
-            class_name=config.provisioning_class_name,
-            parameters=params,
-            pod_sets=[ps for ps, _, _ in groups],
-        ),
-        request=request,
-        pod_templates=templates,
-    )
+    return templates, request
 
 
 # --- reconcile ---------------------------------------------------------------------------------------
@@ -335,6 +360,10 @@ def reconcile(state: WorkloadState) -> tuple[Commands, list[Verdict]]:
             attempt = None
         if check.state == "Ready":
             continue  # a request deleted after Ready is not made again
+        if isinstance(p, Unsendable):
+            if attempt is None:
+                verdicts += _change(check, "Pending", p.message)
+            continue
         if attempt is None:
             number = (check.retry_count or 0) + 1
         elif check.state == "Pending" and attempt.request is not None and (
@@ -345,6 +374,9 @@ def reconcile(state: WorkloadState) -> tuple[Commands, list[Verdict]]:
         else:
             continue
         p = p if number == p.attempt.attempt else plan(state, name, number, config)
+        if isinstance(p, Unsendable):
+            verdicts += _change(check, "Pending", p.message)
+            continue
         if p is None or _still_stopping(state, p.attempt):
             continue
         current[name] = p.attempt

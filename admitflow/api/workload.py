@@ -20,6 +20,7 @@ from .field_error import FieldError
 from .meta import Condition, NamespacedObjectMeta, Time, annotation_errors, label_errors
 from .names import DNS1123_LABEL_PATTERN, DNS1123_SUBDOMAIN_PATTERN
 from .pod import PodTemplateSpec, Toleration, toleration_key_errors, toleration_rule_errors
+from .provisioning_request import PARAMETER_ANNOTATION_PREFIX, annotation_parameters, parameter_errors
 from .quantity import Quantity, canonical_quantity, resource_value
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -329,6 +330,12 @@ class Workload(KueueModel):
             + self._schema_errors(spec_path, status_path)
             + self._cel_errors(spec_path, status_path)
             + self._webhook_errors(spec_path, status_path)
+            + parameter_errors(
+                annotation_parameters(self.metadata.annotations),
+                fe.join_path(path, "metadata.annotations"),
+                prefix=PARAMETER_ANNOTATION_PREFIX,
+                why=f"{PARAMETER_ANNOTATION_PREFIX} annotations become the ProvisioningRequest's spec.parameters",
+            )
         )
 
     def _schema_errors(self, spec_path: str, status_path: str) -> list[FieldError]:

@@ -140,6 +140,14 @@ def other_workload(pod_set: str, name: str = "other") -> str:
     )
 
 
+PROVREQ_PARAMETERS = "provreq.kueue.x-k8s.io/ annotations become the ProvisioningRequest's spec.parameters"
+
+
+def annotated_workload(annotations: dict[str, str], name: str = "other") -> str:
+    manifest = workload_manifest(name)
+    return json.dumps({**manifest, "metadata": {**manifest["metadata"], "annotations": annotations}})
+
+
 def job_changed(**change) -> str:
     return json.dumps(workload_manifest("job", **{"cpu": "1", **change}))
 
@@ -222,6 +230,14 @@ TABLE: list[Case] = [
                      "priorityClassRef": {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "high"}}}),
          'error: <stdin>: document 1 (Workload job): Invalid value: "object": priorityClassRef is immutable while '
          "workload quota reserved"),
+    Case("manifest-provisioning-request-parameter-over-255-characters", MANIFEST, OTHER,
+         annotated_workload({"provreq.kueue.x-k8s.io/maxRunDurationSeconds": "9" * 256}),
+         "error: <stdin>: document 1 (Workload other): metadata.annotations[provreq.kueue.x-k8s.io/maxRunDurationSeconds]: "
+         f"Too long: may not be more than 255 bytes ({PROVREQ_PARAMETERS})"),
+    Case("manifest-101-provisioning-request-parameters", MANIFEST, OTHER,
+         annotated_workload({f"provreq.kueue.x-k8s.io/p{i}": "1" for i in range(101)}),
+         "error: <stdin>: document 1 (Workload other): metadata.annotations: Too many: 101: must have at most 100 items "
+         f"({PROVREQ_PARAMETERS})"),
     # --- CLI arguments ------------------------------------------------------------------------------
     Case("cli-get-unknown-kind", CLI, CATALOG, ("get", "widgets"),
          'error: the server doesn\'t have a resource type "widgets"'),

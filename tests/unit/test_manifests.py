@@ -47,6 +47,7 @@ QUALIFIED_NAME_PART = (
 QUANTITY_FORMAT = (
     "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 )
+PROVREQ_PARAMETERS = "provreq.kueue.x-k8s.io/ annotations become the ProvisioningRequest's spec.parameters"
 SUBDOMAIN_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 
@@ -672,6 +673,21 @@ BAD = [
         id="workload-without-pod-sets-is-refused",
     ),
     pytest.param(
+        dump(wl(annotations={"provreq.kueue.x-k8s.io/maxRunDurationSeconds": "9" * 256})),
+        line(
+            "Workload",
+            "job",
+            "metadata.annotations[provreq.kueue.x-k8s.io/maxRunDurationSeconds]: Too long: may not be more than 255 bytes "
+            f"({PROVREQ_PARAMETERS})",
+        ),
+        id="provisioning-request-parameter-annotation-over-255-characters-is-refused",
+    ),
+    pytest.param(
+        dump(wl(annotations={f"provreq.kueue.x-k8s.io/p{i}": "1" for i in range(101)})),
+        line("Workload", "job", f"metadata.annotations: Too many: 101: must have at most 100 items ({PROVREQ_PARAMETERS})"),
+        id="more-than-100-provisioning-request-parameter-annotations-are-refused",
+    ),
+    pytest.param(
         dump(wl(spec={"podSets": [pod_set(name=f"ps{i}") for i in range(9)]})),
         line("Workload", "job", "spec.podSets: Too many: 9: must have at most 8 items"),
         id="workload-with-9-pod-sets-is-refused",
@@ -983,6 +999,12 @@ def test_bad_manifest_is_refused_with_one_apiserver_like_line(text, expected):
         load_text(text, "bad.yaml")
     assert str(err.value) == expected
     assert "\n" not in str(err.value)
+
+
+def test_100_provisioning_request_parameter_annotations_of_255_characters_are_taken():
+    annotations = {f"provreq.kueue.x-k8s.io/p{i}": "9" * 255 for i in range(100)}
+    obj, _ = parse_manifest(wl(annotations={**annotations, "other.io/long": "x" * 1000}))
+    assert obj.metadata.annotations == {**annotations, "other.io/long": "x" * 1000}
 
 
 def test_manifest_error_is_a_value_error_that_keeps_the_field_error():

@@ -251,6 +251,38 @@ def test_a_request_holds_the_podsets_with_their_flavor_and_limits_as_requests():
     assert p.attempt.workflow_id == "provisioning/team-a/job/prov/1"
 
 
+def test_more_than_100_parameters_from_config_and_annotations_make_no_request_and_the_check_says_why():
+    config = {"parameters": {f"c{i}": "1" for i in range(60)}}
+    st = holding(config=config, annotations={f"provreq.kueue.x-k8s.io/a{i}": "1" for i in range(41)})
+    cmds, verdicts = prov.reconcile(st)
+    assert cmds.start == [] and st.provisioning == {}
+    assert [(v.state, v.message) for v in verdicts] == [
+        (
+            "Pending",
+            'ProvisioningRequest "job-prov-1" is not created, it would be invalid: spec.parameters: Too many: 101: '
+            f"must have at most 100 items ({prov.PARAMETERS_FROM})",
+        )
+    ]
+    checks.apply(st, verdicts[0], T0, 0.0)
+    assert prov.reconcile(st) == (prov.Commands(), []), "said once"
+    st.checks_info["prov"] = st.checks_info["prov"].model_copy(
+        update={"parameters": {"provisioningClassName": CLASS, "parameters": {f"c{i}": "1" for i in range(59)}}}
+    )
+    assert len(started(st).request.spec.parameters) == 100, "a config that fits again makes the request"
+
+
+def test_a_parameter_value_over_255_characters_makes_no_request_even_when_the_workload_skipped_apply():
+    """A workload started through Temporal directly is not checked by `admitflow apply`."""
+    st = holding(config={})
+    st.workload.metadata.annotations = {"provreq.kueue.x-k8s.io/maxRunDurationSeconds": "9" * 256}
+    cmds, verdicts = prov.reconcile(st)
+    assert cmds.start == []
+    assert [v.message for v in verdicts] == [
+        'ProvisioningRequest "job-prov-1" is not created, it would be invalid: spec.parameters[maxRunDurationSeconds]: '
+        f"Too long: may not be more than 255 bytes ({prov.PARAMETERS_FROM})"
+    ]
+
+
 def test_an_annotation_overrides_a_config_parameter():
     p = started(holding(config={"parameters": {"noRetry": "false"}}, annotations={"provreq.kueue.x-k8s.io/noRetry": "true"}))
     assert p.request.spec.parameters == {"noRetry": "true"}
