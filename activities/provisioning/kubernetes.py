@@ -4,6 +4,8 @@ official Kubernetes Python package (`kubernetes.aio`, shipped in `kubernetes` on
 
 What it writes (docs/kubernetes-backend.md shows whole objects):
 
+- Nothing when a PodTemplate fails core/v1 validation (admitflow/api/pod_template_validation.py):
+  the call fails, not retried, with the API server's kind of message.
 - PodTemplates `ppt-<request>-<podSet>` first, then the ProvisioningRequest, in the request's
   namespace, all labelled `kueue.x-k8s.io/managed: "true"` (Kueue's order and label). An object
   that already exists under its name is kept as it is (a retried activity, or Kueue's reuse).
@@ -45,6 +47,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from admitflow.activities.provisioning.informer import Disconnected, Expired, Informer, Page
+from admitflow.api.pod_template_validation import pod_template_errors
 from admitflow.api.provisioning_request import API_VERSION, MANAGED_LABEL, PodTemplate, ProvisioningRequest
 from admitflow.wire import first_error
 
@@ -177,6 +180,13 @@ class KubernetesBackend:
                     f"namespace of ProvisioningRequest {request.key}",
                     type="InvalidProvisioningRequest",
                     non_retryable=True,
+                )
+        for template in pod_templates:
+            # Never send what an API server would refuse: say why instead, once, as it would.
+            errors = pod_template_errors(template.template.to_wire(), "template")
+            if errors:
+                raise ApplicationError(
+                    f'PodTemplate "{template.metadata.name}" is invalid: {errors[0]}', type="InvalidPodTemplate", non_retryable=True
                 )
         templates = [await self._create_template(t, request.metadata.name) for t in pod_templates]
         what = f"ProvisioningRequest {request.key}"

@@ -19,6 +19,7 @@ from .cluster_queue import ClusterQueueReference, ResourceFlavorReference
 from .field_error import FieldError
 from .meta import Condition, NamespacedObjectMeta, Time, annotation_errors, label_errors
 from .names import DNS1123_LABEL_PATTERN, DNS1123_SUBDOMAIN_PATTERN
+from .pod_template_validation import pod_template_errors
 from .pod import PodTemplateSpec, Toleration, toleration_key_errors, toleration_rule_errors
 from .provisioning_request import PARAMETER_ANNOTATION_PREFIX, annotation_parameters, parameter_errors
 from .quantity import Quantity, canonical_quantity, resource_value
@@ -328,6 +329,11 @@ class Workload(KueueModel):
         return (
             ([fe.invalid(fe.join_path(path, "metadata.name"), self.metadata.name, too_long)] if too_long else [])
             + self._schema_errors(spec_path, status_path)
+            + [
+                e
+                for i, ps in enumerate(self.spec.pod_sets)
+                for e in pod_template_errors(ps.template.to_wire(), f"{spec_path}.podSets[{i}].template")
+            ]
             + self._cel_errors(spec_path, status_path)
             + self._webhook_errors(spec_path, status_path)
             + parameter_errors(

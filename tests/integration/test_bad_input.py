@@ -230,6 +230,21 @@ TABLE: list[Case] = [
                      "priorityClassRef": {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "high"}}}),
          'error: <stdin>: document 1 (Workload job): Invalid value: "object": priorityClassRef is immutable while '
          "workload quota reserved"),
+    Case("manifest-pod-template-label-value-over-63-characters", MANIFEST, OTHER,
+         other_workload(f"{{name: main, count: 1, template: {{metadata: {{labels: {{app: {'x' * 64}}}}}, spec: {{containers: [{{name: c, image: x}}]}}}}}}"),
+         "error: <stdin>: document 1 (Workload other): spec.podSets[0].template.metadata.labels: "
+         f'Invalid value: "{"x" * 64}": must be no more than 63 characters'),
+    Case("manifest-pod-priority-as-text", MANIFEST, OTHER,
+         other_workload('{name: main, count: 1, template: {spec: {priority: "high", containers: [{name: c, image: x}]}}}'),
+         'error: <stdin>: document 1 (Workload other): spec.podSets[0].template.spec.priority: Invalid value: "high": '
+         'spec.podSets[0].template.spec.priority in body must be of type integer: "string"'),
+    Case("manifest-container-without-image", MANIFEST, OTHER,
+         other_workload("{name: main, count: 1, template: {spec: {containers: [{name: c}]}}}"),
+         "error: <stdin>: document 1 (Workload other): spec.podSets[0].template.spec.containers[0].image: Required value"),
+    Case("manifest-restart-policy-sometimes", MANIFEST, OTHER,
+         other_workload("{name: main, count: 1, template: {spec: {restartPolicy: Sometimes, containers: [{name: c, image: x}]}}}"),
+         'error: <stdin>: document 1 (Workload other): spec.podSets[0].template.spec.restartPolicy: Unsupported value: '
+         '"Sometimes": supported values: "Always", "OnFailure", "Never"'),
     Case("manifest-provisioning-request-parameter-over-255-characters", MANIFEST, OTHER,
          annotated_workload({"provreq.kueue.x-k8s.io/maxRunDurationSeconds": "9" * 256}),
          "error: <stdin>: document 1 (Workload other): metadata.annotations[provreq.kueue.x-k8s.io/maxRunDurationSeconds]: "

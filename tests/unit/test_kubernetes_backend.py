@@ -294,6 +294,20 @@ async def test_create_waits_for_an_object_of_the_same_name_that_is_being_deleted
         await backend.create(request(), templates(), "w")
 
 
+async def test_create_sends_nothing_when_a_template_is_one_an_api_server_refuses(
+    fake: FakeApiServer, backend: KubernetesBackend
+) -> None:
+    """A workload that did not come through `admitflow apply` (started through Temporal directly):
+    its template is refused here, in the API server's words, and nothing is sent."""
+    bad = template(PR, "workers").to_wire()
+    bad["template"]["spec"]["containers"][0].pop("image")
+    with pytest.raises(ApplicationError) as raised:
+        await backend.create(request(), [template(PR, "main"), PodTemplate.model_validate(bad)], "w")
+    assert raised.value.non_retryable and raised.value.type == "InvalidPodTemplate"
+    assert raised.value.message == f'PodTemplate "ppt-{PR}-workers" is invalid: template.spec.containers[0].image: Required value'
+    assert fake.requests == []
+
+
 async def test_create_refuses_templates_outside_the_request_namespace(fake: FakeApiServer, backend: KubernetesBackend) -> None:
     stray = PodTemplate.model_validate({**template(PR, "main").to_wire(), "metadata": {"name": f"ppt-{PR}-main", "namespace": "other"}})
     with pytest.raises(ApplicationError) as raised:
