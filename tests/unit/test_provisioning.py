@@ -55,7 +55,7 @@ def holding(
         "uid-1",
         T0,
     )
-    st.cluster_queue, st.ticket, st.queued = "cq", 1, True
+    st.cluster_queue, st.claim.ticket, st.claim.queued = "cq", 1, True
     info = AdmissionCheckInfo(
         controller_name=PROVISIONING_REQUEST_CONTROLLER_NAME,
         active=config is not None,
@@ -219,13 +219,13 @@ def test_an_uncut_attempt_id_still_stopping_holds_the_attempt_back_until_it_ends
     cut = started(st).attempt.workflow_id
     uncut = prov.workflow_id("team-a", "w" * 240, "prov", 1, limited=False)
     assert len(cut) == 255 and len(uncut) == 267
-    st.provisioning["prov"].workflow_id = uncut  # what workflows/workload.py does unpatched
+    st.provisioning.current["prov"].workflow_id = uncut  # what workflows/workload.py does unpatched
     st.checks_info["prov"] = st.checks_info["prov"].model_copy(update={"parameters": {"provisioningClassName": CLASS, "parameters": {"a": "2"}}})
     cmds, _ = prov.reconcile(st)
-    assert st.stopping == [uncut] and cmds.start == []
+    assert st.provisioning.stopping == [uncut] and cmds.start == []
     assert prov.reconcile(st)[0].start == [], "the same attempt waits while the uncut ID stops"
     prov.stopped(st, "prov", 1)
-    assert st.stopping == []
+    assert st.provisioning.stopping == []
     assert started(st).attempt.workflow_id == cut
 
 
@@ -255,7 +255,7 @@ def test_more_than_100_parameters_from_config_and_annotations_make_no_request_an
     config = {"parameters": {f"c{i}": "1" for i in range(60)}}
     st = holding(config=config, annotations={f"provreq.kueue.x-k8s.io/a{i}": "1" for i in range(41)})
     cmds, verdicts = prov.reconcile(st)
-    assert cmds.start == [] and st.provisioning == {}
+    assert cmds.start == [] and st.provisioning.current == {}
     assert [(v.state, v.message) for v in verdicts] == [
         (
             "Pending",
@@ -424,7 +424,7 @@ def test_a_changed_config_deletes_the_request_and_makes_it_again_once_it_is_gone
     st.checks_info["prov"] = st.checks_info["prov"].model_copy(update={"parameters": {"provisioningClassName": CLASS, "parameters": {"a": "2"}}})
     cmds, _ = prov.reconcile(st)
     assert [a.name for a in cmds.stop] == ["job-prov-1"] and cmds.start == [], "the same name waits for the old request to go"
-    assert st.stopping == [first.attempt.workflow_id]
+    assert st.provisioning.stopping == [first.attempt.workflow_id]
     prov.stopped(st, "prov", 1)
     again = started(st)
     assert again.request.spec.parameters == {"a": "2"} and again.attempt.name == "job-prov-1"
@@ -435,7 +435,7 @@ def test_a_removed_check_deletes_its_request():
     started(st)
     st.status.admission_checks = None
     cmds, _ = prov.reconcile(st)
-    assert [a.name for a in cmds.stop] == ["job-prov-1"] and st.provisioning == {}
+    assert [a.name for a in cmds.stop] == ["job-prov-1"] and st.provisioning.current == {}
 
 
 @pytest.mark.parametrize(
@@ -452,7 +452,7 @@ def test_every_request_goes_when_the_workload_leaves(leave):
     started(st)
     leave(st)
     cmds, _ = prov.reconcile(st)
-    assert [a.name for a in cmds.stop] == ["job-prov-1"] and st.provisioning == {}
+    assert [a.name for a in cmds.stop] == ["job-prov-1"] and st.provisioning.current == {}
 
 
 def test_the_next_attempt_after_a_retry_is_retry_count_plus_one():
@@ -460,7 +460,7 @@ def test_the_next_attempt_after_a_retry_is_retry_count_plus_one():
     started(st)
     check_ = check(st)
     st.status.admission_checks[0] = check_.model_copy(update={"retry_count": 2})
-    st.provisioning.clear()
+    st.provisioning.current.clear()
     assert started(st).attempt.name == "job-prov-3"
 
 
@@ -468,7 +468,7 @@ def test_the_next_attempt_after_a_retry_is_retry_count_plus_one():
 
 
 def reported(st: wl.WorkloadState, pr: ProvisioningRequest, random: float = 0.0):
-    p = st.provisioning["prov"]
+    p = st.provisioning.current["prov"]
     p.request = pr
     return prov.on_status(st, p, random)
 
@@ -565,7 +565,7 @@ def test_a_report_of_an_old_attempt_changes_neither_the_check_nor_the_events(con
     before_check, before_events = check(st), list(st.events)
     prov.report(st, "prov", 1, status(*conds), "", T0, 0.0)
     assert check(st) == before_check and st.events == before_events
-    assert st.provisioning["prov"].request == status(*conds), "kept, so that reconcile moves on to the next attempt"
+    assert st.provisioning.current["prov"].request == status(*conds), "kept, so that reconcile moves on to the next attempt"
 
 
 def test_a_refused_create_of_an_old_attempt_changes_nothing():
