@@ -284,13 +284,13 @@ def plan(state: WorkloadState, check: str, attempt: int, config: ProvisioningReq
 
 def reconcile(state: WorkloadState) -> tuple[Commands, list[Verdict]]:
     """Kueue's provisioning Reconcile for this workload: the attempts to start and to delete, and
-    the verdicts for checks that need no request. `state.provisioning` and `state.stopping` are
+    the verdicts for checks that need no request. `state.provisioning.current` and `state.provisioning.stopping` are
     updated; the verdicts are for the caller to apply. An attempt whose workflow ID is still
     stopping (the same attempt number again, after a config change or a preemption) starts on a
     later call, once that workflow has ended."""
     cmds = Commands()
     verdicts: list[Verdict] = []
-    current = state.provisioning
+    current = state.provisioning.current
     if not wl.has_quota(state) or wl.is_finished(state) or state.deleted:
         # Finished, evicted, deactivated or deleted: every request goes (Kueue's cleanup on
         # eviction is on by default). Quota released without an eviction keeps them.
@@ -337,11 +337,11 @@ def reconcile(state: WorkloadState) -> tuple[Commands, list[Verdict]]:
 
 
 def _stop(state: WorkloadState, cmds: Commands, check: str) -> None:
-    attempt = state.provisioning.pop(check, None)
+    attempt = state.provisioning.current.pop(check, None)
     if attempt is not None:
         cmds.stop.append(attempt)
-        if attempt.workflow_id not in state.stopping:
-            state.stopping.append(attempt.workflow_id)
+        if attempt.workflow_id not in state.provisioning.stopping:
+            state.provisioning.stopping.append(attempt.workflow_id)
 
 
 def _attempt_id(state: WorkloadState, check: str, attempt: int) -> str:
@@ -350,7 +350,7 @@ def _attempt_id(state: WorkloadState, check: str, attempt: int) -> str:
 
 
 def _still_stopping(state: WorkloadState, attempt: Attempt) -> bool:
-    return _attempt_id(state, attempt.check, attempt.attempt) in state.stopping
+    return _attempt_id(state, attempt.check, attempt.attempt) in state.provisioning.stopping
 
 
 def stopped(state: WorkloadState, check: str, attempt: int) -> None:
@@ -358,8 +358,8 @@ def stopped(state: WorkloadState, check: str, attempt: int) -> None:
     attempt that vanished is made again by the next reconcile."""
     current = attempt_for(state, check, attempt)
     if current is not None:
-        del state.provisioning[check]
-    state.stopping = [wid for wid in state.stopping if wid != _attempt_id(state, check, attempt)]
+        del state.provisioning.current[check]
+    state.provisioning.stopping = [wid for wid in state.provisioning.stopping if wid != _attempt_id(state, check, attempt)]
 
 
 def _change(check: AdmissionCheckState, state: str, message: str) -> list[Verdict]:
@@ -504,5 +504,5 @@ def report(
 
 def attempt_for(state: WorkloadState, check: str, number: int) -> Attempt | None:
     """The current attempt of a check, if it is that one."""
-    a = state.provisioning.get(check)
+    a = state.provisioning.current.get(check)
     return a if a is not None and a.attempt == number else None

@@ -19,6 +19,7 @@ from admitflow.api import ResourceFlavorSpec
 from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
 from admitflow.api.provisioning_request import ProvisioningRequest
 from admitflow.api.provisioning_request_config import ProvisioningRequestRetryStrategy
+from tests.support import messages
 from tests.builders import manifest
 from tests.unit.test_workload_status import T0
 
@@ -48,7 +49,7 @@ def holding(
         "uid-1",
         T0,
     )
-    st.cluster_queue, st.ticket, st.queued = "cq", 1, True
+    st.cluster_queue, st.claim.ticket, st.claim.queued = "cq", 1, True
     info = AdmissionCheckInfo(
         controller_name=PROVISIONING_REQUEST_CONTROLLER_NAME,
         active=config is not None,
@@ -248,7 +249,7 @@ def test_a_changed_config_deletes_the_request_and_makes_it_again_once_it_is_gone
     st.checks_info["prov"] = st.checks_info["prov"].model_copy(update={"parameters": {"provisioningClassName": CLASS, "parameters": {"a": "2"}}})
     cmds, _ = prov.reconcile(st)
     assert [a.name for a in cmds.stop] == ["job-prov-1"] and cmds.start == [], "the same name waits for the old request to go"
-    assert st.stopping == [first.attempt.workflow_id]
+    assert st.provisioning.stopping == [first.attempt.workflow_id]
     prov.stopped(st, "prov", 1)
     again = started(st)
     assert again.request.spec.parameters == {"a": "2"} and again.attempt.name == "job-prov-1"
@@ -259,13 +260,13 @@ def test_a_removed_check_deletes_its_request():
     started(st)
     st.status.admission_checks = None
     cmds, _ = prov.reconcile(st)
-    assert [a.name for a in cmds.stop] == ["job-prov-1"] and st.provisioning == {}
+    assert [a.name for a in cmds.stop] == ["job-prov-1"] and st.provisioning.current == {}
 
 
 @pytest.mark.parametrize(
     "leave",
     [
-        pytest.param(lambda st: checks.receive(st, {"name": "prov", "state": "Retry"}, T0), id="eviction"),
+        pytest.param(lambda st: messages.verdict(st, {"name": "prov", "state": "Retry"}, T0), id="eviction"),
         pytest.param(lambda st: wl.finish(st, True, "", T0), id="finish"),
         pytest.param(lambda st: checks.deactivate(st, T0), id="deactivation"),
         pytest.param(lambda st: wl.delete(st), id="deletion"),
@@ -276,7 +277,7 @@ def test_every_request_goes_when_the_workload_leaves(leave):
     started(st)
     leave(st)
     cmds, _ = prov.reconcile(st)
-    assert [a.name for a in cmds.stop] == ["job-prov-1"] and st.provisioning == {}
+    assert [a.name for a in cmds.stop] == ["job-prov-1"] and st.provisioning.current == {}
 
 
 def test_the_next_attempt_after_a_retry_is_retry_count_plus_one():
@@ -284,7 +285,7 @@ def test_the_next_attempt_after_a_retry_is_retry_count_plus_one():
     started(st)
     check_ = check(st)
     st.status.admission_checks[0] = check_.model_copy(update={"retry_count": 2})
-    st.provisioning.clear()
+    st.provisioning.current.clear()
     assert started(st).attempt.name == "job-prov-3"
 
 
@@ -292,7 +293,7 @@ def test_the_next_attempt_after_a_retry_is_retry_count_plus_one():
 
 
 def reported(st: wl.WorkloadState, pr: ProvisioningRequest, random: float = 0.0):
-    p = st.provisioning["prov"]
+    p = st.provisioning.current["prov"]
     p.request = pr
     return prov.on_status(st, p, random)
 
@@ -389,7 +390,7 @@ def test_a_report_of_an_old_attempt_changes_neither_the_check_nor_the_events(con
     before_check, before_events = check(st), list(st.events)
     prov.report(st, "prov", 1, status(*conds), "", T0, 0.0)
     assert check(st) == before_check and st.events == before_events
-    assert st.provisioning["prov"].request == status(*conds), "kept, so that reconcile moves on to the next attempt"
+    assert st.provisioning.current["prov"].request == status(*conds), "kept, so that reconcile moves on to the next attempt"
 
 
 def test_a_refused_create_of_an_old_attempt_changes_nothing():
