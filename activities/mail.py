@@ -20,7 +20,7 @@ in the receiver's history), exactly as long as the receiver takes to run its nex
 A sender is a local activity (a workload's, or a home's forwarding), which holds its workflow's
 task, and its slot, while it waits. So the receivers run on a task queue of their own
 (`ids.entity_task_queue`), whose slots no workload holds: a burst of workloads waiting for their
-queue could otherwise hold every slot the queue needs to answer (measured: docs/performance.md).
+queue could otherwise hold every slot the queue needs to answer (measured: docs/performance-log.md).
 A home waits for its tree in an entity slot, but the tree never waits for a home. Still, a sender
 never waits long: an update not taken within `ACCEPT_WITHIN` (a queue run by an older worker on
 the engine's task queue, or no worker at all) is sent again as signals (the receiver ignores what

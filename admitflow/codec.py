@@ -262,7 +262,7 @@ class AdmitflowPayloadConverter(PydanticPayloadConverter):
     and a worker builds two DataConverters for every workflow activation (to decode it and to encode
     its completion) and one more for every workflow run. Each new instance built its composite of
     converters again and started with an empty cache of pydantic TypeAdapters, so every payload of
-    every activation built its adapter again (docs/performance.md). The instance holds nothing but
+    every activation built its adapter again (docs/performance-log.md). The instance holds nothing but
     that cache, which is thread-safe."""
 
     # An untyped argument or result gets an Undecodable instead (the engine's workers: `for_workers`).

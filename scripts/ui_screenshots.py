@@ -31,7 +31,7 @@ from urllib.parse import quote, urlencode
 import aiohttp
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # for tests.replay.record when run as a script
+sys.path.insert(0, str(ROOT))  # for tests.support when run as a script
 
 from temporalio.client import Client  # noqa: E402
 
@@ -43,7 +43,8 @@ from admitflow.client import AdmitflowClient  # noqa: E402
 from admitflow.codec import DATA_CONVERTER  # noqa: E402
 from admitflow.devserver import DevServer  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
-from tests.replay.record import local_runner, until  # noqa: E402
+from tests.support.runners import local_runner  # noqa: E402
+from tests.support.waits import until_phase  # noqa: E402
 from admitflow.worker.main import build_worker  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -180,7 +181,7 @@ async def main(out: Path) -> None:
                     await browser.shot(workloads, "workload/team-a/train-small", out / "ui-workflows.png")
                     filtered = list_url(ui, BACKOFF_QUERY)
                     await browser.shot(filtered, "workload/team-a/pretrain", out / "ui-filter-backoff.png")
-                    await until(af, [PRETRAIN], "Admitted")
+                    await until_phase(af, [PRETRAIN], "Admitted")
                     pretrain = await history_url(client, ui, "workload/team-a/pretrain")
                     await browser.shot(pretrain, "pretrain-capacity-3", out / "ui-pretrain.png", "Event History")
                     train_small = await history_url(client, ui, "workload/team-a/train-small")

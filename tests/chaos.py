@@ -288,7 +288,7 @@ class Chaos:
                 await self.kill_server()
 
     async def run(self) -> Report:
-        from tests.replay.record import local_runner
+        from tests.support.runners import local_runner
 
         started = time.monotonic()
         await self.server.start()

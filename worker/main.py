@@ -64,7 +64,7 @@ GC_YOUNGEST = 10_000
 def workflow_runner() -> WorkflowRunner:
     """Workflow code runs outside the SDK's sandbox. The sandbox cost a workload 5-10 % of the
     worker's CPU (its import hooks and restricted builtins applied around every activation, an
-    instance built for every run; docs/performance.md), and it guarded little: admitflow's modules,
+    instance built for every run; docs/performance-log.md), and it guarded little: admitflow's modules,
     the workflow code's own included, were passed through it, where its proxies that refuse
     `datetime.datetime.now()` and the like do not see their calls; it refused three builtins (`open`,
     `input`, `breakpoint`). What guards determinism instead:
@@ -83,7 +83,7 @@ def tune_collector() -> None:
     collector ran about 30 times a second and, every few seconds, a full collection walked every
     object of the process, for about a tenth of a second with the GIL held. Measured to take the
     collector's share of the process's CPU from about 6 % to 2 %, and its CPU per workload down by 7 %
-    (docs/performance.md). The test suite's workers leave the collector alone: what a test process
+    (docs/performance-log.md). The test suite's workers leave the collector alone: what a test process
     holds when it starts a worker is dropped later, and frozen it would never be freed."""
     gc.collect()
     gc.freeze()
@@ -185,7 +185,7 @@ def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBack
     # than the worker could finish the running ones: 10,000 submitted at once through one
     # ClusterQueue, tasks waited over 10 s in the worker and timed out, thousands of entries piled up
     # in the queue, and half of the workloads or fewer got through in the time 5 pollers took all of
-    # them through (docs/performance.md, "Autoscaled pollers, withdrawn").
+    # them through (docs/performance-log.md, "Autoscaled pollers, withdrawn").
     activities = [
         delivery.deliver_signals, lookup.enqueue_workload, lookup.fetch_cluster_queue_view,
         autoscaler.fetch_node_groups, *provreq.all(),

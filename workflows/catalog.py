@@ -33,12 +33,6 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
 
 
-# Before this patch a deleted AdmissionCheck went at once even while a ClusterQueue used it; the
-# patch is asked only when a deletion is held back, so histories without such a delete replay as
-# they were written.
-RESOURCE_IN_USE = "admission-check-resource-in-use"
-
-
 def _namespaced(request: WatchRequest) -> str | None:
     # The loop splits the key into namespace and name: one without would fail every workflow task.
     if "/" not in request.local_queue:
@@ -130,9 +124,7 @@ class CatalogWorkflow:
     def delete(self, *payload: Any) -> ApplyResult:
         request = arguments.update(contract.CATALOG_DELETE, payload, DeleteRequest)
         try:
-            outcomes = catalog.delete(
-                self.state, request.objects, workflow.now(), protect=lambda: workflow.patched(RESOURCE_IN_USE)
-            )
+            outcomes = catalog.delete(self.state, request.objects, workflow.now())
         except CatalogError as err:
             raise _refuse(err) from None
         self.dirty = True

@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
     from admitflow.workflows import arguments
-    from admitflow.workflows.outbox import Outbox, continue_as_new_suggested, signals_in_task
+    from admitflow.workflows.outbox import Outbox, continue_as_new_suggested, in_task_signals
     from admitflow.workflows.queue_owner import (
         MESSAGE_TYPES,
         Asked,
@@ -50,20 +50,9 @@ with workflow.unsafe.imports_passed_through():
         Taking,
         receipt_for,
         QueueMessage,
-        preemptor_holds_its_queue,
         report,
         signal_of,
     )
-
-
-# workflow.patched: a queue the catalog started with its view (`set_view`, signal-with-start) takes
-# that view, without fetching it again by activity first; only a queue started by a workload's
-# enqueue, before any view, fetches one. The fetch cost an activity and a workflow task, and until it
-# came back the queue took enqueues without answering them (`looping`).
-VIEW_FROM_START = "view-from-start"
-# workflow.patched: a home whose state is in a cohort tree forwards by local activity, in the task
-# that takes the messages (it was an activity: a second workflow task and an activity task per batch).
-FORWARD_IN_TASK = "forward-in-task"
 
 
 @workflow.defn(name=contract.CLUSTER_QUEUE_WORKFLOW)
@@ -186,10 +175,10 @@ class ClusterQueueWorkflow:
 
     @workflow.run
     async def run(self, input: ClusterQueueInput) -> None:
-        if self.home.state.view is None and not (
-            any(isinstance(m, ClusterQueueView) for m in self.inbox) and workflow.patched(VIEW_FROM_START)
-        ):
-            # Started by a workload's enqueue before the catalog's first view arrived.
+        if self.home.state.view is None and not any(isinstance(m, ClusterQueueView) for m in self.inbox):
+            # Started by a workload's enqueue before the catalog's first view arrived (a queue the
+            # catalog starts gets its view with the start). Until the view comes, the queue takes
+            # enqueues without answering them (`looping`).
             view = await workflow.execute_activity(
                 contract.FETCH_CLUSTER_QUEUE_VIEW,
                 ClusterQueueRef(name=self.name),
@@ -214,9 +203,9 @@ class ClusterQueueWorkflow:
             delivered = self.outbox.step(holding=continue_as_new_suggested(), in_task=self._in_task)
             if delivered is not None:
                 self._execute(self.home.gone(self.owner.forget_missing(delivered)), now)
-            self._execute(self.home.place(lambda: workflow.patched("cohorts")), now)
+            self._execute(self.home.place(), now)
             if self.owner.pass_due(self.outbox):
-                self.owner.run_pass(preemptor_holds_its_queue)
+                self.owner.run_pass()
                 self.outbox.step(holding=continue_as_new_suggested(), in_task=self._in_task)
             self.owner.answer_all(self._holder())
             # After the pass, which may have answered reservations; what it tells again goes out with
@@ -240,12 +229,12 @@ class ClusterQueueWorkflow:
                     )
 
     def _in_task(self, batch: list[Delivery]) -> bool:
-        return self._forwarding() or signals_in_task(batch)
+        return self._forwarding() or in_task_signals(batch)
 
     def _forwarding(self) -> bool:
         """While its state is in a cohort tree, the home's deliveries are a few messages forwarded to
         the tree: they go in the task that decides them (Outbox.step), not by an activity of their own."""
-        return self.home.away is not None and workflow.patched(FORWARD_IN_TASK)
+        return self.home.away is not None
 
     def _holder(self) -> str | None:
         """The cohort tree that holds this queue's state and takes its messages itself, if one does."""

@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
     from admitflow.workflows import arguments
-    from admitflow.workflows.outbox import Outbox, continue_as_new_suggested, signals_in_task
+    from admitflow.workflows.outbox import Outbox, continue_as_new_suggested, in_task_signals
     from admitflow.workflows.queue_owner import (
         MESSAGE_TYPES,
         Asked,
@@ -44,7 +44,6 @@ with workflow.unsafe.imports_passed_through():
         Taking,
         receipt_for,
         force_release_answered,
-        preemptor_holds_its_queue,
         report,
     )
 
@@ -154,15 +153,15 @@ class CohortWorkflow:
                 or self.retelling.woke()
             )
             self._drain_inbox()
-            delivered = self.outbox.step(holding=self._ending(), in_task=signals_in_task)
+            delivered = self.outbox.step(holding=self._ending(), in_task=in_task_signals)
             if delivered is not None:
                 for forget in self.owner.forget_missing(delivered):
                     # Its queue left this tree after the notice went out: its home passes it on.
                     if forget.cluster_queue:
                         self._bounce(Forwarded(cluster_queue=forget.cluster_queue, signal=contract.FORGET, payload=forget.to_wire()))
             if self.owner.pass_due(self.outbox):
-                self.owner.run_pass(preemptor_holds_its_queue)
-                self.outbox.step(holding=self._ending(), in_task=signals_in_task)
+                self.owner.run_pass()
+                self.outbox.step(holding=self._ending(), in_task=in_task_signals)
             self.owner.answer_all()
             # After the pass, which may have answered reservations; what it tells again goes out with
             # the next round of the loop (the outbox then needs attention).

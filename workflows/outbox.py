@@ -37,7 +37,7 @@ HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 IN_TASK_LIMIT = 16
 # How long one attempt at such a batch may hold the task that sends it. A signal takes milliseconds;
 # under load the server has held one to a workload for 6.6-7.8 s while that workload's own task
-# waited for this entity to take its message (docs/performance.md, 2026-11-28), and the entity's
+# waited for this entity to take its message (docs/performance-log.md, 2026-11-28), and the entity's
 # task, open for the attempt, took no message meanwhile. Every retry waits on a durable timer
 # (IN_TASK_RETRY_THRESHOLD is under the first interval), so the task ends and the entity takes its
 # messages; a signal sent twice is harmless (receivers ignore what they already have).
@@ -54,15 +54,6 @@ def in_task_signals(batch: list[Delivery]) -> bool:
         and not (d.start_cluster_queue or d.start_cohort or d.start_autoscaler or d.start_pods_ready_gate)
         for d in batch
     )
-
-
-# The workflow.patched id under which entities send such batches in the task (before: by activity).
-SIGNALS_IN_TASK = "signals-in-task"
-
-
-def signals_in_task(batch: list[Delivery]) -> bool:
-    """`in_task_signals`, for the code of entities that sent every batch by activity before."""
-    return in_task_signals(batch) and workflow.patched(SIGNALS_IN_TASK)
 
 
 def continue_as_new_suggested() -> bool:

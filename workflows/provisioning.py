@@ -9,8 +9,7 @@ the request when the workload says so or is gone.
 
 Decide, then execute: every handler only turns its message into an event; the loop steps the
 events through `admitflow.admission.provisioning_attempt.step`, which owns every rule, and carries
-out the commands it returns. Histories written before this loop replay through
-`admitflow.workflows.provisioning_legacy`, chosen by `workflow.patched(PROVISIONING_STEP)`.
+out the commands it returns.
 
 No `from __future__ import annotations` here (see workflows/workload.py).
 """
@@ -34,18 +33,15 @@ with workflow.unsafe.imports_passed_through():
         ProvisioningCheckInput,
         ProvisioningNotice,
         ProvisioningRequestRef,
-        ProvisioningUpdate,
         WatchedProvisioningRequest,
         WatchProvisioningRequest,
     )
+    from admitflow.admission.protocol import ProvisioningUpdate
 
     from admitflow.workflows import arguments
-    from admitflow.workflows.provisioning_legacy import LegacyLoop
     from admitflow.wire import after
     from admitflow.workflows.timer import Timer
 
-# workflow.patched: the loop over provisioning_attempt.step (histories before ran workflows.provisioning_legacy).
-PROVISIONING_STEP = "provisioning-step"
 # Transient backend errors are retried for as long as it takes; a permanent one (the API server
 # refuses the object) comes back as `CreateFailed`, which the attempt tries again after a minute.
 _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1))
@@ -60,7 +56,7 @@ MAX_ROUNDS = 20
 
 
 @workflow.defn(name=contract.PROVISIONING_CHECK_WORKFLOW)
-class ProvisioningCheckWorkflow(LegacyLoop):
+class ProvisioningCheckWorkflow:
     @workflow.init
     def __init__(self, input: ProvisioningCheckInput) -> None:
         self.input = input
@@ -71,7 +67,6 @@ class ProvisioningCheckWorkflow(LegacyLoop):
         self.watch_error: BaseException | None = None
         self.timer = Timer()
         self.noted = self.state.not_applied[-1] if self.state.not_applied else None  # logged by its run
-        self._v0_init(input)
 
     # --- messages: each one an event -------------------------------------------------------------
     # Each takes `*payload` and parses it (workflows/arguments.py): a message that is not what it
@@ -105,8 +100,6 @@ class ProvisioningCheckWorkflow(LegacyLoop):
 
     @workflow.run
     async def run(self, input: ProvisioningCheckInput) -> None:
-        if not workflow.patched(PROVISIONING_STEP):
-            return await self._v0_run(input)
         await self._settle([pa.Started()])
         while not self.state.done:
             self.timer.set(pa.next_wake(self.state))

@@ -24,33 +24,29 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.pods_ready import GateAnswer
     from admitflow.admission.requests import format_requests
     from admitflow.messages import (
-        Admitted,
         ClusterQueueReport,
         Delivery,
         DeliveryReport,
         ForceRelease,
+        Message,
+        Receipt,
+        StatusQuery,
+    )
+    from admitflow.admission.protocol import (
+        Admitted,
         GateRequest,
         GateSettled,
         GateUse,
-        Message,
         PendingWorkload,
-        Receipt,
         ReleaseRequest,
         Reprioritize,
         ReservingWorkload,
-        StatusQuery,
     )
     from admitflow.wire import WireModel
 
     from admitflow.workflows import arguments
     from admitflow.workflows.metrics import emit
     from admitflow.workflows.outbox import Outbox
-
-# workflow.patched: a reservation made in the pass that takes its enqueue goes in the enqueue's
-# answer, as its pending reason would (`Owner.notify`): the workload is admitted in the workflow task
-# that enqueued it, with no `quota_reserved` signal and no task of its own for it. Told again by
-# signal if the workload says nothing of it for scheduler.RETELL_AFTER (`Retelling`).
-RESERVATIONS_IN_ANSWERS = "reservations-in-answers"
 
 # Signal names a notice is delivered under, chosen to read well in a workload's history.
 NOTICE_SIGNALS = {
@@ -156,11 +152,9 @@ class Owner:
         if isinstance(m, ClusterQueueView):
             old = state.view
             if cq.set_view(state, m, now):
-                if workflow.patched("tell-holders-of-changed-check-parameters"):
-                    state.reparameterized = sorted({*state.reparameterized, *cq.changed_parameters(old, m)})
-                    state.pods_ready_changed = state.pods_ready_changed or cq.changed_pods_ready(old, m)
-                if workflow.patched("retell-pending-after-view"):
-                    cq.notices_outdated(state)
+                state.reparameterized = sorted({*state.reparameterized, *cq.changed_parameters(old, m)})
+                state.pods_ready_changed = state.pods_ready_changed or cq.changed_pods_ready(old, m)
+                cq.notices_outdated(state)
             self._freed()
         elif isinstance(m, QueueEntry):
             held = state.reservations.get(m.key)
@@ -187,7 +181,7 @@ class Owner:
     def settle_freed_grant(self, state: ClusterQueueState, held: Reservation | None) -> None:
         """Tell the gate of a reservation made with its grant that a release or an enqueue freed
         (`cluster_queue.grant_freed`)."""
-        if cq.grant_freed(state, held) and release_settles_gate():
+        if cq.grant_freed(state, held):
             self.tell_gate(contract.GATE_SETTLED, GateSettled(key=held.key, uid=held.uid, ticket=held.ticket))
 
     def force_release(self, name: str, request: ForceRelease, now: datetime) -> ForceReleaseOutcome:
@@ -241,7 +235,7 @@ class Owner:
         """A pass is needed and may run now."""
         return self.needs_pass and not (self.cut_short and outbox.undelivered_or_in_flight)
 
-    def run_pass(self, hold_for_preemptor) -> None:
+    def run_pass(self) -> None:
         self.needs_pass = False
         if self.requeue:
             self.requeue = False
@@ -249,12 +243,11 @@ class Owner:
                 cq.requeue_inadmissible(state)
         if self.members_changed:
             self.members_changed = False
-            if workflow.patched("retell-pending-after-members-change"):
-                for state in self.members.values():
-                    cq.notices_outdated(state)
+            for state in self.members.values():
+                cq.notices_outdated(state)
         had_heads = metrics.has_workloads_to_try(self.members.values())
         started = metrics.pass_clock()
-        results = scheduler.schedule(list(self.members.values()), workflow.now(), hold_for_preemptor, self.root, pass_bounded)
+        results = scheduler.schedule(list(self.members.values()), workflow.now(), self.root)
         took = metrics.pass_clock() - started
         self.cut_short = self.needs_pass = any(r.cut_short for r in results.values())
         emit(metrics.admission_attempt(had_heads, sum(len(r.reserved) for r in results.values()), took))
@@ -330,9 +323,7 @@ class Owner:
             # task that ran it timed out) has no other way to know where to give that ticket back.
             n = n.model_copy(update={"cluster_queue": cluster_queue})
             answering = self.answering.get((n.key, n.uid, n.ticket))
-            if answering is not None and scheduler.answered(
-                self.members[cluster_queue], n, workflow.now(), lambda: workflow.patched(RESERVATIONS_IN_ANSWERS)
-            ):
+            if answering is not None and scheduler.answered(self.members[cluster_queue], n, workflow.now()):
                 answering.append(n)
                 continue
             self.outbox.add(
@@ -361,9 +352,8 @@ class Owner:
 
 class Retelling:
     """The one durable timer that wakes a queue's loop when a reservation told only in an enqueue's
-    answer is due to be told again (`Owner.retell`). Only runs that answered a reservation
-    (RESERVATIONS_IN_ANSWERS) ever start it; while the queue keeps answering, it fires about once
-    per scheduler.RETELL_AFTER."""
+    answer is due to be told again (`Owner.retell`). While the queue keeps answering, it fires about
+    once per scheduler.RETELL_AFTER."""
 
     def __init__(self) -> None:
         self.timer: asyncio.Future[None] | None = None
@@ -423,21 +413,3 @@ def report(state: ClusterQueueState, query: StatusQuery, owner: Owner | None = N
         events=list(state.events),
     )
 
-
-def pass_bounded() -> bool:
-    """Runs recorded before a pass stopped at scheduler.MAX_RESERVATIONS reserved everything that fit
-    in one pass; they replay that way (scheduler.schedule asks only when a pass reaches it)."""
-    return workflow.patched("bounded-pass")
-
-
-def preemptor_holds_its_queue() -> bool:
-    """Runs recorded before a waiting preemptor kept its queue's head reserved the quota its victims
-    freed for the workloads behind it; they replay that way (scheduler.schedule asks only then)."""
-    return workflow.patched("preemptor-holds-its-queue")
-
-
-def release_settles_gate() -> bool:
-    """Runs recorded before a release, or an enqueue that replaces what the queue held, settled a
-    reservation made with the blockAdmission gate's grant with the gate (as a forced release and a
-    forgotten run do) replay without."""
-    return workflow.patched("release-settles-gate")

@@ -1,8 +1,8 @@
 """The catalog: cluster-scoped configuration, applied like `kubectl apply` and resolved for queues.
 
 `CatalogState` holds every ResourceFlavor, Cohort, ClusterQueue, LocalQueue, AdmissionCheck,
-ProvisioningRequestConfig, SimulatedNodeGroup, WorkloadPriorityClass (read by the client when it
-submits workloads, never sent to a queue) and the Configuration. `apply` and `delete` answer per
+ProvisioningRequestConfig, SimulatedNodeGroup, WorkloadPriorityClass and PriorityClass (read by the
+client when it submits workloads, never sent to a queue) and the Configuration. `apply` and `delete` answer per
 object like kubectl (`created`, `configured`, `unchanged`, `deleted`), and `terminating` for a
 deleted AdmissionCheck that a ClusterQueue still uses (Kueue's `kueue.x-k8s.io/resource-in-use`
 finalizer keeps it until none does); `views` resolves, for each
@@ -253,10 +253,6 @@ def in_use_by(state: CatalogState, kind: str, key: str) -> list[str]:
     return users(state, key) if users is not None else []
 
 
-def is_terminating(state: CatalogState, kind: str, key: str) -> bool:
-    return key in state.terminating.get(kind, {})
-
-
 def release_unused(state: CatalogState) -> list[ObjectRef]:
     """Kueue's reconciler removing the finalizer: a terminating object no ClusterQueue uses any
     more is deleted now. Returns what went."""
@@ -282,18 +278,15 @@ def in_use_message(kind: str, key: str, users: Sequence[str]) -> str:
     )
 
 
-def delete(
-    state: CatalogState, refs: Sequence[ObjectRef], now: datetime, protect: Callable[[], bool] = lambda: True
-) -> list[Outcome]:
+def delete(state: CatalogState, refs: Sequence[ObjectRef], now: datetime) -> list[Outcome]:
     """Delete like `kubectl delete`. An AdmissionCheck that a ClusterQueue uses is not removed: as
     with Kueue's `kueue.x-k8s.io/resource-in-use` finalizer it stays, terminating and still in force
     for the ClusterQueues using it, until the last of them stops referring to it (an apply or a
     delete of the ClusterQueue), and its outcome is `terminating` with the reason. An object
-    deleted and freed by the same request is `deleted`. `protect` is asked, only when an object
-    would be kept, whether to keep it (the workflow's patch; False deletes it at once, as before)."""
+    deleted and freed by the same request is `deleted`."""
     validate_delete(state, refs)
     for ref in refs:
-        if in_use_by(state, ref.kind, ref.key) and protect():
+        if in_use_by(state, ref.kind, ref.key):
             state.terminating.setdefault(ref.kind, {}).setdefault(ref.key, second(now))
         else:
             state.objects[ref.kind].pop(ref.key, None)

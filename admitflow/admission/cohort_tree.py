@@ -24,7 +24,6 @@ trees can check every interleaving of their messages (tests/unit/test_handover_p
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -186,13 +185,12 @@ class Home:
             return []
         return [s for f in forgets for s in self._elsewhere(Forwarded(cluster_queue=self.name, signal=contract.FORGET, payload=f.to_wire()))]
 
-    def place(self, patched: Callable[[], bool]) -> list[Send | Suspend]:
+    def place(self) -> list[Send | Suspend]:
         """Hand the state to the tree its view names, or ask for it back when the view no longer
-        names that tree. `patched` answers `workflow.patched("cohorts")`, asked only before a
-        handover: runs recorded before cohorts made none."""
+        names that tree."""
         root = tree_root(self.state.view)
         if self.away is None:
-            if root is None or not patched():
+            if root is None:
                 return []
             self.handovers += 1
             adopt = Send(

@@ -24,7 +24,7 @@ it leaves, so it counts as usage and is simply the cheapest candidate.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -97,44 +97,6 @@ def preemptible_usage(cands: Iterable) -> Usage:
         for fr, v in r.assignment.usage().items():
             out[fr] = out.get(fr, 0) + v
     return out
-
-
-def select_victims(
-    need: Mapping[tuple[str, str], int],
-    used: Mapping[tuple[str, str], int],
-    nominal: Mapping[tuple[str, str], int],
-    cands: Sequence,
-) -> list | None:
-    """The fewest candidates of one standalone ClusterQueue whose quota lets `need` fit, or None if
-    even all of them would not. Only candidates holding some of the flavors and resources the
-    preemptor needs are considered."""
-    freed: dict[tuple[str, str], int] = {}
-
-    def fits() -> bool:
-        return all(used.get(fr, 0) - freed.get(fr, 0) + v <= nominal.get(fr, 0) for fr, v in need.items())
-
-    def take(r, sign: int) -> None:
-        for fr, v in r.assignment.usage().items():
-            freed[fr] = freed.get(fr, 0) + sign * v
-
-    targets = []
-    for r in cands:
-        if not any(fr in need for fr in r.assignment.usage()):
-            continue
-        take(r, +1)
-        targets.append(r)
-        if fits():
-            break
-    else:
-        return None
-    # Give back every victim that turns out not to be needed, trying the last-chosen first.
-    for r in reversed(targets[:-1]):
-        take(r, -1)
-        if fits():
-            targets.remove(r)
-        else:
-            take(r, +1)
-    return targets
 
 
 def cohort_path(tree: QuotaTree, cq: str) -> str:

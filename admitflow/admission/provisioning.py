@@ -119,12 +119,10 @@ def pod_template_name(request: str, pod_set: str) -> str:
     return limit_object_name(f"ppt-{request}-{pod_set}")
 
 
-def workflow_id(namespace: str, workload: str, check: str, attempt: int, limited: bool = True) -> str:
+def workflow_id(namespace: str, workload: str, check: str, attempt: int) -> str:
     """`provisioning/<namespace>/<workload>/<check>/<attempt>`, cut to ids.MAX_ID_LENGTH with a hash
-    when longer (a workload and a check may have names of 253 characters). `limited=False` is the
-    uncut ID that workflows written before the cut started (workflows/workload.py)."""
-    full = f"{WORKFLOW_PREFIX}{namespace}/{workload}/{check}/{attempt}"
-    return ids.limit_id(full) if limited else full
+    when longer (a workload and a check may have names of 253 characters)."""
+    return ids.limit_id(f"{WORKFLOW_PREFIX}{namespace}/{workload}/{check}/{attempt}")
 
 
 # --- config -----------------------------------------------------------------------------------------
@@ -392,14 +390,13 @@ def _stop(state: WorkloadState, cmds: Commands, check: str) -> None:
             state.provisioning.stopping.append(attempt.workflow_id)
 
 
-def _ids(state: WorkloadState, check: str, attempt: int) -> set[str]:
-    """The attempt's workflow ID, cut or not (histories from before the cut hold the uncut one)."""
+def _attempt_id(state: WorkloadState, check: str, attempt: int) -> str:
     meta = state.workload.metadata
-    return {workflow_id(meta.namespace, meta.name, check, attempt, limited) for limited in (True, False)}
+    return workflow_id(meta.namespace, meta.name, check, attempt)
 
 
 def _still_stopping(state: WorkloadState, attempt: Attempt) -> bool:
-    return not _ids(state, attempt.check, attempt.attempt).isdisjoint(state.provisioning.stopping)
+    return _attempt_id(state, attempt.check, attempt.attempt) in state.provisioning.stopping
 
 
 def stopped(state: WorkloadState, check: str, attempt: int) -> None:
@@ -408,7 +405,7 @@ def stopped(state: WorkloadState, check: str, attempt: int) -> None:
     current = attempt_for(state, check, attempt)
     if current is not None:
         del state.provisioning.current[check]
-    state.provisioning.stopping = [wid for wid in state.provisioning.stopping if wid not in _ids(state, check, attempt)]
+    state.provisioning.stopping = [wid for wid in state.provisioning.stopping if wid != _attempt_id(state, check, attempt)]
 
 
 def _change(check: AdmissionCheckState, state: str, message: str) -> list[Verdict]:

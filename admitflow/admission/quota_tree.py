@@ -265,14 +265,3 @@ def _has_cycle(cohorts: Iterable[Node]) -> bool:
             seen.add(node.name)
             node = node.parent
     return False
-
-
-def cohort_cycle(parents: Mapping[str, str | None], start: str) -> bool:
-    """Whether following parentName from `start` comes back round (Kueue refuses such a Cohort)."""
-    seen, node = set(), start
-    while node is not None:
-        if node in seen:
-            return True
-        seen.add(node)
-        node = parents.get(node)
-    return False

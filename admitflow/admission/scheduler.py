@@ -18,7 +18,7 @@ leave); reservations made by the pass are added to it as they are made.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from pydantic import Field
@@ -78,7 +78,7 @@ MAX_RESERVATIONS = 500
 # (`retell_answered`): its answer may have been lost with a failed workflow task. Workloads that
 # finish sooner, or tell their queue they are admitted, cost no signal at all. Not 30 s: at Kueue's
 # benchmark shape a loaded worker's backlog kept many short workloads from their finish for longer,
-# and telling them again cost more than the answers saved (docs/performance.md, 2026-12-02).
+# and telling them again cost more than the answers saved (docs/performance-log.md, 2026-12-02).
 RETELL_AFTER = timedelta(minutes=5)
 
 BYPASSED = "Bypassed scheduling evaluation because an equivalent workload recently failed"
@@ -100,27 +100,14 @@ class PassResult(WireModel):
     return_grant: bool = Field(default=False, description="blockAdmission: hand the unused grant back.")
 
 
-def schedule(
-    cohort: Sequence[ClusterQueueState],
-    now: datetime,
-    hold_for_preemptor: Callable[[], bool] = lambda: True,
-    root: str | None = None,
-    bounded: Callable[[], bool] = lambda: True,
-) -> dict[str, PassResult]:
+def schedule(cohort: Sequence[ClusterQueueState], now: datetime, root: str | None = None) -> dict[str, PassResult]:
     """One pass over `cohort`, every ClusterQueue one scheduling entity holds (one cohort tree, or a
     standalone queue); each queue's result holds the notices for its own workloads (a victim of
-    another queue's preemptor included).
+    another queue's preemptor included). A pass stops once it has reserved MAX_RESERVATIONS (every
+    result then says `cut_short`).
 
-    `hold_for_preemptor` is asked when a preemptor waits for its victims; it answers False only to
-    replay histories recorded before a preemptor kept its queue's head (they gave the quota it
-    waited for to the workloads behind it). A workflow passes `workflow.patched`, asked only then, so
-    a run whose history never reached that point takes the fix at once.
-
-    `root`: the root Cohort of the tree the entity schedules (see `quota_tree`).
-
-    `bounded` is asked when the pass has reserved MAX_RESERVATIONS: True stops it there (every
-    result says `cut_short`); False, only to replay histories whose passes were not bounded."""
-    run = _Pass(cohort, now, hold_for_preemptor, root, bounded)
+    `root`: the root Cohort of the tree the entity schedules (see `quota_tree`)."""
+    run = _Pass(cohort, now, root)
     run.cycles()
     for cq in cohort:
         result = run.results[cq.name]
@@ -192,13 +179,8 @@ def quota_tree(cohort: Sequence[ClusterQueueState], root: str | None = None) -> 
 
 
 class _Pass:
-    def __init__(
-        self, cohort: Sequence[ClusterQueueState], now: datetime, hold_for_preemptor: Callable[[], bool], root: str | None,
-        bounded: Callable[[], bool] = lambda: True,
-    ) -> None:
+    def __init__(self, cohort: Sequence[ClusterQueueState], now: datetime, root: str | None) -> None:
         self.now = now
-        self.hold_for_preemptor = hold_for_preemptor
-        self.bounded: Callable[[], bool] | None = bounded
         self.reserved = 0  # reservations made by this pass
         self.cut_short = False
         self.results = {cq.name: PassResult() for cq in cohort}
@@ -243,13 +225,9 @@ class _Pass:
             n.cursor.tell(n.entry, REASON_WAITING_FOR_QUOTA, n.skip_message)
 
     def stop(self) -> bool:
-        """MAX_RESERVATIONS reached, with more to try (between cycles): the pass ends here, unless it
-        replays one that did not."""
-        if not self.cut_short and self.reserved >= MAX_RESERVATIONS and self.bounded is not None:
-            if self.bounded():
-                self.cut_short = True
-            else:
-                self.bounded = None
+        """MAX_RESERVATIONS reached, with more to try (between cycles): the pass ends here."""
+        if self.reserved >= MAX_RESERVATIONS:
+            self.cut_short = True
         return self.cut_short
 
     def cycle(self, heads: list[_Nominee]) -> tuple[bool, list[_Nominee]]:
@@ -318,16 +296,13 @@ class _Pass:
                 return _STANDING
             newly = self.preempt(c, e, n.targets)
             c.tell(e, REASON_WAITING_FOR_PREEMPTED, f"{a.message}. Pending the preemption of {len(n.targets)} workload(s)", window=False)
-            if c.strict or self.hold_for_preemptor():
-                # Kueue puts a workload pending preemption straight back at the head of its
-                # ClusterQueue (sticky in BestEffortFIFO) and takes one head per queue per cycle,
-                # so nothing behind it is reserved, not even where it would not compete, until its
-                # victims have left and it is. Reserving behind it would hand out the quota the
-                # victims free, only for it to preempt those workloads again.
-                self.claim(c.name, usage, claims)
-                n.standing, c.standing = True, n
-            else:
-                c.index += 1
+            # Kueue puts a workload pending preemption straight back at the head of its ClusterQueue
+            # (sticky in BestEffortFIFO) and takes one head per queue per cycle, so nothing behind it
+            # is reserved, not even where it would not compete, until its victims have left and it
+            # is. Reserving behind it would hand out the quota the victims free, only for it to
+            # preempt those workloads again.
+            self.claim(c.name, usage, claims)
+            n.standing, c.standing = True, n
             return _DONE if newly or not n.standing else _STANDING
         if c.view.block_admission and c.state.gate != "granted":
             # Kueue's scheduler blocks its loop until every workload it admitted is ready; here the
@@ -664,15 +639,14 @@ def reservation_told(state: ClusterQueueState, key: str, uid: str, ticket: int) 
     return reservation_notice(state.view, r)
 
 
-def answered(state: ClusterQueueState, n: Notice, now: datetime, reservations_in_answers: Callable[[], bool]) -> bool:
+def answered(state: ClusterQueueState, n: Notice, now: datetime) -> bool:
     """Whether notice `n`, for an entry whose enqueue waits for its answer, goes in that answer
-    instead of a signal: its pending reason always; its reservation when `reservations_in_answers()`
-    (the workflow's `workflow.patched` answer, asked only then), and the reservation is then marked
-    told only in an answer (`Reservation.answered_at`, for `retell_answered`). Anything else (an
-    eviction, new checks) goes by signal."""
+    instead of a signal: its pending reason or its reservation, which is then marked told only in an
+    answer (`Reservation.answered_at`, for `retell_answered`). Anything else (an eviction, new
+    checks) goes by signal."""
     if n.kind == "pending":
         return True
-    if n.kind != "reserved" or not reservations_in_answers():
+    if n.kind != "reserved":
         return False
     state.reservations[n.key].answered_at = now
     return True

@@ -4,7 +4,6 @@ workflows, the delivery activity and the client, exactly as `admitflow dev` runs
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ from admitflow.admission import workload as wl
 from admitflow.admission.workload import WorkloadState
 from admitflow.api import load_manifests, parse_manifest
 from admitflow.api.loader import LoadedManifest
-from admitflow.workflows.workload import PATCHES_OF_2026_12_7
 from tests.builders import (
     cluster_queue_manifest,
     flavor_manifest,
@@ -174,7 +172,7 @@ async def test_a_workload_waits_for_its_local_queue_and_is_admitted_once_it_exis
 
 async def test_a_cluster_queue_started_with_its_view_does_not_fetch_it(engine):
     """The catalog starts a ClusterQueue with its view (`set_view`, signal-with-start): the queue
-    takes that view, with no activity to fetch it again (workflow.patched("view-from-start"))."""
+    takes that view, with no activity to fetch it again."""
     af = engine.admitflow
     await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest()))
     await until_active(engine)
@@ -183,9 +181,6 @@ async def test_a_cluster_queue_started_with_its_view_does_not_fetch_it(engine):
                if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED]
     assert signals[:1] == ["set_view"]
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED not in [e.event_type for e in events]
-    markers = [json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"] for e in events
-               if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and e.marker_recorded_event_attributes.marker_name == "core_patch"]
-    assert "view-from-start" in markers
 
 
 async def test_kueue_example_manifests_apply_unmodified_in_both_versions(engine):
@@ -225,10 +220,10 @@ async def test_deleting_an_admitted_workload_gives_back_its_quota(engine):
     assert await af.workload("default/big", missing_ok=True) is None
 
 
-async def test_a_workload_run_records_one_patch_marker_and_upserts_only_what_changed(engine):
-    """Every patch a run takes costs a marker and an upsert of TemporalChangeVersion (the SDK's
-    doing, a visibility write each): a new run takes all of them under one marker. Its other
-    upserts are the phase it reaches (Admitted, then Finished), never one with nothing new."""
+async def test_a_workload_run_records_no_marker_and_upserts_only_what_changed(engine):
+    """A run records no marker (a `workflow.patched` would: versions live in the worker's deployment,
+    not in the history) and upserts only the phase it reaches (Admitted, then Finished), never one
+    with nothing new."""
     af = engine.admitflow
     await af.apply(loaded(flavor_manifest(), cluster_queue_manifest(), local_queue_manifest()))
     await af.apply(loaded(workload_manifest("one", cpu="1")))
@@ -237,12 +232,11 @@ async def test_a_workload_run_records_one_patch_marker_and_upserts_only_what_cha
     handle = engine.client.get_workflow_handle(ids.workload_id("default/one"))
     await handle.result()
     events = (await handle.fetch_history()).events
-    patches = [e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data for e in events
-               if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and e.marker_recorded_event_attributes.marker_name == "core_patch"]
-    assert [json.loads(p)["id"] for p in patches] == [PATCHES_OF_2026_12_7]
+    markers = [e.marker_recorded_event_attributes.marker_name for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
+    assert "core_patch" not in markers
     upserts = [sorted(e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields) for e in events
                if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES]
-    assert upserts == [["TemporalChangeVersion"], ["AdmitflowPhase", "AdmitflowUpdated"], ["AdmitflowPhase", "AdmitflowUpdated"]]
+    assert upserts == [["AdmitflowPhase", "AdmitflowUpdated"], ["AdmitflowPhase", "AdmitflowUpdated"]]
 
 
 async def test_a_workload_that_waits_learns_why_from_its_enqueue(engine):

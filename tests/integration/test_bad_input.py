@@ -88,7 +88,7 @@ AGAIN = "; asked again in 5s (1 in a row)"
 
 QUANTITY = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 STATES = "must be one of Pending, Ready, Retry, Rejected"
-NOT_A_VERDICT = "invalid verdict: verdict: Input should be a valid dictionary or instance of Verdict"
+NOT_A_VERDICT = "invalid verdict: verdict: Input should be an object"
 WORKLOAD_NOT_FOUND = 'error: workloads "default/nobody" not found or already finished'
 NAME_PART = (
     "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
@@ -374,7 +374,7 @@ TABLE: list[Case] = [
     Case("pods-ready-wrong-reason", PODS_READY, RUN, {"ready": True, "reason": "WaitForStart"},
          "Warning InvalidPodsReadyReport: invalid pods-ready report: reason 'WaitForStart' with ready=true: use Started or Recovered"),
     Case("pods-ready-not-an-object", PODS_READY, RUN, "ready",
-         "Warning InvalidPodsReadyReport: invalid pods-ready report: report: Input should be a valid dictionary or instance of PodsReadyReport"),
+         "Warning InvalidPodsReadyReport: invalid pods-ready report: report: Input should be an object"),
     Case("pods-ready-without-ready", PODS_READY, RUN, {"reason": "Started"},
          "Warning InvalidPodsReadyReport: invalid pods-ready report: ready: Field required"),
     Case("pods-ready-without-payload", PODS_READY, "workload default/victim-pods-ready-none", Args(),

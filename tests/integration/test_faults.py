@@ -29,7 +29,7 @@ from tests.conftest import free_port
 from tests.chaos import usage_problems
 from tests.histories import assert_replays
 from tests.integration.test_admission import loaded
-from tests.replay.record import local_runner
+from tests.support.runners import local_runner
 
 ADMITFLOW = str(Path(sys.executable).parent / "admitflow")
 TASK_QUEUE = "faults"

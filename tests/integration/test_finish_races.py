@@ -1,7 +1,5 @@
 """A workload told to finish and to leave (preempted) in the same workflow task finishes and is not
-evicted: no Preempted or Evicted events after Finished, one release to its ClusterQueue. Found by
-bench/kueue_baseline.py (9 of 3,000 workloads); histories written before the fix keep replaying
-(tests/replay/histories/eviction-after-finish/, `workflow.patched`)."""
+evicted: no Preempted or Evicted events after Finished, one release to its ClusterQueue."""
 
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ from admitflow.admission.cluster_queue import Notice
 from admitflow.admission.workload import WorkloadReport
 from admitflow.client import AdmitflowClient
 from admitflow.codec import DATA_CONVERTER
-from admitflow.messages import FinishRequest
+from admitflow.admission.protocol import FinishRequest
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.workflows.test_lifecycle import loaded, replay_all, until_phase
 from admitflow.worker.main import build_worker

@@ -333,8 +333,7 @@ async def test_a_refused_start_begins_the_attempt_seconds_after_the_run_holding_
     """Another run holds the attempt's workflow ID when the workload starts it (here a stand-in that
     no worker runs; in life, the attempt's previous run, still closing after it reported its request
     deleted, which then answers nothing): the start is refused, and the attempt begins within seconds
-    of that run ending, not at the next 5-minute probe (patched 'refused-start-probe'; the engine
-    fixture replays the history after)."""
+    of that run ending, not at the next 5-minute probe (the engine fixture replays the history after)."""
     from temporalio.api.enums.v1 import EventType
 
     from admitflow import ids

@@ -22,7 +22,7 @@ from temporalio.worker import Worker
 from admitflow import contract, ids
 from tests.builders import cluster_queue_manifest, configuration_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.integration.test_admission import eventually, loaded
-from tests.replay.record import DrainedRunner, LosingRunner, start_returning
+from tests.support.runners import DrainedRunner, LosingRunner, local_runner, local_runner_module, start_returning
 from tests.workflows.test_lifecycle import replay_all
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -267,20 +267,14 @@ async def test_a_report_waits_out_a_server_restart(tmp_path):
     be reached, as during a restart: the fault test saw a runner give up after the client's own
     retries (about 10 s), its run lost, and its workload never finished. Here the server is down
     for 15 s."""
-    import importlib.util
-
     from temporalio.client import Client
     from temporalio.testing import ActivityEnvironment
 
     from admitflow.codec import DATA_CONVERTER
     from admitflow.devserver import DevServer
     from tests.conftest import free_port
-    from tests.replay.record import ROOT
 
-    spec = importlib.util.spec_from_file_location("admitflow_local_runner", ROOT / "examples" / "runners" / "local.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = local_runner_module()
 
     server = DevServer(port=free_port(), db=tmp_path / "temporal.db", headless=True)
     await server.start()
@@ -323,7 +317,6 @@ async def restarted_while_running(tmp_path, command: str, lose_run: bool = True)
     from admitflow.devserver import DevServer
     from admitflow.worker.main import build_worker
     from tests.conftest import free_port
-    from tests.replay.record import local_runner
 
     server = DevServer(port=free_port(), db=tmp_path / "temporal.db", headless=True)
     await server.start()

@@ -97,6 +97,10 @@ class TLSProxy:
         self.port = self.listener.getsockname()[1]
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        # The connections' tasks: asyncio keeps only a weak reference to a task, so one nobody holds
+        # can be collected while it pumps (a "Task was destroyed but it is pending!" in the log, and a
+        # broken pipe for the client).
+        self._handlers: set[asyncio.Task] = set()
 
     @property
     def address(self) -> str:
@@ -123,7 +127,9 @@ class TLSProxy:
     async def _accept(self) -> None:
         while True:
             sock, _ = await self._loop.sock_accept(self.listener)
-            self._loop.create_task(self._handle(sock))
+            task = self._loop.create_task(self._handle(sock))
+            self._handlers.add(task)
+            task.add_done_callback(self._handlers.discard)
 
     async def _handle(self, sock: socket.socket) -> None:
         reader = asyncio.StreamReader()
@@ -412,14 +418,13 @@ def payloads_in(message: Message, path: str = "") -> list[tuple[str, Payload]]:
     return found
 
 
-# What the SDK's core writes itself, outside any codec, as JSON: a local activity's bookkeeping,
-# and the id of a `workflow.patched` call. Names from the code, never from a workload.
+# What the SDK's core writes itself, outside any codec, as JSON: a local activity's bookkeeping.
+# Names from the code, never from a workload.
 SDK_MARKERS = {
     "marker_recorded_event_attributes.details[data].payloads[0]": {
         "seq", "attempt", "activity_id", "activity_type", "complete_time", "backoff", "original_schedule_time",
         "activation_index",
     },
-    "marker_recorded_event_attributes.details[patch-data].payloads[0]": {"id", "deprecated"},
 }
 
 

@@ -1,7 +1,6 @@
 """A workload's creationTimestamp is when the server accepted its start, as Kubernetes' API server
 stamps an object when it stores it, not when a worker first ran the workflow: under load that came
-seconds later (21–33 s in bench/kueue_baseline.py), and queue order and the queued wait time go by it.
-Histories written before keep their first-task time (`workflow.patched`, tests/replay/)."""
+seconds later under load, and queue order and the queued wait time go by it."""
 
 from __future__ import annotations
 

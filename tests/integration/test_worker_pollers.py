@@ -1,7 +1,7 @@
 """The engine worker's pollers: the SDK's default (5 simple pollers) on both of its task queues
 unless a number is given, which sets the simple poller behaviour (docs/operations.md, "Worker
 settings"). The SDK's autoscaling pollers, the default for a day, let a burst of new workloads
-crowd out the running ones (docs/performance.md)."""
+crowd out the running ones (docs/performance-log.md)."""
 
 from __future__ import annotations
 

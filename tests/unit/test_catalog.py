@@ -279,10 +279,3 @@ def test_a_terminating_check_stays_in_force_for_the_cluster_queue_using_it():
     assert "ac" in catalog.view_of(st, "cq").admission_checks and before.admission_checks == catalog.view_of(st, "cq").admission_checks
     catalog.apply(st, [manifest(using("cq"))], uids(), T0)
     assert st.get("AdmissionCheck", "ac") is None and st.terminating == {}
-
-
-def test_without_the_workflows_patch_a_check_in_use_goes_at_once():
-    """Histories written before the finalizer replay as they were: the check was deleted."""
-    st = applied(check_manifest(), using("cq", "ac"))
-    assert actions(catalog.delete(st, [AC], T0, protect=lambda: False)) == [("AdmissionCheck", "ac", "deleted")]
-    assert st.get("AdmissionCheck", "ac") is None and st.terminating == {}

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from admitflow import cli
+from admitflow.cli import completion
+from admitflow.cli.parser import build_parser
 
 ADMITFLOW = str(Path(sys.executable).parent / "admitflow")
 
@@ -22,7 +23,7 @@ def _script(shell: str) -> str:
 
 def test_the_script_names_every_command_and_each_commands_flags():
     script = _script("bash")
-    commands = cli._commands(cli._parser())
+    commands = completion._commands(build_parser())
     for path, parser in commands.items():
         assert f'"{path}")' in script, f"command {path} missing"
         for action in parser._actions:

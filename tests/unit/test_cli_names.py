@@ -7,7 +7,10 @@ import argparse
 
 import pytest
 
-from admitflow import cli, kinds
+from admitflow import kinds
+from admitflow.cli import errors
+from admitflow.cli import names as cli_names
+from admitflow.cli.parser import build_parser
 from admitflow.printing import columns, names
 
 
@@ -66,20 +69,20 @@ def test_kind_slash_name(ref, split):
     ],
 )
 def test_a_key_from_a_name_and_n(kind, name, namespace, key):
-    assert cli._key(kind, name, namespace) == key
+    assert cli_names.key(kind, name, namespace) == key
 
 
 def test_a_namespace_given_twice_and_disagreeing_is_refused():
-    with pytest.raises(cli.CLIError) as err:
-        cli._key("Workload", "team-a/train", "team-b")
+    with pytest.raises(errors.CLIError) as err:
+        cli_names.key("Workload", "team-a/train", "team-b")
     assert (str(err.value), err.value.code) == (
         '"team-a/train" is in namespace team-a, but -n/--kueue-namespace says team-b: give the namespace once',
-        cli.EXIT_BAD_INPUT,
+        errors.EXIT_BAD_INPUT,
     )
 
 
 def _args(*argv: str) -> argparse.Namespace:
-    return cli._parser().parse_args(list(argv))
+    return build_parser().parse_args(list(argv))
 
 
 @pytest.mark.parametrize(
@@ -94,7 +97,7 @@ def _args(*argv: str) -> argparse.Namespace:
     ],
 )
 def test_the_object_a_command_names(argv, target):
-    assert cli._target(_args(*argv)) == target
+    assert cli_names.target(_args(*argv)) == target
 
 
 def test_o_name_prints_lines_admitflow_takes_back():
@@ -104,7 +107,7 @@ def test_o_name_prints_lines_admitflow_takes_back():
     ]
     lines = names("Workload", objects)
     assert lines == ["workload.kueue.x-k8s.io/team-a/train", "workload.kueue.x-k8s.io/team-b/eval"]
-    assert [cli._target(_args("delete", line)) for line in lines] == [("Workload", "team-a/train"), ("Workload", "team-b/eval")]
+    assert [cli_names.target(_args("delete", line)) for line in lines] == [("Workload", "team-a/train"), ("Workload", "team-b/eval")]
     assert names("ClusterQueue", [{"metadata": {"name": "gpu"}}]) == ["clusterqueue.kueue.x-k8s.io/gpu"]
     assert names("Configuration", [{"metadata": {"name": "kueue-config"}}]) == ["configuration.config.kueue.x-k8s.io/config"]
 

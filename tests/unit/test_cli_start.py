@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from admitflow import cli, kinds
+from admitflow import kinds
+from admitflow.cli import main, parser
 
 HEAVY = ("temporalio", "pydantic", "yaml")
 
@@ -49,8 +50,8 @@ def test_the_defaults_in_the_help_are_those_of_the_modules_that_own_them():
     from admitflow.devserver import DEFAULT_DB
     from admitflow.simulation.autoscaler import SET_BY_HAND
 
-    assert cli.DEFAULT_DB == DEFAULT_DB
-    assert cli.SET_BY_HAND == SET_BY_HAND
+    assert parser.DEFAULT_DB == DEFAULT_DB
+    assert parser.SET_BY_HAND == SET_BY_HAND
     assert kinds.PROVISIONING_REQUEST_CONDITIONS == CONDITION_TYPES
     assert set(kinds.KIND_NAMES) == {*catalog.CATALOG_KINDS, "Workload"}
 
@@ -59,6 +60,6 @@ def test_version_prints_the_installed_version(capsys):
     from importlib.metadata import version
 
     with pytest.raises(SystemExit) as exit_:
-        cli.main(["--version"])
+        main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out == f"admitflow {version('admitflow')}\n"

@@ -421,31 +421,23 @@ def test_a_reservation_told_only_in_an_answer_is_told_again_when_its_workload_sa
 
 
 @pytest.mark.parametrize(
-    "kind, patched, in_answer",
+    "kind, in_answer",
     [
-        pytest.param("pending", None, True, id="a-pending-reason-always-without-asking-the-patch"),
-        pytest.param("reserved", True, True, id="a-reservation-with-the-patch"),
-        pytest.param("reserved", False, False, id="a-reservation-in-a-run-before-the-patch"),
-        pytest.param("evicted", None, False, id="an-eviction-goes-by-signal-without-asking"),
-        pytest.param("dequeued", None, False, id="a-dequeue-goes-by-signal-without-asking"),
-        pytest.param("checks", None, False, id="new-checks-go-by-signal-without-asking"),
+        pytest.param("pending", True, id="a-pending-reason-goes-in-the-answer"),
+        pytest.param("reserved", True, id="a-reservation-goes-in-the-answer"),
+        pytest.param("evicted", False, id="an-eviction-goes-by-signal"),
+        pytest.param("dequeued", False, id="a-dequeue-goes-by-signal"),
+        pytest.param("checks", False, id="new-checks-go-by-signal"),
     ],
 )
-def test_what_an_enqueues_answer_carries_instead_of_a_signal(kind, patched, in_answer):
-    """`answered`: the notices that go in the answer to a waiting enqueue, the patch asked only for a
-    reservation (asking it records its marker), and a reservation so told marked for telling again."""
+def test_what_an_enqueues_answer_carries_instead_of_a_signal(kind, in_answer):
+    """`answered`: the notices that go in the answer to a waiting enqueue, and a reservation so told
+    marked for telling again."""
     st = state_with(view(), entry("a"))
     (reserved,) = [n for n in run_pass(st).notices if n.kind == "reserved"]
-    asked: list[bool] = []
-
-    def reservations_in_answers() -> bool:
-        asked.append(True)
-        return bool(patched)
-
     n = reserved.model_copy(update={"kind": kind})
-    assert scheduler.answered(st, n, NOW, reservations_in_answers) == in_answer
-    assert asked == ([True] if patched is not None else [])
-    assert st.reservations["default/a"].answered_at == (NOW if kind == "reserved" and in_answer else None)
+    assert scheduler.answered(st, n, NOW) == in_answer
+    assert st.reservations["default/a"].answered_at == (NOW if kind == "reserved" else None)
 
 
 def test_when_to_tell_again_is_the_earliest_answer_and_survives_the_wire():

@@ -760,28 +760,24 @@ def queue_with_limit_zero() -> ClusterQueueState:
 
 
 @pytest.mark.parametrize(
-    ("queues", "waiting", "bound", "bounded", "first", "cut"),
+    ("queues", "waiting", "bound", "first", "cut"),
     [
-        pytest.param(1, 7, 3, True, 3, True, id="a-standalone-queue-stops-at-the-bound"),
-        pytest.param(1, 3, 3, True, 3, False, id="exactly-the-bound-is-not-cut"),
-        pytest.param(1, 7, 3, False, 7, False, id="a-replay-of-an-unbounded-pass-reserves-all"),
-        pytest.param(2, 7, 3, True, 4, True, id="a-cohort-finishes-the-cycle-it-is-in"),
+        pytest.param(1, 7, 3, 3, True, id="a-standalone-queue-stops-at-the-bound"),
+        pytest.param(1, 3, 3, 3, False, id="exactly-the-bound-is-not-cut"),
+        pytest.param(2, 7, 3, 4, True, id="a-cohort-finishes-the-cycle-it-is-in"),
     ],
 )
-def test_a_pass_stops_at_max_reservations_and_the_next_reserves_the_rest(monkeypatch, queues, waiting, bound, bounded, first, cut):
+def test_a_pass_stops_at_max_reservations_and_the_next_reserves_the_rest(monkeypatch, queues, waiting, bound, first, cut):
     """A pass reserves about MAX_RESERVATIONS at most (a cohort's cycle in progress completes), so
-    that a workflow task stays short whatever the depth; the next pass goes on where it stopped.
-    `bounded` is asked only when the bound is reached."""
+    that a workflow task stays short whatever the depth; the next pass goes on where it stopped."""
     monkeypatch.setattr(scheduler, "MAX_RESERVATIONS", bound)
     names = [f"cq{i}" for i in range(queues)]
     cohort = flat("all") if queues > 1 else None
     states = [queue(n, {"on-demand": {"cpu": "100"}}, cohort="all" if cohort else None, tree=cohort) for n in names]
     for i in range(waiting):
         submit(states[i % queues], entry(f"w{i}", names[i % queues], age=waiting - i))
-    asked = []
-    results = scheduler.schedule(states, NOW, bounded=lambda: asked.append(1) or bounded)
+    results = scheduler.schedule(states, NOW)
     assert (len(reserved(results)), {r.cut_short for r in results.values()}) == (first, {cut})
-    assert bool(asked) == cut or not bounded
     assert not told(results), "nobody left behind is told anything yet"
     passes, everyone = 1, dict(reserved(results))
     while any(r.cut_short for r in results.values()):

@@ -8,7 +8,7 @@ import argparse
 import pytest
 from temporalio.service import TLSConfig
 
-from admitflow.cli import _parser
+from admitflow.cli.parser import build_parser
 from tests.pki import CA
 from admitflow.worker.connection import Connection, ConnectionConfigError, add_arguments, from_arguments
 
@@ -203,8 +203,8 @@ def test_the_same_flags_for_standalone_programs_and_the_admitflow_command(pki):
     expected = Connection(address="a:1", namespace="ns", profile="p", api_key="k", tls=True, tls_cert_path="c",
                           tls_key_path="k", tls_ca_path="ca", tls_server_name="sn")
     assert from_arguments(program.parse_args(flags)) == expected
-    assert from_arguments(_parser().parse_args(["get", "workloads", *flags])) == expected
-    assert from_arguments(_parser().parse_args(["worker", *flags])) == expected
+    assert from_arguments(build_parser().parse_args(["get", "workloads", *flags])) == expected
+    assert from_arguments(build_parser().parse_args(["worker", *flags])) == expected
     assert from_arguments(program.parse_args([])) == Connection()
 
 
@@ -212,6 +212,6 @@ def test_version_prints_the_installed_version_and_exits_0(capsys):
     from importlib.metadata import version
 
     with pytest.raises(SystemExit) as done:
-        _parser().parse_args(["--version"])
+        build_parser().parse_args(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out == f"admitflow {version('admitflow')}\n"

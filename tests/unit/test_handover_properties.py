@@ -51,7 +51,7 @@ from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueVie
 from admitflow.admission.cohort_tree import CohortTreeState, Forwarded, Handover, Home
 from admitflow.admission.quota_tree import CohortInfo, CohortTree
 from admitflow.api import ClusterQueueSpec
-from admitflow.messages import ReleaseRequest
+from admitflow.admission.protocol import ReleaseRequest
 from admitflow.workflows.queue_owner import MESSAGE_TYPES, Forget, signal_of
 from tests.unit.test_cluster_queue import NOW
 from tests.unit.test_cohort_scheduling import entry
@@ -240,7 +240,7 @@ class HandoverModel(RuleBasedStateMachine):
                 self.sent[q].append(self.ident(forget))
                 self.trace.append(f"{q} hears {key} is gone")
             self.execute_home(q, commands)
-        self.execute_home(q, home.place(lambda: True))
+        self.execute_home(q, home.place())
 
     def execute_home(self, q: str, commands: list) -> None:
         """ClusterQueueWorkflow._execute, with the Owner's scheduling left out."""

@@ -12,6 +12,7 @@ import pytest
 from admitflow.admission import checks
 from admitflow.admission import conditions as cond
 from admitflow.admission import lifecycle as lc
+from admitflow.admission import intake
 from admitflow.admission import workload as wl
 from admitflow.admission.catalog import QueueResolution
 from admitflow.admission.cluster_queue import AdmissionCheckInfo, Notice
@@ -25,9 +26,9 @@ INFO = {name: AdmissionCheckInfo(controller_name=f"ctl-{name}", active=True) for
 
 
 class World:
-    """One workload stepped as its workflow steps it: each batch of events, then Settle; an
-    Enqueue is answered at once with `resolution` (by default: the queue exists); commands are kept
-    for the asserts. `annotations` are the workload's at creation."""
+    """One workload stepped as its workflow steps it, through lifecycle's Driver: each batch of
+    events, then Settle; an Enqueue is answered at once with `resolution` (by default: the queue
+    exists); commands are kept for the asserts. `annotations` are the workload's at creation."""
 
     def __init__(self, annotations: dict[str, str] | None = None, resolution: QueueResolution | None = None, **spec: Any) -> None:
         m = workload_manifest("job", cpu="2")
@@ -43,23 +44,20 @@ class World:
     def batch(self, *events: Any, after: float = 0) -> list[Any]:
         self.now += timedelta(seconds=after)
         out: list[Any] = []
-        pending = [*events, lc.Settle()]
-        while pending:
-            event = pending.pop(0)
-            self.state, commands = lc.step(self.state, event, self.now, 0.5)
-            out += commands
-            for c in commands:
-                if isinstance(c, lc.Enqueue):
-                    pending[0:0] = [lc.EnqueueResolved(ticket=c.request.entry.ticket, resolution=self.resolution)]
-                    pending.append(lc.Settle())
+        driver = lc.Driver(self.state, list(events), self.now, lambda: 0.5)
+        while (c := driver.next()) is not None:
+            out.append(c)
+            if isinstance(c, lc.Enqueue):
+                driver.answer([lc.EnqueueResolved(ticket=c.request.entry.ticket, resolution=self.resolution)])
+        self.state = driver.state
         self.commands += out
         return out
 
     def reserve(self, *names: str, after: float = 0, **more: Any) -> list[Any]:
-        notice = reserved_notice(checks=list(names), ticket=self.state.ticket).model_copy(
+        notice = reserved_notice(checks=list(names), ticket=self.state.claim.ticket).model_copy(
             update={"checks_info": {n: INFO[n] for n in names}, **more}
         )
-        return self.batch(lc.QueueNoticed(signal="quota_reserved", payload=notice.to_wire()), after=after)
+        return self.batch(intake.notice("quota_reserved", notice.to_wire()), after=after)
 
     def verdict(self, name: str, state: str, **more: Any) -> dict:
         return {"name": name, "state": state, **more}
@@ -99,23 +97,23 @@ def test_a_poison_verdict_is_refused_recorded_and_changes_nothing(payload):
     w = World()
     w.reserve("a")
     before = w.state.status.model_copy(deep=True)
-    w.batch(lc.VerdictReceived(payload=payload))
+    w.batch(intake.verdict(payload))
     assert w.state.status == before
     assert w.state.verdicts[-1].outcome == "rejected"
     assert not [e for e in w.state.events if e.reason == lc.NOT_APPLIED]
-    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Ready")))
+    w.batch(intake.verdict(w.verdict("a", "Ready")))
     assert w.phase() == "Admitted", "the workload still admits afterwards"
 
 
 @pytest.mark.parametrize(
     "event",
     [
-        pytest.param(lc.QueueNoticed(signal="quota_reserved", payload={"ticket": "x"}), id="a-junk-reservation"),
-        pytest.param(lc.QueueNoticed(signal="evicted", payload=[1]), id="a-junk-eviction"),
-        pytest.param(lc.ProvisioningReported(payload={"check": 1}), id="a-junk-provisioning-report"),
-        pytest.param(lc.ProvisioningEnded(payload="gone"), id="a-junk-provisioning-end"),
-        pytest.param(lc.PodsReadyReported(payload={"ready": "maybe"}), id="a-junk-pods-report"),
-        pytest.param(lc.FinishRequested(payload={"succeeded": "perhaps"}), id="a-junk-finish"),
+        pytest.param(intake.notice("quota_reserved", {"ticket": "x"}), id="a-junk-reservation"),
+        pytest.param(intake.notice("evicted", [1]), id="a-junk-eviction"),
+        pytest.param(intake.provisioning_report({"check": 1}), id="a-junk-provisioning-report"),
+        pytest.param(intake.provisioning_deleted("gone"), id="a-junk-provisioning-end"),
+        pytest.param(intake.pods_ready_report({"ready": "maybe"}), id="a-junk-pods-report"),
+        pytest.param(intake.finish({"succeeded": "perhaps"}), id="a-junk-finish"),
     ],
 )
 def test_a_malformed_message_from_anyone_is_recorded_as_a_warning_and_changes_nothing(event):
@@ -134,7 +132,7 @@ def test_an_exception_inside_step_leaves_the_state_as_it_was_with_a_warning(monk
     def boom(*_: Any) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setitem(lc._HANDLERS, lc.Activated, boom)
+    monkeypatch.setattr(lc, "_activated", boom)
     state, commands = lc.step(w.state, lc.Activated(), w.now, 0.5)
     assert commands == []
     assert state.events[-1].reason == lc.NOT_APPLIED and "RuntimeError: a bug" in state.events[-1].message
@@ -158,7 +156,7 @@ def test_a_controller_that_answers_garbage_is_asked_again_with_backoff_and_never
     (check, attempt), = w.asked(w.reserve("a"))
     delays = []
     for n in range(1, 5):
-        w.batch(lc.ControllerAnswered(check=check, attempt=attempt, result=result, error=error))
+        w.batch(intake.controller_answer(check, attempt, result, error))
         at, summary = lc.next_wake(w.state)
         delays.append(int((at - w.now).total_seconds()))
         assert "ask the controller of a again" in summary
@@ -167,7 +165,7 @@ def test_a_controller_that_answers_garbage_is_asked_again_with_backoff_and_never
     assert delays == [5, 10, 20, 40]
     assert evictions(w.state) == 0 and w.phase() == "QuotaReserved"
     assert [e.reason for e in w.state.events].count(checks.CONTROLLER_FAILED) == 4
-    w.batch(lc.ControllerAnswered(check=check, attempt=attempt, result={"state": "Ready"}))
+    w.batch(intake.controller_answer(check, attempt, {"state": "Ready"}))
     assert w.phase() == "Admitted"
 
 
@@ -181,12 +179,12 @@ def test_the_controller_backoff_is_capped_at_five_minutes():
 def test_an_attempt_a_controller_saw_is_never_asked_again_whatever_evicted_the_workload():
     w = World()
     assert w.asked(w.reserve("a", "b")) == [("a", 1), ("b", 1)]
-    w.batch(lc.ControllerAnswered(check="a", attempt=1, result={"state": "Ready"}))
-    w.batch(lc.VerdictReceived(payload=w.verdict("b", "Retry", requeueAfterSeconds=3)))
+    w.batch(intake.controller_answer("a", 1, {"state": "Ready"}))
+    w.batch(intake.verdict(w.verdict("b", "Retry", requeueAfterSeconds=3)))
     w.batch(lc.TimerFired(), after=3)
     assert w.asked(w.reserve("a", "b")) == [("a", 2), ("b", 2)], "another check's Retry"
-    w.batch(lc.QueueNoticed(signal="evicted", payload={
-        "key": "default/job", "uid": "uid-1", "ticket": w.state.ticket, "kind": "evicted", "reason": "Preempted",
+    w.batch(intake.notice("evicted", {
+        "key": "default/job", "uid": "uid-1", "ticket": w.state.claim.ticket, "kind": "evicted", "reason": "Preempted",
         "message": "preempted", "preemptionReason": "InClusterQueue",
     }))
     assert w.asked(w.reserve("a", "b")) == [("a", 3), ("b", 3)], "a preemption"
@@ -207,9 +205,9 @@ def test_an_attempt_a_controller_saw_is_never_asked_again_whatever_evicted_the_w
 def test_a_verdict_for_an_attempt_other_than_the_current_one_changes_nothing(attempt, outcome, detail):
     w = World()
     w.reserve("a", "b")
-    w.batch(lc.VerdictReceived(payload=w.verdict("b", "Retry")))  # evicted: a's attempt 1 is over
+    w.batch(intake.verdict(w.verdict("b", "Retry")))  # evicted: a's attempt 1 is over
     w.reserve("a", "b")
-    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Rejected", attempt=attempt)))
+    w.batch(intake.verdict(w.verdict("a", "Rejected", attempt=attempt)))
     assert (w.state.verdicts[-1].outcome, w.state.verdicts[-1].detail) == (outcome, detail)
     assert w.phase() == "QuotaReserved"
 
@@ -222,8 +220,8 @@ def test_a_verdict_for_an_attempt_other_than_the_current_one_changes_nothing(att
 def test_the_requeue_waits_for_the_longest_retry_delay(order, together):
     w = World()
     w.reserve("a", "b")
-    a = lc.VerdictReceived(payload=w.verdict("a", "Retry"))
-    b = lc.VerdictReceived(payload=w.verdict("b", "Retry", requeueAfterSeconds=20))
+    a = intake.verdict(w.verdict("a", "Retry"))
+    b = intake.verdict(w.verdict("b", "Retry", requeueAfterSeconds=20))
     events = [a, b] if order == "a-then-b" else [b, a]
     arrived = {}
     for i, group in enumerate([events] if together else [[e] for e in events]):
@@ -232,11 +230,11 @@ def test_the_requeue_waits_for_the_longest_retry_delay(order, together):
     due = arrived[id(b)] + timedelta(seconds=20)
     assert w.phase() == "Backoff"
     assert checks.requeue_at(w.state) == due
-    assert w.state.holder is None, "its place in the queue was given back"
+    assert w.state.claim.holder is None, "its place in the queue was given back"
     w.batch(lc.TimerFired(), after=(due - w.now).total_seconds() - 1)
     assert w.phase() == "Backoff"
     w.batch(lc.TimerFired(), after=1)
-    assert w.phase() == "Pending" and w.state.queued
+    assert w.phase() == "Pending" and w.state.claim.queued
 
 
 # --- 5. blockAdmission counts a workload each time it is not ready ---------------------------------
@@ -246,12 +244,12 @@ def test_the_gate_hears_whenever_a_workload_loses_and_regains_readiness():
     w = World()
     gate = lambda cs: [c.signal for c in cs if isinstance(c, lc.TellGate)]  # noqa: E731
     assert gate(w.reserve(gated=True)) == [], "the gate counted it when it granted the reservation"
-    assert gate(w.batch(lc.PodsReadyReported(payload={"ready": True}))) == ["settled"]
-    assert gate(w.batch(lc.PodsReadyReported(payload={"ready": False}))) == ["unsettled"]
-    assert gate(w.batch(lc.PodsReadyReported(payload={"ready": False}))) == []
-    assert gate(w.batch(lc.PodsReadyReported(payload={"ready": True}))) == ["settled"]
-    w.batch(lc.PodsReadyReported(payload={"ready": False}))
-    assert gate(w.batch(lc.FinishRequested(payload={"succeeded": True}))) == ["settled"]
+    assert gate(w.batch(intake.pods_ready_report({"ready": True}))) == ["settled"]
+    assert gate(w.batch(intake.pods_ready_report({"ready": False}))) == ["unsettled"]
+    assert gate(w.batch(intake.pods_ready_report({"ready": False}))) == []
+    assert gate(w.batch(intake.pods_ready_report({"ready": True}))) == ["settled"]
+    w.batch(intake.pods_ready_report({"ready": False}))
+    assert gate(w.batch(intake.finish({"succeeded": True}))) == ["settled"]
 
 
 # --- 6. deactivating a workload without quota -----------------------------------------------------
@@ -259,21 +257,21 @@ def test_the_gate_hears_whenever_a_workload_loses_and_regains_readiness():
 
 def test_deactivating_a_waiting_workload_resets_its_checks_as_an_eviction_does():
     w = World()
-    w.batch(lc.QueueNoticed(signal="pending_status", payload={
-        "key": "default/job", "uid": "uid-1", "ticket": w.state.ticket, "kind": "pending", "reason": "Pending",
+    w.batch(intake.notice("pending_status", {
+        "key": "default/job", "uid": "uid-1", "ticket": w.state.claim.ticket, "kind": "pending", "reason": "Pending",
         "message": "no room", "admissionChecks": ["a"],
     }))
-    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Ready")))
+    w.batch(intake.verdict(w.verdict("a", "Ready")))
     w.batch(lc.Deactivated())
     (c,) = w.state.status.admission_checks
     assert (c.state, c.message) == ("Pending", "Reset to Pending after eviction. Previously: Ready")
-    assert w.told(w.commands)[-1] == "release" and not w.state.queued
+    assert w.told(w.commands)[-1] == "release" and not w.state.claim.queued
 
 
 def test_deactivating_a_workload_in_backoff_keeps_its_eviction_and_its_place_in_the_queue_order():
     w = World()
     w.reserve("a")
-    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Retry", requeueAfterSeconds=30)), after=100)
+    w.batch(intake.verdict(w.verdict("a", "Retry", requeueAfterSeconds=30)), after=100)
     evicted_at = cond.find(w.state.status.conditions, wl.EVICTED).last_transition_time
     w.batch(lc.Deactivated(), after=5)
     evicted = cond.find(w.state.status.conditions, wl.EVICTED)
@@ -289,7 +287,7 @@ def test_deactivating_a_workload_in_backoff_keeps_its_eviction_and_its_place_in_
 
 def test_a_provisioning_workflow_found_gone_counts_as_ended():
     w = World()
-    w.state.provisioning["prov"] = wl.ProvisioningAttempt(
+    w.state.provisioning.current["prov"] = wl.ProvisioningAttempt(
         check="prov", attempt=1, name="job-prov-1", workflow_id="provisioning/default/job/prov/1", class_name="c",
     )
     probes = w.batch(lc.Started())
@@ -298,26 +296,25 @@ def test_a_provisioning_workflow_found_gone_counts_as_ended():
     ]
     assert lc.next_wake(w.state)[1] == "check that its ProvisioningRequest workflows run"
     w.batch(lc.ProvisioningEnded(workflow_id="provisioning/default/job/prov/1"))
-    assert "prov" not in w.state.provisioning
+    assert "prov" not in w.state.provisioning.current
 
 
-@pytest.mark.parametrize(("probe_soon", "probed_after"), [(True, 5), (False, 300)], ids=["patched", "histories-before"])
-def test_a_refused_start_probes_the_run_holding_its_id_within_seconds(probe_soon, probed_after):
+def test_a_refused_start_probes_the_run_holding_its_id_within_seconds():
     """The attempt's earlier run reported its request deleted and was still closing when the next
     start came (its ID taken): the workload told it to delete and waited for it to report again,
     which a run that is done never does, so only the probe five minutes later restarted the attempt
     (CI saw a config change not remade within 20 s)."""
     w = World()
     wid = "provisioning/default/job/prov/1"
-    w.state.probe_at = w.now + lc.PROBE_INTERVAL  # as the start that was refused set it
-    out = w.batch(lc.ProvisioningStartRefused(check="prov", attempt=1, workflow_id=wid, probe_soon=probe_soon))
+    w.state.provisioning.probe_at = w.now + lc.PROBE_INTERVAL  # as the start that was refused set it
+    out = w.batch(lc.ProvisioningStartRefused(check="prov", attempt=1, workflow_id=wid))
     assert [(c.signal, c.workflow_id) for c in out if isinstance(c, lc.TellProvisioning)] == [("delete_provisioning_request", wid)]
     at, summary = lc.next_wake(w.state)
-    assert (at - w.now, summary) == (timedelta(seconds=probed_after), "check that its ProvisioningRequest workflows run")
-    probes = w.batch(lc.TimerFired(at=at), after=probed_after)
+    assert (at - w.now, summary) == (lc.REFUSED_PROBE, "check that its ProvisioningRequest workflows run")
+    probes = w.batch(lc.TimerFired(at=at), after=lc.REFUSED_PROBE.total_seconds())
     assert [(c.signal, c.workflow_id) for c in probes if isinstance(c, lc.TellProvisioning)] == [("probe", wid)]
     w.batch(lc.ProvisioningEnded(workflow_id=wid))  # found gone
-    assert w.state.stopping == []
+    assert w.state.provisioning.stopping == []
 
 
 # --- 8. Kueue details ------------------------------------------------------------------------------
@@ -337,9 +334,9 @@ def test_the_maximum_execution_time_deactivates_with_kueues_reason():
 def test_one_wait_has_one_timer():
     w = World()
     w.reserve("a")
-    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Retry", requeueAfterSeconds=60)))
+    w.batch(intake.verdict(w.verdict("a", "Retry", requeueAfterSeconds=60)))
     first = lc.next_wake(w.state)
-    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Ready")), after=5)  # kept while it waits
+    w.batch(intake.verdict(w.verdict("a", "Ready")), after=5)  # kept while it waits
     assert lc.next_wake(w.state)[0] == first[0], "the same deadline: the workflow keeps its timer"
 
 
@@ -350,78 +347,37 @@ def test_pods_ready_timeout_is_a_timer_too():
     assert (at - w.now, summary) == (timedelta(minutes=5), "PodsReady timeout 5m")
 
 
-# --- a state the loop before `step` carried across continue-as-new --------------------------------
-
-
-def legacy(phase: str) -> wl.WorkloadState:
-    """A state as the loop before `step` left it when it continued as new (rules 0)."""
-    from admitflow.admission.workload import new_state
-
-    st = new_state(manifest(workload_manifest("job", cpu="2")), "uid-1", T0)
-    st.cluster_queue, st.ticket, st.queued = "cq", 3, True
-    if phase == "queued":
-        return st
-    notice = reserved_notice(checks=["a"], ticket=3).model_copy(update={"checks_info": {"a": INFO["a"]}})
-    wl.reserve_quota(st, notice, T0)
-    st.status.admission_checks[0].retry_count = 1  # its second attempt, as the old loop counted
-    st.answered = {"a": 2}  # the controller answered Pending: it will signal later
-    if phase == "admitted":
-        checks.receive(st, {"name": "a", "state": "Ready"}, T0)
-    assert st.rules == 0
-    return st
-
-
-@pytest.mark.parametrize(
-    ("phase", "holder", "commands"),
-    [
-        pytest.param("queued", 3, [], id="a-queued-workload-is-not-enqueued-again"),
-        pytest.param("reserved", 3, [], id="a-reserved-workload-whose-controller-answered-is-not-asked-again"),
-        pytest.param("admitted", 3, [], id="an-admitted-workload-does-not-tell-its-queue-again"),
-    ],
-)
-def test_a_state_from_the_loop_before_is_adopted_without_repeating_what_it_did(phase, holder, commands):
-    st, out = lc.step(legacy(phase), lc.Started(), T0, 0.5)
-    st, settled = lc.step(st, lc.Settle(), T0, 0.5)
-    assert (st.rules, st.holder, [type(c).__name__ for c in out + settled]) == (1, holder, commands)
-    if phase != "queued":
-        assert wl.current_attempt(st, "a") == 2, "the attempt the old loop was at"
-        w_commands = lc.step(st, lc.QueueNoticed(signal="evicted", payload={
-            "key": "default/job", "uid": "uid-1", "ticket": 3, "kind": "evicted", "reason": "Preempted", "message": "p",
-        }), T0, 0.5)[0]
-        assert wl.current_attempt(w_commands, "a") == 3, "and the next one after the reservation ends"
-
-
 @pytest.mark.parametrize(("admission", "finished"), [(None, True), (1, True), (2, False)], ids=["no-admission", "this-admission", "another-admission"])
 def test_a_runners_report_about_another_admission_is_ignored(admission, finished):
     """A runner cut off from Temporal may report after its admission is over: a report that says
     which admission it is about (the local runner's do) counts only for that one."""
     w = World()
     w.reserve()
-    assert w.phase() == "Admitted" and w.state.ticket == 1
-    w.batch(lc.PodsReadyReported(payload={"ready": True, **({"admission": admission} if admission else {})}))
+    assert w.phase() == "Admitted" and w.state.claim.ticket == 1
+    w.batch(intake.pods_ready_report({"ready": True, **({"admission": admission} if admission else {})}))
     assert (w.state.status.condition(wl.PODS_READY).status == "True") == finished
-    w.batch(lc.FinishRequested(payload={"succeeded": True, "message": "done", **({"admission": admission} if admission else {})}))
+    w.batch(intake.finish({"succeeded": True, "message": "done", **({"admission": admission} if admission else {})}))
     assert wl.is_finished(w.state) == finished
     stale = [e.message for e in w.state.events if e.reason == lc.STALE_REPORT]
     assert stale == ([] if finished else ["finish about admission 2 ignored: the workload is at admission 1"])
 
 
 @pytest.mark.parametrize(
-    ("error", "patched", "stopped"),
+    ("ending", "stopped"),
     [
-        pytest.param("", True, [], id="a-run-that-returned-is-not-stopped-again"),
-        pytest.param("heartbeat timeout", True, [1], id="a-lost-run-is-stopped-when-its-admission-ends"),
-        pytest.param("heartbeat timeout", False, [], id="a-history-from-before-the-patch-sends-no-stop"),
+        pytest.param("returned", [], id="a-run-that-returned-is-not-stopped-again"),
+        pytest.param("lost", [1], id="a-lost-run-is-stopped-when-its-admission-ends"),
+        pytest.param("failed", [1], id="a-failed-run-is-stopped-when-its-admission-ends"),
     ],
 )
-def test_a_run_the_runner_lost_is_told_to_stop_when_its_admission_ends(error, patched, stopped):
+def test_a_run_the_runner_lost_is_told_to_stop_when_its_admission_ends(ending, stopped):
     """A runner cut off from Temporal (its `start_workload` timed out) may still run the command,
     as a node's pods run on when it loses the API server: evicting the workload tells it to stop."""
     w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
     started = w.reserve()
     assert [c.request.admission for c in started if isinstance(c, lc.StartRunner)] == [1]
-    w.batch(lc.RunnerStopped(admission=1, error=error, stop_when_over=patched))
-    out = w.batch(lc.QueueNoticed(signal="evicted", payload={
+    w.batch(lc.RunnerStopped(admission=1, ending=ending, error="" if ending == "returned" else "heartbeat timeout"))
+    out = w.batch(intake.notice("evicted", {
         "key": "default/job", "uid": "uid-1", "ticket": 1, "kind": "evicted", "reason": "Preempted", "message": "p",
     }))
     assert w.phase() != "Admitted"
@@ -430,7 +386,7 @@ def test_a_run_the_runner_lost_is_told_to_stop_when_its_admission_ends(error, pa
 
 
 def preempted(ticket: int) -> lc.QueueNoticed:
-    return lc.QueueNoticed(signal="evicted", payload={
+    return intake.notice("evicted", {
         "key": "default/job", "uid": "uid-1", "ticket": ticket, "kind": "evicted", "reason": "Preempted", "message": "p",
     })
 
@@ -439,29 +395,33 @@ def started(commands: list[Any]) -> list[int]:
     return [c.request.admission for c in commands if isinstance(c, lc.StartRunner)]
 
 
+# A `start_workload` for admission 1 whose heartbeats stopped.
+LOST = lc.RunnerStopped(admission=1, ending="lost", error="activity Heartbeat timeout")
+
+
 @pytest.mark.parametrize(
-    ("error", "restart", "evicted_too", "starts", "stops"),
+    ("ending", "evicted_too", "starts", "stops"),
     [
-        pytest.param("heartbeat timeout", True, False, [1], [], id="a-run-lost-by-its-heartbeats-is-started-again"),
-        pytest.param("heartbeat timeout", False, False, [], [], id="a-history-from-before-the-patch-starts-nothing"),
-        pytest.param("the runner failed", False, False, [], [], id="a-run-that-failed-is-not-started-again"),
-        pytest.param("heartbeat timeout", True, True, [], [1], id="not-when-its-admission-ended-in-the-same-task"),
+        pytest.param("lost", False, [1], [], id="a-run-lost-by-its-heartbeats-is-started-again"),
+        pytest.param("drained", False, [1], [], id="a-run-its-runners-shutdown-ended-is-started-again"),
+        pytest.param("failed", False, [], [], id="a-run-that-failed-is-not-started-again"),
+        pytest.param("lost", True, [], [1], id="not-when-its-admission-ended-in-the-same-task"),
     ],
 )
-def test_a_run_its_runner_lost_is_started_again_for_the_same_admission(error, restart, evicted_too, starts, stops):
+def test_a_run_its_runner_lost_is_started_again_for_the_same_admission(ending, evicted_too, starts, stops):
     """A `start_workload` whose heartbeats stopped (the runner died, or the task was lost with its
     poll in a server restart) is started again for the same admission, as a Job's controller
     replaces a lost pod: without it the workload held its quota until a PodsReady timeout, and for
     good without WaitForPodsReady."""
     w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
     assert started(w.reserve()) == [1]
-    events: list[Any] = [lc.RunnerStopped(admission=1, error=error, stop_when_over=True, restart=restart)]
+    events: list[Any] = [lc.RunnerStopped(admission=1, ending=ending, error="it ended")]
     out = w.batch(*events, *([preempted(1)] if evicted_too else []))
     assert started(out) == starts
     assert [c.request.admission for c in out if isinstance(c, lc.StopRunner)] == stops
     assert [e.reason for e in w.state.events if e.type == "Warning"][:1] == ["RunnerLost"]
     assert (lc.RUNNER_RESTARTED in [e.reason for e in w.state.events]) == bool(starts)
-    assert w.state.runner_running == (1 if starts else None)
+    assert w.state.run.running == (1 if starts else None)
 
 
 def test_a_lost_run_is_started_again_at_most_runner_restarts_times_per_admission():
@@ -472,13 +432,13 @@ def test_a_lost_run_is_started_again_at_most_runner_restarts_times_per_admission
     w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
     starts = started(w.reserve())
     for _ in range(lc.RUNNER_RESTARTS + 3):
-        starts += started(w.batch(lc.RunnerStopped(admission=1, error="heartbeat timeout", stop_when_over=True, restart=True), after=10))
+        starts += started(w.batch(LOST, after=10))
     assert starts == [1] * (1 + lc.RUNNER_RESTARTS)
-    assert w.state.runner_running is None and w.phase() == "Admitted", "the PodsReady timeouts decide from here"
+    assert w.state.run.running is None and w.phase() == "Admitted", "the PodsReady timeouts decide from here"
     assert [c.request.admission for c in w.batch(preempted(1)) if isinstance(c, lc.StopRunner)] == [1]
     assert started(w.reserve(after=60)) == [2]
-    assert started(w.batch(lc.RunnerStopped(admission=2, error="heartbeat timeout", stop_when_over=True, restart=True))) == [2]
-    assert w.state.runner_restarts == 1
+    assert started(w.batch(lc.RunnerStopped(admission=2, ending="lost", error="activity Heartbeat timeout"))) == [2]
+    assert w.state.run.restarts == 1
 
 
 def test_a_restarted_run_that_ends_itself_still_stops_the_copy_that_was_cut_off():
@@ -486,71 +446,64 @@ def test_a_restarted_run_that_ends_itself_still_stops_the_copy_that_was_cut_off(
     process on the same task queue: when the admission ends, even by the restarted run's own finish,
     `stop_workload` goes out for it."""
     w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
-    w.state, _ = lc.step(w.state, lc.Started(runner_finish_ends_run=True), w.now, 0.5)
     w.reserve()
-    assert started(w.batch(lc.RunnerStopped(admission=1, error="heartbeat timeout", stop_when_over=True, restart=True))) == [1]
-    out = w.batch(lc.FinishRequested(payload={"succeeded": True, "message": "done", "admission": 1}))
+    assert started(w.batch(LOST)) == [1]
+    out = w.batch(intake.finish({"succeeded": True, "message": "done", "admission": 1}))
     assert w.phase() == "Finished"
     assert [c.request.admission for c in out if isinstance(c, lc.StopRunner)] == [1]
     assert [c for c in w.batch(lc.Settle()) if isinstance(c, (lc.StopRunner, lc.StartRunner))] == [], "told once"
 
 
 @pytest.mark.parametrize(
-    ("admission", "patched", "stopped"),
+    ("admission", "stopped"),
     [
-        pytest.param(1, True, [], id="its-runners-own-finish-ends-the-run-with-nothing-to-stop"),
-        pytest.param(None, True, [1], id="a-finish-from-someone-else-stops-the-runner"),
-        pytest.param(1, False, [1], id="a-history-from-before-the-patch-stops-it-as-it-did"),
+        pytest.param(1, [], id="its-runners-own-finish-ends-the-run-with-nothing-to-stop"),
+        pytest.param(None, [1], id="a-finish-from-someone-else-stops-the-runner"),
     ],
 )
-def test_a_runner_that_reports_the_finish_is_not_told_to_stop(admission, patched, stopped):
+def test_a_runner_that_reports_the_finish_is_not_told_to_stop(admission, stopped):
     """A runner reports `finish` about the admission it runs and returns from `start_workload`:
     that run ends by itself. Only a finish from someone else (`admitflow finish`) cancels the run and
     sends `stop_workload`, as for an eviction."""
     w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
-    w.state, _ = lc.step(w.state, lc.Started(runner_finish_ends_run=patched), w.now, 0.5)
     w.reserve()
-    out = w.batch(lc.FinishRequested(payload={"succeeded": True, "message": "done", **({"admission": admission} if admission else {})}))
+    out = w.batch(intake.finish({"succeeded": True, "message": "done", **({"admission": admission} if admission else {})}))
     assert w.phase() == "Finished"
     assert [c.request.admission for c in out if isinstance(c, lc.StopRunner)] == stopped
-    assert w.state.runner_running is None
+    assert w.state.run.running is None
     assert w.batch(lc.RunnerStopped(admission=1)) == [], "its activity's end, arriving after, is not news"
 
 
 @pytest.mark.parametrize(
-    ("returned", "error", "patched", "phase", "warnings"),
+    ("returned", "ending", "phase", "warnings"),
     [
-        pytest.param({"succeeded": True, "message": "done"}, "", True, "Finished", [], id="its-finish-ends-the-workload"),
-        pytest.param({"succeeded": False, "message": "oom"}, "", True, "Finished", ["Finished"], id="a-failed-run"),
-        pytest.param({"succeeded": True, "admission": 7}, "", True, "Finished", [], id="about-its-own-admission-whatever-it-names"),
-        pytest.param(None, "", True, "Admitted", [], id="returning-nothing-finishes-nothing"),
-        pytest.param({"succeeded": "maybe"}, "", True, "Admitted", ["InvalidFinishRequest"], id="a-value-that-is-no-finish-is-refused"),
-        pytest.param(42, "", True, "Admitted", ["InvalidFinishRequest"], id="a-number-is-refused"),
-        pytest.param({"succeeded": True}, "", False, "Admitted", [], id="a-history-from-before-the-patch-read-no-value"),
-        pytest.param(None, "heartbeat timeout", True, "Admitted", ["RunnerLost"], id="a-failed-run-returns-nothing"),
+        pytest.param({"succeeded": True, "message": "done"}, "returned", "Finished", [], id="its-finish-ends-the-workload"),
+        pytest.param({"succeeded": False, "message": "oom"}, "returned", "Finished", ["Finished"], id="a-failed-run"),
+        pytest.param({"succeeded": True, "admission": 7}, "returned", "Finished", [], id="about-its-own-admission-whatever-it-names"),
+        pytest.param(None, "returned", "Admitted", [], id="returning-nothing-finishes-nothing"),
+        pytest.param({"succeeded": "maybe"}, "returned", "Admitted", ["InvalidFinishRequest"], id="a-value-that-is-no-finish-is-refused"),
+        pytest.param(42, "returned", "Admitted", ["InvalidFinishRequest"], id="a-number-is-refused"),
+        pytest.param(None, "failed", "Admitted", ["RunnerLost"], id="a-failed-run-returns-nothing"),
     ],
 )
-def test_what_start_workload_returns_is_its_finish(returned, error, patched, phase, warnings):
+def test_what_start_workload_returns_is_its_finish(returned, ending, phase, warnings):
     """A runner that runs the workload inside `start_workload` may return its finish instead of
     sending `finish` and returning: the workload finishes in the task that has the activity's
     completion, and nothing is told to stop."""
     w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
-    w.state, _ = lc.step(w.state, lc.Started(runner_finish_ends_run=True), w.now, 0.5)
     w.reserve()
-    assert w.state.runner_running == 1
-    out = w.batch(*lc.runner_ended(1, returned, error, returns_finish=lambda: patched))
+    assert w.state.run.running == 1
+    out = w.batch(*intake.runner_ended(1, returned, ending, "" if ending == "returned" else "the runner failed"))
     assert w.phase() == phase
     assert [c for c in out if isinstance(c, lc.StopRunner)] == []
-    assert w.state.runner_running is None
+    assert w.state.run.running is None
     assert [e.reason for e in w.state.events if e.type == "Warning"] == warnings
     if phase == "Finished":
         assert w.state.status.condition("Finished").reason == ("Succeeded" if returned["succeeded"] else "Failed")
         assert [c.signal for c in out if isinstance(c, lc.TellQueue)] == ["release"]
 
 
-@pytest.mark.parametrize(("patched", "phase"), [(True, "Admitted"), (False, "Pending")],
-                         ids=["a-reservation-before-the-enqueues-answer-waits-for-it", "a-history-from-before-the-patch-dropped-it"])
-def test_a_queue_notice_that_comes_before_the_enqueues_answer_waits_for_it(patched, phase):
+def test_a_queue_notice_that_comes_before_the_enqueues_answer_waits_for_it():
     """The queue took the enqueue and reserved quota, and its signal reaches the workload before the
     enqueue's local activity answers (the task that ran it timed out after the queue took it, and the
     next attempt gets the signal first). The reservation waits for the answer, then holds."""
@@ -558,127 +511,108 @@ def test_a_queue_notice_that_comes_before_the_enqueues_answer_waits_for_it(patch
     w = World.__new__(World)
     w.resolution, w.now, w.commands = QueueResolution(cluster_queue="cq"), T0, []
     w.state = wl.new_state(manifest(m), "uid-1", T0)
-    w.state, enqueue = lc.step(w.state, lc.Started(keeps_early_notices=patched), T0, 0.5)
+    w.state, enqueue = lc.step(w.state, lc.Started(), T0, 0.5)
     w.state, enqueue = lc.step(w.state, lc.Settle(), T0, 0.5)
     [request] = [c.request for c in enqueue if isinstance(c, lc.Enqueue)]
     w.batch(
-        lc.QueueNoticed(signal="quota_reserved", payload=reserved_notice(ticket=request.entry.ticket).to_wire()),
+        intake.notice("quota_reserved", reserved_notice(ticket=request.entry.ticket).to_wire()),
         lc.EnqueueResolved(ticket=request.entry.ticket, resolution=QueueResolution(cluster_queue="cq")),
     )
-    assert w.phase() == phase
-    assert w.state.early_notices == []
+    assert w.phase() == "Admitted"
+    assert w.state.claim.early_notices == []
 
 
-@pytest.mark.parametrize(("patched", "phase"), [(True, "Admitted"), (False, "Pending")],
-                         ids=["the-next-tickets-reservation-waits-for-its-enqueue", "a-history-from-before-the-patch-dropped-it"])
-def test_the_next_tickets_reservation_in_the_batch_of_its_eviction_waits_for_the_enqueue(patched, phase):
-    """Seen in bench/kueue_baseline.py (2026-12-02): the task that took an eviction timed out after its
-    local activity had enqueued the next ticket, and the queue reserved that ticket at once. The next
-    attempt got the eviction and that reservation in one batch, before the Settle that enqueues the
-    ticket again, and dropped the reservation as one for a ticket it did not know: the queue held the
-    quota of a workload that waited in it for good. The reservation now waits for the enqueue's
-    answer, then holds."""
+def test_the_next_tickets_reservation_in_the_batch_of_its_eviction_waits_for_the_enqueue():
+    """The task that took an eviction timed out after its local activity had enqueued the next
+    ticket, and the queue reserved that ticket at once. The next attempt gets the eviction and that
+    reservation in one batch, before the Settle that enqueues the ticket again: the reservation waits
+    for the enqueue's answer, then holds (dropped, the queue would hold the quota of a workload that
+    waits in it for good)."""
     w = World()
-    w.state, _ = lc.step(w.state, lc.Started(keeps_next_ticket_notices=patched), w.now, 0.5)
     w.reserve()
-    ticket = w.state.ticket
+    ticket = w.state.claim.ticket
     evicted = Notice(key="default/job", uid="uid-1", ticket=ticket, kind="evicted", reason="Preempted", message="preempted")
     out = w.batch(
-        lc.QueueNoticed(signal="evicted", payload=evicted.to_wire()),
-        lc.QueueNoticed(signal="quota_reserved", payload=reserved_notice(ticket=ticket + 1).to_wire()),
+        intake.notice("evicted", evicted.to_wire()),
+        intake.notice("quota_reserved", reserved_notice(ticket=ticket + 1).to_wire()),
     )
     assert [c.request.entry.ticket for c in out if isinstance(c, lc.Enqueue)] == [ticket + 1]
-    assert w.phase() == phase
-    assert w.state.early_notices == []
+    assert w.phase() == "Admitted"
+    assert w.state.claim.early_notices == []
 
 
 @pytest.mark.parametrize("together", [True, False], ids=["in-the-batch-of-the-deactivation", "in-a-later-batch"])
-@pytest.mark.parametrize("patched", [True, False], ids=["gives-it-back", "a-history-from-before-the-patch-kept-it"])
-def test_a_next_ticket_the_run_decided_not_to_enqueue_is_taken_and_released(patched, together):
+def test_a_next_ticket_the_run_decided_not_to_enqueue_is_taken_and_released(together):
     """The task that took an eviction timed out after its local activity had enqueued the next
     ticket; the next attempt got a deactivation too, and does not enqueue. The queue reserves the
-    ticket nobody wants: its notice makes the run take that ticket and release it, and the next
-    enqueue takes the one after. Before, the reservation waited in `early_notices` and the queue held
-    the quota of an inactive workload until it was activated again."""
+    ticket nobody wants: its notice makes the run take that ticket and release it (kept, the queue
+    would hold the quota of an inactive workload), and the next enqueue takes the one after."""
     w = World()
-    w.state, _ = lc.step(w.state, lc.Started(gives_back_unasked_tickets=patched), w.now, 0.5)
     w.reserve()
     evicted = Notice(key="default/job", uid="uid-1", ticket=1, kind="evicted", reason="Preempted", message="preempted")
-    unasked = lc.QueueNoticed(signal="quota_reserved", payload=reserved_notice(ticket=2).to_wire())
-    out = w.batch(lc.QueueNoticed(signal="evicted", payload=evicted.to_wire()), lc.Deactivated(), *([unasked] if together else []))
+    unasked = intake.notice("quota_reserved", reserved_notice(ticket=2).to_wire())
+    out = w.batch(intake.notice("evicted", evicted.to_wire()), lc.Deactivated(), *([unasked] if together else []))
     if not together:
         out += w.batch(unasked)
     released = [c.request.ticket for c in out if isinstance(c, lc.TellQueue) and c.signal == "release"]
     assert not [c for c in out if isinstance(c, lc.Enqueue)]
     assert w.phase() == "Inactive"
-    assert released == ([1, 2] if patched else [1])
-    assert (w.state.ticket, w.state.holder, len(w.state.early_notices)) == ((2, None, 0) if patched else (1, None, 1))
+    assert released == [1, 2]
+    assert (w.state.claim.ticket, w.state.claim.holder, len(w.state.claim.early_notices)) == (2, None, 0)
     enqueued = [c.request.entry.ticket for c in w.batch(lc.Activated()) if isinstance(c, lc.Enqueue)]
-    assert enqueued == [3 if patched else 2]
+    assert enqueued == [3]
 
 
-@pytest.mark.parametrize(("patched", "named", "known", "released"), [
-    (True, "cq", None, [("cq", 1)]),
-    (False, "cq", None, []),
-    (True, None, None, []),
-    (True, "cq-2", "cq", [("cq-2", 1)]),
-    (False, "cq-2", "cq", [("cq", 1)]),
-    (True, None, "cq", [("cq", 1)]),
-], ids=["its-very-first-ticket-goes-to-the-queue-that-names-itself", "a-history-from-before-the-patch-kept-it",
-        "a-queue-of-an-earlier-release-does-not-name-itself", "the-queue-its-localqueue-now-leads-to",
-        "a-history-from-before-the-patch-released-it-to-the-last-queue", "a-notice-without-a-name-goes-to-the-last-queue"])
-def test_an_unasked_ticket_goes_back_to_the_queue_its_notice_names(patched, named, known, released):
+@pytest.mark.parametrize(("named", "known", "released"), [
+    ("cq", None, [("cq", 1)]),
+    (None, None, []),
+    ("cq-2", "cq", [("cq-2", 1)]),
+    (None, "cq", [("cq", 1)]),
+], ids=["its-very-first-ticket-goes-to-the-queue-that-names-itself", "a-notice-that-names-no-queue-with-none-known-is-kept",
+        "the-queue-its-localqueue-now-leads-to", "a-notice-without-a-name-goes-to-the-last-queue"])
+def test_an_unasked_ticket_goes_back_to_the_queue_its_notice_names(named, known, released):
     """The enqueue that the run never heard back from (its task timed out after the local activity)
-    looked the LocalQueue up afresh: the ticket is in the queue the notice names. When that enqueue
-    was the run's very first, the run knows no ClusterQueue at all; before, it kept the notice, and
-    the queue held the quota of an inactive workload until it was activated again. A ticket is
-    released once, and the next enqueue takes the ticket after it."""
+    looked the LocalQueue up afresh: the ticket is in the queue the notice names, even when that
+    enqueue was the run's very first and the run knows no ClusterQueue at all. A ticket is released
+    once, and the next enqueue takes the ticket after it."""
     w = World(active=False)
-    w.state, _ = lc.step(w.state, lc.Started(unasked_tickets_to_their_queue=patched), w.now, 0.5)
     w.state.cluster_queue = known
     notice = reserved_notice(ticket=1).model_copy(update={"cluster_queue": named})
-    out = w.batch(lc.QueueNoticed(signal="quota_reserved", payload=notice.to_wire()))
+    out = w.batch(intake.notice("quota_reserved", notice.to_wire()))
     assert [(c.cluster_queue, c.request.ticket) for c in out if isinstance(c, lc.TellQueue)] == released
-    assert (w.state.ticket, len(w.state.early_notices)) == ((1, 0) if released else (0, 1))
+    assert (w.state.claim.ticket, len(w.state.claim.early_notices)) == ((1, 0) if released else (0, 1))
     enqueued = [c.request.entry.ticket for c in w.batch(lc.Activated()) if isinstance(c, lc.Enqueue)]
     assert enqueued == [2 if released else 1]
     assert len([c for c in w.commands if isinstance(c, lc.TellQueue) and c.signal == "release"]) == len(released)
 
 
 @pytest.mark.parametrize("early", [False, True], ids=["after-its-enqueue", "in-the-batch-before-its-enqueue"])
-@pytest.mark.parametrize("patched", [True, False], ids=["evicted-and-requeued", "a-history-from-before-the-patch-ignored-it"])
-def test_an_eviction_of_a_reservation_the_run_never_heard_of_counts(patched, early):
+def test_an_eviction_of_a_reservation_the_run_never_heard_of_counts(early):
     """A ClusterQueue tells a reservation that fits at once in the enqueue's answer. A workflow task
     that fails after the enqueue (or a reset to before it) loses the answer; the enqueue sent again
     finds the reservation evicted or released (`admitflow release`), and the eviction's signal is
     about a reservation the run never heard of. It counts: the workload is evicted, gives the ticket
-    back (an eviction waits for it) and queues with the next. Before, it stayed queued with a ticket
-    its queue no longer had, for good. `early`: as a reset run sees it, the eviction comes in the
-    batch before the run enqueues that ticket again, and waits for the enqueue's answer."""
+    back (an eviction waits for it) and queues with the next, rather than staying queued with a
+    ticket its queue no longer has. `early`: as a reset run sees it, the eviction comes in the batch
+    before the run enqueues that ticket again, and waits for the enqueue's answer."""
     w = World(active=False)
-    w.state, _ = lc.step(w.state, lc.Started(evicts_unheard_reservations=patched), w.now, 0.5)
     evicted = Notice(
         key="default/job", uid="uid-1", ticket=1, kind="evicted", reason="QuotaForceReleased", message="released by an operator",
         cluster_queue="cq",
     ).to_wire()
     if early:
-        out = w.batch(lc.QueueNoticed(signal="evicted", payload=evicted), lc.Activated())
+        out = w.batch(intake.notice("evicted", evicted), lc.Activated())
     else:
         w.batch(lc.Activated())
-        assert (w.state.ticket, w.state.queued) == (1, True)
-        out = w.batch(lc.QueueNoticed(signal="evicted", payload=evicted))
+        assert (w.state.claim.ticket, w.state.claim.queued) == (1, True)
+        out = w.batch(intake.notice("evicted", evicted))
     released = [(c.cluster_queue, c.request.ticket) for c in out if isinstance(c, lc.TellQueue) and c.signal == "release"]
     enqueued = [c.request.entry.ticket for c in out if isinstance(c, lc.Enqueue)]
-    if patched:
-        c = cond.find(w.state.status.conditions, wl.EVICTED)
-        assert (c.status, c.reason, c.message) == ("True", "QuotaForceReleased", "released by an operator")
-        assert evictions(w.state) == 1
-        assert released == [("cq", 1)] and enqueued[-1] == 2
-        assert (w.state.ticket, w.state.queued, w.phase()) == (2, True, "Pending")
-    else:
-        assert cond.find(w.state.status.conditions, wl.EVICTED) is None and evictions(w.state) == 0
-        assert released == [] and enqueued == ([1] if early else [])
-        assert (w.state.ticket, w.state.queued) == (1, True), "queued with a ticket its queue no longer has"
+    c = cond.find(w.state.status.conditions, wl.EVICTED)
+    assert (c.status, c.reason, c.message) == ("True", "QuotaForceReleased", "released by an operator")
+    assert evictions(w.state) == 1
+    assert released == [("cq", 1)] and enqueued[-1] == 2
+    assert (w.state.claim.ticket, w.state.claim.queued, w.phase()) == (2, True, "Pending")
 
 
 @pytest.mark.parametrize("signal_first", [False, True], ids=["answered-with-it", "its-signal-came-first-too"])
@@ -692,10 +626,10 @@ def test_a_reservation_in_the_enqueues_answer_is_taken_once(signal_first):
     w.state, commands = lc.step(w.state, lc.Settle(), w.now, 0.5)
     (enqueue,) = [c for c in commands if isinstance(c, lc.Enqueue)]
     out = w.batch(
-        *([lc.QueueNoticed(signal="quota_reserved", payload=notice)] if signal_first else []),
+        *([intake.notice("quota_reserved", notice)] if signal_first else []),
         # As the workflow steps the enqueue's answer: the resolution, then each notice it carries.
         lc.EnqueueResolved(ticket=enqueue.request.entry.ticket, resolution=QueueResolution(cluster_queue="cq", notices=[notice])),
-        lc.QueueNoticed(signal="pending_status", payload=notice),
+        intake.notice("pending_status", notice),
     )
     assert w.phase() == "Admitted"
     assert [e.reason for e in w.state.events].count("QuotaReserved") == 1
@@ -706,9 +640,9 @@ def test_a_notice_that_names_no_clusterqueue_is_refused_and_changes_nothing():
     """Whoever sends it: a Warning event with one line, no ticket taken, nothing released or kept."""
     w = World(active=False)
     notice = {**reserved_notice(ticket=1).to_wire(), "clusterQueue": "No Such Queue!"}
-    out = w.batch(lc.QueueNoticed(signal="quota_reserved", payload=notice))
+    out = w.batch(intake.notice("quota_reserved", notice))
     assert [c for c in out if isinstance(c, lc.TellQueue)] == []
-    assert (w.state.ticket, w.state.early_notices) == (0, [])
+    assert (w.state.claim.ticket, w.state.claim.early_notices) == (0, [])
     event = w.state.events[-1]
     assert (event.type, event.reason) == ("Warning", "InvalidQueueNotice")
     assert event.message.startswith("quota_reserved: clusterQueue: String should match pattern") and "\n" not in event.message
@@ -736,7 +670,7 @@ def test_a_new_priority_reaches_the_queue_that_holds_the_workload_and_its_next_e
         w.reserve()
     if where == "inactive":
         w.batch(lc.Deactivated())
-    out = w.batch(lc.PriorityChangeRequested(payload={"priority": 42}))
+    out = w.batch(intake.priority_change({"priority": 42}))
     assert w.state.workload.spec.priority == 42
     assert _priority_told(out) == ([] if where == "inactive" else [("cq", 1, 42)])
     assert [e.reason for e in w.state.events][-1] == "PriorityChanged"
@@ -748,26 +682,52 @@ def test_a_new_priority_reaches_the_queue_that_holds_the_workload_and_its_next_e
 def test_a_refused_priority_change_tells_nobody():
     w = World()
     w.reserve()
-    out = w.batch(lc.PriorityChangeRequested(payload={"priority": "high"}))
+    out = w.batch(intake.priority_change({"priority": "high"}))
     assert (_priority_told(out), w.state.workload.spec.priority) == ([], None)
     assert w.state.events[-1].reason == "InvalidPriorityChange"
 
 
-def _told(signal: str, queue: str = "cq", ticket: int = 1, uid: str = "u1") -> lc.TellQueue:
-    request = {"key": "default/job", "uid": uid, "ticket": ticket}
-    if signal == "reprioritize":
-        request["priority"] = 5
-    return lc.TellQueue.model_validate({"signal": signal, "cluster_queue": queue, "request": request})
+# --- the `admitted` notice waits for the next workflow task ------------------------------------------
 
 
-@pytest.mark.parametrize(("then", "waiting", "replaced"), [
-    (_told("release"), _told("admitted"), True),
-    (_told("release", ticket=2), _told("admitted"), False),
-    (_told("release", uid="u2"), _told("admitted"), False),
-    (_told("release", queue="other"), _told("admitted"), False),
-    (_told("reprioritize"), _told("admitted"), False),
-    (_told("admitted"), _told("admitted"), False),
-    (_told("release"), _told("release"), False),
-], ids=["its release", "another ticket", "another uid", "another queue", "a new priority", "admitted again", "a release waiting"])
-def test_a_release_of_its_reservation_replaces_a_waiting_admitted_notice(then, waiting, replaced):
-    assert lc.replaces(then, waiting) is replaced
+def admitted_held() -> World:
+    """A workload just admitted by its check's Ready: its queue is not told yet."""
+    w = World()
+    w.reserve("a")
+    out = w.batch(intake.verdict(w.verdict("a", "Ready")))
+    assert w.phase() == "Admitted" and "admitted" not in w.told(out)
+    assert lc.notice_due(w.state) == (w.now + lc.ADMITTED_DELAY, "admitted to ClusterQueue cq")
+    assert not lc.may_continue_as_new(w.state), "not while the notice waits"
+    return w
+
+
+def test_the_admitted_notice_goes_with_the_next_workflow_task_first_and_once():
+    w = admitted_held()
+    out = w.batch(intake.pods_ready_report({"ready": True}), after=0.2)
+    assert isinstance(out[0], lc.TellQueue) and (out[0].signal, out[0].request.ticket) == ("admitted", 1)
+    assert lc.notice_due(w.state) is None and lc.may_continue_as_new(w.state)
+    assert "admitted" not in w.told(w.batch(intake.pods_ready_report({"ready": True}), after=1))
+
+
+def test_the_admitted_notice_goes_at_its_deadline_when_no_task_comes_first():
+    w = admitted_held()
+    due, _ = lc.notice_due(w.state)
+    assert w.told(w.batch(lc.TimerFired(at=due), after=lc.ADMITTED_DELAY.total_seconds())) == ["admitted"]
+
+
+def test_a_release_of_its_reservation_replaces_the_waiting_admitted_notice():
+    w = admitted_held()
+    assert w.told(w.batch(preempted(1))) == ["release"]
+    assert lc.notice_due(w.state) is None
+
+
+def test_a_new_priority_goes_after_the_waiting_admitted_notice():
+    w = admitted_held()
+    assert w.told(w.batch(intake.priority_change({"priority": 7}))) == ["admitted", "reprioritize"]
+
+
+def test_a_workload_admitted_with_its_reservation_holds_no_notice():
+    """No checks: its queue counts it admitted along with the reservation."""
+    w = World()
+    w.reserve()
+    assert w.phase() == "Admitted" and lc.notice_due(w.state) is None

@@ -8,14 +8,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from admitflow.admission import cluster_queue as cq
-from admitflow.admission import preemption, scheduler
+from admitflow.admission import preemption
 from admitflow.admission.cluster_queue import Reservation
 from admitflow.admission.flavor_assignment import Assignment, PodSetAssignment
 from admitflow.admission.pending_queue import QueueEntry
 from admitflow.admission.quota_tree import CohortInfo, CohortTree, QuotaTree
 from admitflow.api import ClusterQueueSpec
 from admitflow.api.quantity import resource_value
-from tests.unit.test_cluster_queue import NOW, entry, run_pass, state_with, view
+from tests.unit.test_cluster_queue import entry, run_pass, state_with, view
 
 
 def reserve(st, *entries):
@@ -85,10 +85,6 @@ def test_the_victim_message_and_the_preemptor_admitted_once_the_victim_leaves():
     assert [n.kind for n in again.notices] == [], "nobody is told twice while the victim leaves"
     cq.release(st, "default/victim", "uid-victim", 1)
     assert [r.key for r in run_pass(st).reserved] == ["default/preemptor"]
-
-
-def test_no_preemption_when_even_all_candidates_would_not_make_room():
-    assert preemption.select_victims({("f", "cpu"): 5}, {("f", "cpu"): 4}, {("f", "cpu"): 4}, []) is None
 
 
 def test_candidate_order_is_kueues():
@@ -174,17 +170,6 @@ def test_a_preemptor_that_finds_no_victims_holds_nothing_back():
     assert [n for n in result.notices if n.kind == "evicted"] == []
     assert [r.key for r in result.reserved] == ["default/small"]
     assert st.pending.get("default/preemptor").inadmissible
-
-
-def test_histories_recorded_before_the_fix_replay_the_old_pass():
-    st = preempting_queue()
-    smalls = [f"small-{i}" for i in range(20)]
-    reserve(st, *(entry(n, cpu=1000, priority=50, age=100) for n in smalls))
-    cq.enqueue(st, entry("large", cpu=20000, priority=200))
-    run_pass(st)
-    requeue_victims(st, smalls[:4])
-    old = scheduler.schedule([st], NOW, hold_for_preemptor=lambda: False)["cq"]
-    assert len(old.reserved) == 4
 
 
 # --- across a cohort tree: Kueue's table tests ------------------------------------------------------

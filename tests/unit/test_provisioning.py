@@ -20,6 +20,7 @@ from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
 from admitflow.api.names import dns1123_subdomain_errors
 from admitflow.api.provisioning_request import ProvisioningRequest
 from admitflow.api.provisioning_request_config import ProvisioningRequestRetryStrategy
+from tests.support import messages
 from tests.builders import manifest
 from tests.unit.test_workload_status import T0
 
@@ -203,30 +204,12 @@ def test_workflow_ids():
 
 def test_an_attempts_workflow_id_is_cut_to_temporals_255_with_a_hash():
     workload, check_name = "w" * 230, "c" * 200  # names Kubernetes takes (253 at most)
-    full = prov.workflow_id("ns", workload, check_name, 1, limited=False)
+    full = f"provisioning/ns/{workload}/{check_name}/1"
     cut = prov.workflow_id("ns", workload, check_name, 1)
-    assert full == f"provisioning/ns/{workload}/{check_name}/1" and len(full) == 449
+    assert len(full) == 449
     assert len(cut) == ids.MAX_ID_LENGTH == 255
     assert cut == full[:244] + "-" + hashlib.sha1(full.encode()).hexdigest()[:10]
     assert cut != prov.workflow_id("ns", workload, check_name, 2), "attempts whose heads are alike differ in the hash"
-    assert prov.workflow_id("ns", "wl", "prov", 2, limited=False) == prov.workflow_id("ns", "wl", "prov", 2)
-
-
-def test_an_uncut_attempt_id_still_stopping_holds_the_attempt_back_until_it_ends():
-    """A history from before the cut: the attempt's workflow was started, and is stopping, uncut."""
-    st = holding(config={"parameters": {"a": "1"}})
-    st.workload.metadata.name = "w" * 240
-    cut = started(st).attempt.workflow_id
-    uncut = prov.workflow_id("team-a", "w" * 240, "prov", 1, limited=False)
-    assert len(cut) == 255 and len(uncut) == 267
-    st.provisioning.current["prov"].workflow_id = uncut  # what workflows/workload.py does unpatched
-    st.checks_info["prov"] = st.checks_info["prov"].model_copy(update={"parameters": {"provisioningClassName": CLASS, "parameters": {"a": "2"}}})
-    cmds, _ = prov.reconcile(st)
-    assert st.provisioning.stopping == [uncut] and cmds.start == []
-    assert prov.reconcile(st)[0].start == [], "the same attempt waits while the uncut ID stops"
-    prov.stopped(st, "prov", 1)
-    assert st.provisioning.stopping == []
-    assert started(st).attempt.workflow_id == cut
 
 
 # --- what a request holds ------------------------------------------------------------------------
@@ -441,7 +424,7 @@ def test_a_removed_check_deletes_its_request():
 @pytest.mark.parametrize(
     "leave",
     [
-        pytest.param(lambda st: checks.receive(st, {"name": "prov", "state": "Retry"}, T0), id="eviction"),
+        pytest.param(lambda st: messages.verdict(st, {"name": "prov", "state": "Retry"}, T0), id="eviction"),
         pytest.param(lambda st: wl.finish(st, True, "", T0), id="finish"),
         pytest.param(lambda st: checks.deactivate(st, T0), id="deactivation"),
         pytest.param(lambda st: wl.delete(st), id="deletion"),

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from admitflow.admission import lifecycle as lc
+from admitflow.admission import intake
 from admitflow.admission import workload as wl
 from tests.unit.test_lifecycle import World, preempted
 from tests.unit.test_workload_status import reserved_notice
@@ -65,61 +66,64 @@ class RunnerModel(RuleBasedStateMachine):
                 if a == self.running:
                     self.running = None
         s = self.w.state
-        if self.restart_due == s.ticket and wanted(s) and self.restarted[s.ticket] < lc.RUNNER_RESTARTS:
-            assert self.running == s.ticket, f"the run of admission {s.ticket} was lost and not started again"
+        if self.restart_due == s.claim.ticket and wanted(s) and self.restarted[s.claim.ticket] < lc.RUNNER_RESTARTS:
+            assert self.running == s.claim.ticket, f"the run of admission {s.claim.ticket} was lost and not started again"
 
-    def stopped(self, error: str, restart: bool) -> None:
+    def stopped(self, ending: str, error: str = "") -> None:
         a, self.running = self.running, None
-        if error and a == self.w.state.ticket:
+        if ending != "returned" and a == self.w.state.claim.ticket:
             self.lost.add(a)
-            if restart:
+            if ending in ("lost", "drained"):
                 self.restart_due = a
-        self.task(lc.RunnerStopped(admission=a, error=error, stop_when_over=bool(error), restart=restart))
+        self.task(lc.RunnerStopped(admission=a, ending=ending, error=error))
 
-    @precondition(lambda self: self.w.state.queued)
+    @precondition(lambda self: self.w.state.claim.queued)
     @rule()
     def reserved(self):
         """Its queue reserves the ticket it is queued with (no checks: admitted with it)."""
-        self.task(lc.QueueNoticed(signal="quota_reserved", payload=reserved_notice(ticket=self.w.state.ticket).to_wire()))
+        self.task(intake.notice("quota_reserved", reserved_notice(ticket=self.w.state.claim.ticket).to_wire()))
 
     @precondition(lambda self: self.running is not None)
-    @rule()
-    def runner_lost(self):
+    @rule(ending=st.sampled_from(["lost", "drained"]))
+    def runner_lost(self, ending):
         """Its heartbeats stopped (the runner died, or the task was lost with its poll), or its
-        runner's shutdown ended it (`WorkerShutdown`): the workflow reads both as a restart."""
-        self.stopped("heartbeat timeout", restart=True)
+        runner's shutdown ended it (`WorkerShutdown`): both are started again."""
+        self.stopped(ending, "activity Heartbeat timeout" if ending == "lost" else "Worker is shutting down")
 
     @precondition(lambda self: self.running is not None)
-    @rule(how=st.sampled_from(["the runner failed", ""]))
-    def runner_stops(self, how):
+    @rule(returned=st.booleans())
+    def runner_stops(self, returned):
         """It failed, or returned nothing (it handed the workload to something that reports later)."""
-        self.stopped(how, restart=False)
+        if returned:
+            self.stopped("returned")
+        else:
+            self.stopped("failed", "the runner failed")
 
     @precondition(lambda self: self.running is not None)
     @rule()
     def runner_finishes_its_run(self):
         a, self.running = self.running, None
-        self.task(lc.FinishRequested(payload={"succeeded": True, "message": "done", "admission": a}))
+        self.task(intake.finish({"succeeded": True, "message": "done", "admission": a}))
 
     @precondition(lambda self: wl.has_quota(self.w.state) and not wl.is_finished(self.w.state))
     @rule()
     def preempted(self):
-        self.task(preempted(self.w.state.ticket))
+        self.task(preempted(self.w.state.claim.ticket))
 
     @precondition(lambda self: not wl.is_finished(self.w.state))
     @rule()
     def finished_by_hand(self):
-        self.task(lc.FinishRequested(payload={"succeeded": False, "message": "by hand"}))
+        self.task(intake.finish({"succeeded": False, "message": "by hand"}))
 
     @rule(offset=st.sampled_from([-1, 1]))
     def a_stale_loss(self, offset):
-        if self.running != self.w.state.ticket + offset:
-            self.task(lc.RunnerStopped(admission=max(0, self.w.state.ticket + offset), error="heartbeat timeout",
-                                       stop_when_over=True, restart=True))
+        if self.running != self.w.state.claim.ticket + offset:
+            self.task(lc.RunnerStopped(admission=max(0, self.w.state.claim.ticket + offset), ending="lost",
+                                       error="activity Heartbeat timeout"))
 
     @invariant()
     def agrees(self):
-        assert self.running == self.w.state.runner_running, (self.running, self.w.state.runner_running)
+        assert self.running == self.w.state.run.running, (self.running, self.w.state.run.running)
         if wl.is_finished(self.w.state):
             assert self.running is None and not self.lost, f"finished with {self.running} running, {self.lost} not stopped"
 

@@ -1,5 +1,5 @@
-"""When a workflow's pending task says the workload is wedged (admitflow/client.py): a task that
-failed once and is being retried is not; one on its third attempt in a row is."""
+"""When a workflow's pending task says the workload is wedged (admitflow/client/trouble.py): a
+task that failed once and is being retried is not; one on its third attempt in a row is."""
 
 from types import SimpleNamespace
 
@@ -7,7 +7,7 @@ import pytest
 from temporalio.api.workflow.v1 import PendingWorkflowTaskInfo
 from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse
 
-from admitflow.client import _task_failing
+from admitflow.client.trouble import _task_failing
 
 
 def description(attempt: int):

@@ -10,8 +10,8 @@ import argparse
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
-from admitflow import cli
-from admitflow.client import _unanswered_query
+from admitflow.cli import errors
+from admitflow.client.connection import _unanswered_query
 
 HINT = '; is a worker polling task queue "admitflow"? (admitflow worker); or allow more with --request-timeout'
 
@@ -26,7 +26,7 @@ HINT = '; is a worker polling task queue "admitflow"? (admitflow worker); or all
 )
 def test_a_query_that_timed_out_reads_the_same_whoever_gave_up(status, message):
     err = _unanswered_query(RPCError(message, status, b""), "the catalog (admitflow/catalog)")
-    line, code = cli.explain(err, argparse.Namespace(task_queue=None))
+    line, code = errors.explain(err, argparse.Namespace(task_queue=None))
     assert (line, code) == ("the catalog (admitflow/catalog) does not answer: the query timed out" + HINT, 1)
 
 

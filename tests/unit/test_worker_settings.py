@@ -11,19 +11,19 @@ import inspect
 import pytest
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
-from admitflow import cli
+from admitflow.cli.parser import WORKER_SETTINGS, build_parser
 from admitflow.worker.main import GC_YOUNGEST, sdk_options, tune_collector
 
 
 def parse(*argv: str):
-    return cli._parser().parse_args(["worker", *argv])
+    return build_parser().parse_args(["worker", *argv])
 
 
 def test_each_flag_is_a_worker_option_with_the_default_it_says():
     """The option of its name with the SDK's default; for the pollers, the simple poller behaviour,
     whose default is the SDK's too."""
     options = inspect.signature(Worker.__init__).parameters
-    for flag, default, _ in cli.WORKER_SETTINGS:
+    for flag, default, _ in WORKER_SETTINGS:
         (name, value), = sdk_options(**{flag.replace("-", "_"): default}).items()
         assert name in options, flag
         if isinstance(value, PollerBehaviorSimpleMaximum):

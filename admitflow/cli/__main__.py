@@ -1,0 +1,5 @@
+"""`python -m admitflow.cli`: the console script."""
+
+from admitflow.cli import entrypoint
+
+entrypoint()

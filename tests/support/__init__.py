@@ -1,0 +1,1 @@
+"""What the tests share: servers, builders, waits and test runners (one module each)."""
