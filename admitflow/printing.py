@@ -132,6 +132,17 @@ COLUMNS: dict[str, tuple[list[str], Row]] = {
     "Configuration": (["NAME", "AGE"], lambda o: [_meta(o, "name") or "config", age(_meta(o, "creationTimestamp"))]),
     # Kueue's printer column: the value.
     "WorkloadPriorityClass": (["NAME", "VALUE"], lambda o: [_meta(o, "name"), str(o.get("value", ""))]),
+    # kubectl's columns for scheduling.k8s.io PriorityClasses.
+    "PriorityClass": (
+        ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"],
+        lambda o: [
+            _meta(o, "name"),
+            str(o.get("value", "")),
+            "true" if o.get("globalDefault") else "false",
+            age(_meta(o, "creationTimestamp")),
+            o.get("preemptionPolicy") or "",
+        ],
+    ),
     "SimulatedNodeGroup": (
         ["NAME", "CAPACITY", "LABELS", "DELAY", "AGE"],
         lambda o: [
@@ -373,7 +384,7 @@ def describe(obj: dict[str, Any], events: Sequence[dict[str, Any]] | None = (), 
     # description): kubectl describe shows them beside the kind.
     for key, value in obj.items() if "spec" not in obj else ():
         if key not in ("apiVersion", "kind", "metadata", "status") and not isinstance(value, (dict, list)):
-            lines.append(f"{_title(key) + ':':<14}{value}")
+            lines.append(f"{(_title(key) + ':').ljust(13)} {value}")
     for section in ("spec", "status"):
         if obj.get(section):
             lines.append(f"{_title(section)}:")

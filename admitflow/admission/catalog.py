@@ -1,8 +1,8 @@
 """The catalog: cluster-scoped configuration, applied like `kubectl apply` and resolved for queues.
 
 `CatalogState` holds every ResourceFlavor, Cohort, ClusterQueue, LocalQueue, AdmissionCheck,
-ProvisioningRequestConfig, SimulatedNodeGroup, WorkloadPriorityClass (read by the client when it
-submits workloads, never sent to a queue) and the Configuration. `apply` and `delete` answer per
+ProvisioningRequestConfig, SimulatedNodeGroup, WorkloadPriorityClass and PriorityClass (read by the
+client when it submits workloads, never sent to a queue) and the Configuration. `apply` and `delete` answer per
 object like kubectl (`created`, `configured`, `unchanged`, `deleted`), and `terminating` for a
 deleted AdmissionCheck that a ClusterQueue still uses (Kueue's `kueue.x-k8s.io/resource-in-use`
 finalizer keeps it until none does); `views` resolves, for each

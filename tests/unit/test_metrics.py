@@ -15,6 +15,7 @@ from admitflow.admission import workload as wl
 from admitflow.admission.checks import Verdict
 from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView, LocalQueueInfo
 from admitflow.api.configuration import WaitForPodsReady
+from tests.support import messages
 from tests.unit.test_cluster_queue import NOW, entry, run_pass, state_with, view
 from tests.unit.test_workload_status import T0, reserved_notice, submitted
 
@@ -57,7 +58,7 @@ def test_a_workload_admitted_after_one_retry_then_finished():
     }
 
     checks.finish_backoff_if_due(st, T0 + timedelta(seconds=40))
-    st.queued, st.ticket = True, 2
+    st.claim.queued, st.claim.ticket = True, 2
     wl.reserve_quota(st, reserved_notice(["budget"], ticket=2), T0 + timedelta(seconds=42))
     checks.apply(st, Verdict(name="budget", state="Ready"), T0 + timedelta(seconds=45))
     seen, obs = m.workload_observations(seen, st)
@@ -89,7 +90,7 @@ def _admitted_with_budget(seconds_to_verdict: int = 3) -> tuple[wl.WorkloadState
     wl.reserve_quota(st, reserved_notice(["budget"]), T0 + timedelta(seconds=5))
     checks.hand_out(st, "budget")  # its controller is asked about attempt 1, as lifecycle asks it
     seen, _ = m.workload_observations(seen, st)
-    checks.receive(st, {"name": "budget", "state": "Ready"}, T0 + timedelta(seconds=5 + seconds_to_verdict))
+    messages.verdict(st, {"name": "budget", "state": "Ready"}, T0 + timedelta(seconds=5 + seconds_to_verdict))
     seen, obs = m.workload_observations(seen, st)
     return st, seen, obs
 
@@ -105,10 +106,10 @@ def test_each_verdict_is_counted_by_check_state_and_outcome_and_a_check_s_wait_i
     }
     # A Retry evicts it (12 s after its Ready: no new wait); a Ready for that attempt is then ignored;
     # junk names no check and no state: it adds no series of its own.
-    checks.receive(st, {"name": "budget", "state": "Retry"}, T0 + timedelta(seconds=20))
-    checks.receive(st, {"name": "budget", "state": "Ready", "attempt": 1}, T0 + timedelta(seconds=21))
-    checks.receive(st, {"name": "x" * 300, "state": "Maybe"}, T0 + timedelta(seconds=22))
-    checks.receive(st, "garbage", T0 + timedelta(seconds=23))
+    messages.verdict(st, {"name": "budget", "state": "Retry"}, T0 + timedelta(seconds=20))
+    messages.verdict(st, {"name": "budget", "state": "Ready", "attempt": 1}, T0 + timedelta(seconds=21))
+    messages.verdict(st, {"name": "x" * 300, "state": "Maybe"}, T0 + timedelta(seconds=22))
+    messages.verdict(st, "garbage", T0 + timedelta(seconds=23))
     seen, obs = m.workload_observations(seen, st)
     got = counted(obs)
     assert {k: v for k, v in got.items() if k[0] in ("admission_check_verdicts_total", "admission_check_wait_time_seconds")} == {
@@ -126,8 +127,8 @@ def test_a_retry_times_the_attempt_it_ends_and_the_next_attempt_is_timed_from_it
     seen = m.snapshot(st)
     wl.reserve_quota(st, reserved_notice(["budget"]), T0 + timedelta(seconds=5))
     seen, _ = m.workload_observations(seen, st)
-    checks.receive(st, {"name": "budget", "state": "Pending", "message": "looking"}, T0 + timedelta(seconds=6))
-    checks.receive(st, {"name": "budget", "state": "Retry", "requeueAfterSeconds": 30}, T0 + timedelta(seconds=9))
+    messages.verdict(st, {"name": "budget", "state": "Pending", "message": "looking"}, T0 + timedelta(seconds=6))
+    messages.verdict(st, {"name": "budget", "state": "Retry", "requeueAfterSeconds": 30}, T0 + timedelta(seconds=9))
     seen, obs = m.workload_observations(seen, st)
     got = counted(obs)
     assert got[("admission_check_verdicts_total", VERDICT + (("outcome", "applied"), ("state", "Pending")))] == 1
@@ -136,20 +137,20 @@ def test_a_retry_times_the_attempt_it_ends_and_the_next_attempt_is_timed_from_it
     assert ("admission_check_wait_time_seconds", VERDICT + (("state", "Pending"),)) not in got, "Pending ends no wait"
 
     checks.finish_backoff_if_due(st, T0 + timedelta(seconds=40))
-    st.queued, st.ticket = True, 2
+    st.claim.queued, st.claim.ticket = True, 2
     wl.reserve_quota(st, reserved_notice(["budget"], ticket=2), T0 + timedelta(seconds=50))
     seen, _ = m.workload_observations(seen, st)
-    checks.receive(st, {"name": "budget", "state": "Rejected", "message": "no"}, T0 + timedelta(seconds=57))
+    messages.verdict(st, {"name": "budget", "state": "Rejected", "message": "no"}, T0 + timedelta(seconds=57))
     seen, obs = m.workload_observations(seen, st)
     assert counted(obs)[("admission_check_wait_time_seconds", VERDICT + (("state", "Rejected"),))] == 7
 
 
 def test_pods_ready_times_the_wait_from_the_queue_and_from_admission_once_per_admission():
     st, seen, _ = _admitted_with_budget(seconds_to_verdict=3)  # admitted at +8, queued since creation
-    pods_ready.report(st, {"ready": True}, T0 + timedelta(seconds=20))
+    messages.pods_ready_report(st, {"ready": True}, T0 + timedelta(seconds=20))
     seen, obs = m.workload_observations(seen, st)
     assert counted(obs) == {("ready_wait_time_seconds", CQ): 20, ("admitted_until_ready_wait_time_seconds", CQ): 12}
-    pods_ready.report(st, {"ready": True}, T0 + timedelta(seconds=30))
+    messages.pods_ready_report(st, {"ready": True}, T0 + timedelta(seconds=30))
     assert m.workload_observations(seen, st)[1] == [], "still ready: nothing new"
 
 
@@ -158,9 +159,9 @@ def test_an_eviction_counts_once_per_reason_and_cause_in_evicted_workloads_once_
     seen = m.snapshot(st)
     cause = CQ + (("reason", "AdmissionCheck"), ("underlying_cause", ""))
     for n, at in enumerate((5, 100)):
-        st.queued, st.ticket = True, n + 1
+        st.claim.queued, st.claim.ticket = True, n + 1
         wl.reserve_quota(st, reserved_notice(["budget"], ticket=n + 1), T0 + timedelta(seconds=at))
-        checks.receive(st, {"name": "budget", "state": "Retry"}, T0 + timedelta(seconds=at + 1))
+        messages.verdict(st, {"name": "budget", "state": "Retry"}, T0 + timedelta(seconds=at + 1))
         checks.finish_backoff_if_due(st, T0 + timedelta(seconds=at + 90))
         seen, obs = m.workload_observations(seen, st)
         got = counted(obs)
@@ -170,10 +171,10 @@ def test_an_eviction_counts_once_per_reason_and_cause_in_evicted_workloads_once_
 
 def test_each_workload_metric_of_kueue_comes_with_its_local_queue_variant():
     st, seen, obs = _admitted_with_budget()
-    pods_ready.report(st, {"ready": True}, T0 + timedelta(seconds=20))
+    messages.pods_ready_report(st, {"ready": True}, T0 + timedelta(seconds=20))
     seen, more = m.workload_observations(seen, st)
     obs += more
-    checks.receive(st, {"name": "budget", "state": "Retry"}, T0 + timedelta(seconds=21))  # ignored: admitted
+    messages.verdict(st, {"name": "budget", "state": "Retry"}, T0 + timedelta(seconds=21))  # ignored: admitted
     wl.evict(st, "Preempted", "preempted", T0 + timedelta(seconds=22))
     wl.finish(st, True, "done", T0 + timedelta(seconds=30))
     obs += m.workload_observations(seen, st)[1]
