@@ -3,7 +3,9 @@ uses: core/v1 PodTemplates and autoscaling.x-k8s.io/v1 ProvisioningRequests.
 
 It is not an API server: no validation, no RBAC, no garbage collector, no admission. It keeps what
 the backend's calls depend on: create/get/list/delete/patch, one resourceVersion counter for every
-write (as etcd's revision), 404 and 409 answered with a `Status` body shaped like the API server's,
+write (as etcd's revision), a `metadata.resourceVersion` in a merge patch taken as a precondition
+(409 Conflict when the object changed since), 404 and 409 answered with a `Status` body shaped like
+the API server's,
 `labelSelector` (`key=value` terms) and `fieldSelector=metadata.name=...`, lists in one namespace
 or in all of them, paged with `limit` and `continue` from one snapshot, and `?watch=true` streaming
 one JSON event per line (ADDED, MODIFIED, DELETED) from a resourceVersion, with BOOKMARK events when
@@ -32,6 +34,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -75,6 +78,14 @@ class _Fault:
     status: int
     reason: str
     message: str
+    times: int
+
+
+@dataclass
+class _Action:
+    method: str
+    path: re.Pattern[str]
+    run: Callable[[], object]
     times: int
 
 
@@ -155,6 +166,7 @@ class FakeApiServer:
         # A watch from a resourceVersion below this one gets 410 Gone (see `compact`).
         self._compacted = 0
         self._faults: list[_Fault] = []
+        self._actions: list[_Action] = []
         # Lists paged with `limit`: the snapshot each `continue` token reads from.
         self._snapshots: dict[str, tuple[str, list[dict[str, Any]]]] = {}
         # Bumped by `drop_watches`: open watch streams end at once, without their last chunk.
@@ -266,6 +278,21 @@ class FakeApiServer:
         with self._lock:
             self._faults.append(_Fault(method, re.compile(path), status, reason, message, times))
 
+    def before(self, method: str, path: str, action: Callable[[], object], times: int = 1) -> None:
+        """Run `action` (from the server's thread, without the lock) before serving each of the
+        next `times` requests whose method matches and path matches the regex `path`: someone else's
+        write landing between the backend's read and its write."""
+        with self._lock:
+            self._actions.append(_Action(method, re.compile(path), action, times))
+
+    def patch(self, resource: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Apply a JSON merge patch as someone else would (a MODIFIED event)."""
+        with self._lock:
+            patched = merge_patch(self._objects[(resource, namespace, name)], patch)
+            self._objects[(resource, namespace, name)] = patched
+            self._write(resource, namespace, "MODIFIED", patched)
+            return json.loads(json.dumps(patched))
+
     def compact(self) -> None:
         """Forget the watch history, as etcd's compaction does: a watch from any resourceVersion
         written so far gets an ERROR event with code 410 Gone."""
@@ -325,6 +352,14 @@ class FakeApiServer:
                 fault.times -= 1
                 return fault
         return None
+
+    def _take_actions(self, method: str, path: str) -> list[Callable[[], object]]:
+        found = []
+        for action in self._actions:
+            if action.method == method and action.path.search(path) and action.times > 0:
+                action.times -= 1
+                found.append(action.run)
+        return found
 
     def _events_after(self, since: int) -> list[tuple[int, str, str, str, dict[str, Any]]]:
         return self._events[bisect.bisect_right(self._event_rvs, since) :]
@@ -415,6 +450,9 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             )
             fault = fake._take_fault(method, split.path)
+            actions = fake._take_actions(method, split.path)
+        for action in actions:
+            action()
         if fault is not None:
             if fault.status == 410 and query.get("watch", "").lower() in ("true", "1"):
                 event = {"type": "ERROR", "object": _status(410, fault.reason, fault.message)}
@@ -501,15 +539,28 @@ class _Handler(BaseHTTPRequestHandler):
             # Only what the backend uses; a strategic merge or JSON patch would be a different test.
             self._send_json(415, _status(415, "UnsupportedMediaType", f"the fake does not serve {content_type}"))
             return
+        precondition = ((body or {}).get("metadata") or {}).get("resourceVersion")
         with fake._lock:
             obj = fake._objects.get((resource, ns, name))
-            if obj is not None:
+            conflict = obj is not None and precondition is not None and precondition != obj["metadata"]["resourceVersion"]
+            if obj is not None and not conflict:
                 patched = merge_patch(obj, body)
                 fake._objects[(resource, ns, name)] = patched
                 fake._write(resource, ns, "MODIFIED", patched)
                 patched = json.loads(json.dumps(patched))
         if obj is None:
             self._not_found(resource, name)
+        elif conflict:
+            self._send_json(
+                409,
+                _status(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {resource}{"." + _GROUP[resource] if _GROUP[resource] else ""} '
+                    f'"{name}": the object has been modified; please apply your changes to the latest version and try again',
+                    {"name": name, "group": _GROUP[resource], "kind": resource},
+                ),
+            )
         else:
             self._send_json(200, patched)
 

@@ -202,14 +202,14 @@ def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBack
     ])
 
 
-def metrics_runtime(port: int | None) -> Runtime | None:
-    """A Temporal runtime that serves Prometheus metrics on `port` (admitflow's, with Kueue's
-    histogram buckets, and the SDK's own); None without a port."""
+def metrics_runtime(port: int | None, host: str = "0.0.0.0") -> Runtime | None:
+    """A Temporal runtime that serves Prometheus metrics on `host`:`port` (admitflow's, with
+    Kueue's histogram buckets, and the SDK's own); None without a port."""
     if port is None:
         return None
     return Runtime(
         telemetry=TelemetryConfig(
-            metrics=PrometheusConfig(bind_address=f"0.0.0.0:{port}", histogram_bucket_overrides=metrics.BUCKETS)
+            metrics=PrometheusConfig(bind_address=f"{host}:{port}", histogram_bucket_overrides=metrics.BUCKETS)
         )
     )
 

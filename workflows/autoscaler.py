@@ -19,8 +19,6 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
-
     from admitflow import contract
     from admitflow.api.provisioning_request import ProvisioningRequest
     from admitflow.messages import (
@@ -36,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from admitflow.simulation import autoscaler as sim
     from admitflow.simulation.autoscaler import AutoscalerError, AutoscalerState, Push
-    from admitflow.wire import first_error
+    from admitflow.wire import PayloadRefused
 
     from admitflow.workflows import arguments
     from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
@@ -50,11 +48,9 @@ def _condition(payload: tuple[Any, ...]) -> ProvisioningRequestCondition:
     """The update's payload, taken raw so that a malformed one is refused in one line naming the
     field rather than failing to decode."""
     try:
-        return ProvisioningRequestCondition.model_validate(arguments.argument(payload))
-    except arguments.Refused as err:
+        return arguments.parse(payload, ProvisioningRequestCondition, field="condition")
+    except PayloadRefused as err:
         raise AutoscalerError(f"invalid condition: {err}") from err.__cause__
-    except ValidationError as err:
-        raise AutoscalerError(f"invalid condition: {first_error(err, 'condition')}") from None
 
 
 def _refuse(err: AutoscalerError) -> ApplicationError:

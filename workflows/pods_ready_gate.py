@@ -16,7 +16,8 @@ with workflow.unsafe.imports_passed_through():
     from admitflow import contract, ids
     from admitflow.admission import pods_ready
     from admitflow.admission.pods_ready import GateAnswer, GateState
-    from admitflow.messages import GateInput, GateRequest, GateSettled, GateUse
+    from admitflow.messages import GateInput
+    from admitflow.admission.protocol import GateRequest, GateSettled, GateUse
 
     from admitflow.workflows import arguments
 

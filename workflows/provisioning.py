@@ -33,10 +33,10 @@ with workflow.unsafe.imports_passed_through():
         ProvisioningCheckInput,
         ProvisioningNotice,
         ProvisioningRequestRef,
-        ProvisioningUpdate,
         WatchedProvisioningRequest,
         WatchProvisioningRequest,
     )
+    from admitflow.admission.protocol import ProvisioningUpdate
 
     from admitflow.workflows import arguments
     from admitflow.wire import after

@@ -24,21 +24,23 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.pods_ready import GateAnswer
     from admitflow.admission.requests import format_requests
     from admitflow.messages import (
-        Admitted,
         ClusterQueueReport,
         Delivery,
         DeliveryReport,
         ForceRelease,
+        Message,
+        Receipt,
+        StatusQuery,
+    )
+    from admitflow.admission.protocol import (
+        Admitted,
         GateRequest,
         GateSettled,
         GateUse,
-        Message,
         PendingWorkload,
-        Receipt,
         ReleaseRequest,
         Reprioritize,
         ReservingWorkload,
-        StatusQuery,
     )
     from admitflow.wire import WireModel
 

@@ -4,11 +4,17 @@ official Kubernetes Python package (`kubernetes.aio`, shipped in `kubernetes` on
 
 What it writes (docs/kubernetes-backend.md shows whole objects):
 
+- Nothing when a PodTemplate fails core/v1 validation (admitflow/api/pod_template_validation.py):
+  the call fails, not retried, with the API server's kind of message.
 - PodTemplates `ppt-<request>-<podSet>` first, then the ProvisioningRequest, in the request's
   namespace, all labelled `kueue.x-k8s.io/managed: "true"` (Kueue's order and label). An object
   that already exists under its name is kept as it is (a retried activity, or Kueue's reuse).
 - Then every PodTemplate gets a controller ownerReference to the ProvisioningRequest, as Kueue
-  hands them over, so that deleting the request garbage-collects its templates.
+  hands them over, so that deleting the request garbage-collects its templates: a JSON merge patch
+  of its ownerReferences with the resourceVersion they were read at, read again and patched anew
+  on 409 Conflict. Until then a template has no owner: Kueue's first owner, the Workload, is no
+  Kubernetes object here, and the request must not exist before its templates (the autoscaler
+  may fail a request whose templates it cannot find, kueue#3957).
 - The ProvisioningRequest itself has no ownerReference: admitflow's Workload is a Temporal
   workflow, not a Kubernetes object, and the garbage collector deletes objects whose owner does
   not exist. The `admitflow.io/workload` annotation says whom it is for instead.
@@ -41,6 +47,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from admitflow.activities.provisioning.informer import Disconnected, Expired, Informer, Page
+from admitflow.api.pod_template_validation import pod_template_errors
 from admitflow.api.provisioning_request import API_VERSION, MANAGED_LABEL, PodTemplate, ProvisioningRequest
 from admitflow.wire import first_error
 
@@ -57,6 +64,9 @@ REQUEST_ANNOTATION = "admitflow.io/provisioning-request"
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 ALL_REQUESTS = "ProvisioningRequests in all namespaces"
+# Reads and patches of one template's owners before a handover that keeps conflicting is left to
+# the activity's retry.
+HANDOVER_TRIES = 5
 
 # Statuses after which retrying the same request cannot succeed: the worker is not allowed
 # (403), or the server refuses the object (400 malformed, 422 invalid). Everything else (401 with
@@ -170,6 +180,13 @@ class KubernetesBackend:
                     f"namespace of ProvisioningRequest {request.key}",
                     type="InvalidProvisioningRequest",
                     non_retryable=True,
+                )
+        for template in pod_templates:
+            # Never send what an API server would refuse: say why instead, once, as it would.
+            errors = pod_template_errors(template.template.to_wire(), "template")
+            if errors:
+                raise ApplicationError(
+                    f'PodTemplate "{template.metadata.name}" is invalid: {errors[0]}', type="InvalidPodTemplate", non_retryable=True
                 )
         templates = [await self._create_template(t, request.metadata.name) for t in pod_templates]
         what = f"ProvisioningRequest {request.key}"
@@ -324,20 +341,29 @@ class KubernetesBackend:
         return stored
 
     async def _hand_over(self, template: dict[str, Any], owner: dict[str, Any]) -> None:
-        """Make the request the template's controller, keeping other non-controller owners."""
+        """Make the request the template's controller, keeping its other, non-controller owners.
+        The merge patch replaces the whole list, so it carries the resourceVersion the list was
+        read at: the server answers 409 Conflict when someone wrote the template since (an owner
+        added meanwhile would otherwise be lost), and the template is read again and the patch
+        made anew, as Kueue's Update of the template retries on a conflict."""
         meta = template["metadata"]
-        refs = meta.get("ownerReferences") or []
-        wanted = [r for r in refs if not r.get("controller") and r.get("uid") != owner["uid"]] + [owner]
-        if refs == wanted:
-            return
-        await self._call(
-            "set owner of",
-            f"PodTemplate {meta['namespace']}/{meta['name']}",
-            "PATCH",
-            _templates_path(meta["namespace"], meta["name"]),
-            body={"metadata": {"ownerReferences": wanted}},
-            content_type=MERGE_PATCH,
-        )
+        namespace, name = meta["namespace"], meta["name"]
+        what = f"PodTemplate {namespace}/{name}"
+        for _ in range(HANDOVER_TRIES):
+            refs = meta.get("ownerReferences") or []
+            wanted = [r for r in refs if not r.get("controller") and r.get("uid") != owner["uid"]] + [owner]
+            if refs == wanted:
+                return
+            patch = {"metadata": {"resourceVersion": meta["resourceVersion"], "ownerReferences": wanted}}
+            path = _templates_path(namespace, name)
+            status, _ = await self._call("set owner of", what, "PATCH", path, body=patch, content_type=MERGE_PATCH, ok=(409,))
+            if status != 409:
+                return
+            status, current = await self._call("read", what, "GET", path, ok=(404,))
+            if status == 404:
+                raise KubernetesApiError(f"set owner of {what}: it was deleted meanwhile; will try again", 404)
+            meta = current["metadata"]
+        raise KubernetesApiError(f"set owner of {what}: still written by someone else after {HANDOVER_TRIES} tries; will try again", 409)
 
     async def _read_request(self, namespace: str, name: str) -> dict[str, Any] | None:
         what = f"ProvisioningRequest {namespace}/{name}"

@@ -25,13 +25,12 @@ from pydantic import Field
 
 from admitflow.admission import conditions as cond
 from admitflow.admission import workload as wl
-from admitflow.admission.checks import parse_payload
 from admitflow.admission.workload import WorkloadState
 from admitflow.api import Workload
 from admitflow.api import field_error as fe
 from admitflow.api.field_error import FieldError
 from admitflow.api.names import domain_prefixed_path_errors
-from admitflow.wire import WireModel
+from admitflow.wire import PayloadRefused, WireModel, parse_model
 
 ANNOTATION = "kueue.x-k8s.io/admission-gated-by"
 PATH = f"metadata.annotations[{ANNOTATION}]"
@@ -134,9 +133,13 @@ def removed_by_update(old: str | None, new: str | None) -> list[str]:
 # --- removal -------------------------------------------------------------------------------------
 
 
-def parse(payload: Any) -> GateRemoval:
-    """The removal in a signal or update payload, or a GateError saying what is wrong with it."""
-    removal = parse_payload(payload, GateRemoval, "admission gate removal", "removal", GateError)
+def parse(value: Any) -> GateRemoval:
+    """The removal a signal or an update carries (its one decoded argument), or a GateError saying
+    what is wrong with it."""
+    try:
+        removal = parse_model(value, GateRemoval, "removal")
+    except PayloadRefused as err:
+        raise GateError(f"invalid admission gate removal: {err}") from None
     if removal.all and removal.gates:
         raise GateError("invalid admission gate removal: give either gates or all, not both")
     if not removal.all and not removal.gates:
@@ -170,11 +173,11 @@ def validate(state: WorkloadState, removal: GateRemoval) -> list[str]:
     return remaining(gates(state.workload), removal, state.key)
 
 
-def receive(state: WorkloadState, payload: Any, now: datetime) -> str:
-    """A removal from a signal or an update: applied if valid, else a Warning event says why and
-    nothing changes. Never raises. Returns what became of it, in words."""
+def receive(state: WorkloadState, removal: GateRemoval, now: datetime) -> str:
+    """A removal from a signal or an update: applied if it applies to the workload, else a Warning
+    event says why and nothing changes. Never raises. Returns what became of it, in words."""
     try:
-        left = validate(state, parse(payload))
+        left = validate(state, removal)
     except GateError as err:
         wl.record(state, REFUSED, str(err), now, "Warning")
         return str(err)

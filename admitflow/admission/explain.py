@@ -34,7 +34,7 @@ from admitflow.admission.workload import WorkloadState
 from admitflow.api import Workload, format_resource, resource_value
 from admitflow.api.cluster_queue import ClusterQueueSpec
 from admitflow.api.duration import format_duration_nanos
-from admitflow.messages import PendingWorkload, ReservingWorkload
+from admitflow.admission.protocol import PendingWorkload, ReservingWorkload
 from admitflow.wire import WireModel
 
 CauseName = Literal[
@@ -376,7 +376,7 @@ def _queue_missing(seen: _Seen) -> Cause | None:
     m = _MISSING.match(message) if reason == "Misconfigured" else None
     # The message stays until the queue says something else: once the workload is back in its
     # queue (its state or its position says so), the queue is there again.
-    if not st.waiting_for_queue and (m is None or st.queued or seen.position is not None):
+    if not st.claim.waiting_for_queue and (m is None or st.claim.queued or seen.position is not None):
         return None
     cq = m.group(2) if m is not None and m.group(1) == "ClusterQueue" else ""
     return Cause(
@@ -484,10 +484,11 @@ def shortfalls(message: str) -> list[Shortfall]:
 
 def current_details(state: WorkloadState) -> str:
     """What the workflow shows in the UI: `workload.current_details`, with the line on why it is
-    not admitted second, after the phase."""
+    not admitted second, after the phase, and the line on its admission gates last."""
     lines = wl.current_details(state).split("\n\n")
     why = details_line(state)
-    return "\n\n".join(lines[:1] + ([why] if why else []) + lines[1:])
+    gated = admission_gates.details(state)
+    return "\n\n".join(lines[:1] + ([why] if why else []) + lines[1:] + ([gated] if gated else []))
 
 
 def details_line(state: WorkloadState) -> str | None:

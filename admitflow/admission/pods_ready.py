@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from admitflow.admission import checks
 from admitflow.admission import conditions as cond
@@ -23,7 +23,7 @@ from admitflow.admission.workload import NOT_READY_MESSAGE, PODS_READY, WAIT_FOR
 from admitflow.api import RequeueState
 from admitflow.api.configuration import WaitForPodsReady
 from admitflow.api.duration import format_duration, parse_duration
-from admitflow.wire import WireModel, first_error
+from admitflow.wire import PayloadRefused, WireModel, parse_model
 
 STARTED = "Started"
 WAIT_FOR_RECOVERY = "WaitForRecovery"
@@ -64,13 +64,13 @@ class PodsReadyReport(WireModel):
     )
 
 
-def parse(payload: Any) -> PodsReadyReport:
-    if isinstance(payload, checks.WrongArguments):
-        raise PodsReadyError(f"invalid pods-ready report: expected one payload, got {payload.count} arguments")
+def parse(value: Any) -> PodsReadyReport:
+    """The report a `set_pods_ready` carries (its one decoded argument), or a PodsReadyError saying
+    what is wrong with it."""
     try:
-        report = PodsReadyReport.model_validate(payload)
-    except ValidationError as err:
-        raise PodsReadyError(f"invalid pods-ready report: {first_error(err, 'report')}") from None
+        report = parse_model(value, PodsReadyReport, "report")
+    except PayloadRefused as err:
+        raise PodsReadyError(f"invalid pods-ready report: {err}") from None
     if report.reason is not None and report.reason not in REASONS[report.ready]:
         allowed = " or ".join(REASONS[report.ready])
         raise PodsReadyError(f"invalid pods-ready report: reason {report.reason!r} with ready={str(report.ready).lower()}: use {allowed}")
@@ -90,14 +90,13 @@ def condition_for(state: WorkloadState, report: PodsReadyReport) -> tuple[bool, 
     return False, WAIT_FOR_START, NOT_READY_MESSAGE
 
 
-def report(state: WorkloadState, payload: Any, now: datetime) -> str:
+def report(state: WorkloadState, r: PodsReadyReport, now: datetime) -> str:
     """Apply a `set_pods_ready` report. Only an admitted workload has pods; for any other the report
-    changes nothing. Returns what became of it, in one line. Raises PodsReadyError for bad input."""
-    r = parse(payload)
+    changes nothing. Returns what became of it, in one line."""
     if wl.is_finished(state) or not wl.is_admitted(state):
         return f"ignored: the workload is {wl.phase(state)}, not admitted"
-    if r.admission is not None and r.admission != state.ticket:
-        return f"ignored: about admission {r.admission}, and the workload is at admission {state.ticket}"
+    if r.admission is not None and r.admission != state.claim.ticket:
+        return f"ignored: about admission {r.admission}, and the workload is at admission {state.claim.ticket}"
     status, reason, message = condition_for(state, r)
     st = state.status
     st.conditions = cond.set_condition(st.conditions, PODS_READY, status, reason, message, now)
@@ -121,7 +120,7 @@ def runner_command(state: WorkloadState, running: bool) -> Literal["start", "sto
     not been asked to run in this admission; stop a run whose admission is over (evicted,
     deactivated, finished, deleted). `running`: its `start_workload` is still in flight."""
     wanted = bool(wl.runner_of(state)) and wl.is_admitted(state) and not wl.is_finished(state) and not state.deleted
-    if wanted and not running and state.runner_started != state.ticket:
+    if wanted and not running and state.run.started != state.claim.ticket:
         return "start"
     if not wanted and running:
         return "stop"

@@ -19,6 +19,7 @@ from admitflow.worker import connection_flags
 # (importing those modules would cost the start-up time this module saves).
 DEFAULT_DB = Path(".admitflow/temporal.db")  # admitflow.devserver.DEFAULT_DB
 SET_BY_HAND = "SetByHand"  # admitflow.simulation.autoscaler.SET_BY_HAND
+INT32_MAX = 2**31 - 1  # admitflow.api.bounds.INT32_MAX: what Kueue holds in an int32 (verdicts' attempts)
 OUTPUTS = ("table", "wide", "name", "json", "yaml")
 
 
@@ -155,22 +156,38 @@ WORKER_SETTINGS = (
 WORKER_SETTING_MINIMUM = {"workflow-task-pollers": 2}
 
 
-def _at_least(minimum: int):
+def _at_least(minimum: int, maximum: int | None = None):
+    """A whole number flag, refused at parse time (one line, status 2) outside its bounds: a value
+    a model would refuse only after connecting must not get that far."""
+    bounds = f"of at least {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f'"{text}": must be a whole number of at least {minimum}')
+            value = None
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f'"{text}": must be a whole number {bounds}')
         return value
 
     return parse
 
 
-def _env_int(name: str) -> int | None:
-    value = os.environ.get(name)
-    return int(value) if value else None
+def _port(env: str | None = None):
+    """A TCP port flag (1 to 65535); with `env`, the variable its default comes from, named when
+    the bad value is the variable's."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if not 0 < value < 65536:
+            source = f" (from {env})" if env and os.environ.get(env) == text else ""
+            raise argparse.ArgumentTypeError(f'"{text}"{source}: must be a port number from 1 to 65535')
+        return value
+
+    return parse
 
 
 DRY_RUNS = ("none", "client", "server")
@@ -206,8 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
         "manifests and follow their workloads: each phase change, and for a workload that waits for a check "
         "nobody serves, the command that answers in its controller's place. Runs until Ctrl-C.",
     )
-    dev.add_argument("--port", type=int, default=7233, help="gRPC port of the dev server (default 7233)")
-    dev.add_argument("--ui-port", type=int, default=8233, help="Web UI port (default 8233)")
+    dev.add_argument("--port", type=_port(), default=7233, help="gRPC port of the dev server (default 7233)")
+    dev.add_argument("--ui-port", type=_port(), default=8233, help="Web UI port (default 8233)")
     dev.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"SQLite database file (default {DEFAULT_DB})")
     dev.add_argument("-f", "--filename", action="append", default=[], help="manifests to apply once started")
     dev.add_argument(
@@ -238,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"{what} (default: the SDK's, {default})")
     for parser in (w, dev):
         parser.add_argument(
-            "--metrics-port", type=int, default=_env_int("ADMITFLOW_METRICS_PORT"),
+            "--metrics-port", type=_port("ADMITFLOW_METRICS_PORT"), default=os.environ.get("ADMITFLOW_METRICS_PORT") or None,
             help="serve Prometheus metrics on this port at /metrics (ADMITFLOW_METRICS_PORT; default: none): "
             "admitflow_* counters and histograms with Kueue's names, and Temporal's; `dev` adds the gauges, "
             "which `admitflow exporter` serves for a deployment",
@@ -253,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
         "gauges (`admitflow dev` serves them itself). See docs/metrics.md.",
     )
     ex.add_argument(
-        "--metrics-port", type=int, default=_env_int("ADMITFLOW_METRICS_PORT") or 9464,
+        "--metrics-port", type=_port("ADMITFLOW_METRICS_PORT"), default=os.environ.get("ADMITFLOW_METRICS_PORT") or "9464",
         help="port of /metrics (ADMITFLOW_METRICS_PORT; default 9464)",
     )
     ex.add_argument("--log-level", default="INFO")
@@ -272,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
         "or run temporal ... --codec-endpoint http://127.0.0.1:PORT. Anyone who can reach it reads every payload. "
         "See docs/security.md.",
     )
-    cs.add_argument("--port", type=int, default=8081, help="port (default 8081)")
+    cs.add_argument("--port", type=_port(), default=8081, help="port (default 8081)")
     cs.add_argument("--ip", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     cs.add_argument(
         "--allow-origin", action="append", metavar="URL",
@@ -340,8 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "Inactive, Finished); a visibility query on AdmitflowPhase")
     g_.add_argument("--clusterqueue", help="workloads: only those of this ClusterQueue (AdmitflowClusterQueue)")
     g_.add_argument("--pending-check", help="workloads: only those whose check of this name is not Ready (AdmitflowPendingChecks)")
-    g_.add_argument("--limit", type=int, default=1000, help="pending-workloads: at most this many (default 1000)")
-    g_.add_argument("--offset", type=int, default=0, help="pending-workloads: skip this many from the head")
+    g_.add_argument("--limit", type=_at_least(0), default=1000, help="pending-workloads: at most this many (default 1000)")
+    g_.add_argument("--offset", type=_at_least(0), default=0, help="pending-workloads: skip this many from the head")
 
     d = sub.add_parser("describe", parents=[conn], help="show one object in detail, with events")
     d.add_argument("kind", metavar="KIND[/NAME]")
@@ -376,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     _kueue_namespace_flags(v)
     v.add_argument("--message", default="", help="the check's message")
     v.add_argument("--requeue-after", help="with Retry: the least wait before the retry, e.g. 90s or 5m")
-    v.add_argument("--attempt", type=int, help="the attempt (retryCount + 1) this verdict is about")
+    v.add_argument("--attempt", type=_at_least(1, INT32_MAX), help="the attempt (retryCount + 1) this verdict is about")
     v.add_argument(
         "--pod-set-update", action="append", default=[], metavar="JSON",
         help="a podSetUpdate as a JSON object in Kueue's shape, one per podSet (repeatable; see below)",

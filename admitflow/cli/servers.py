@@ -107,7 +107,7 @@ async def cmd_dev(args: argparse.Namespace) -> None:
         # One port serves everything: the SDK's metrics (the worker's counters and histograms) on a
         # loopback port of their own, read again with the gauges at each scrape of --metrics-port.
         sdk_port = gauges.loopback_port() if args.metrics_port is not None else None
-        client = await connect(args, metrics_runtime(sdk_port))
+        client = await connect(args, metrics_runtime(sdk_port, host="127.0.0.1"))
         sdk_metrics = f"http://127.0.0.1:{sdk_port}/metrics" if sdk_port is not None else None
         tune_collector()
         async with (

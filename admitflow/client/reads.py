@@ -54,12 +54,12 @@ from admitflow.messages import (
     CohortRef,
     ObjectList,
     ObjectQuery,
-    PendingWorkload,
     ProvisioningRequestList,
     ProvisioningRequestQuery,
     StatusQuery,
     WorkloadInput,
 )
+from admitflow.admission.protocol import PendingWorkload
 
 # A ClusterQueue in a cohort is answered by its tree; one moving between trees may send a reader
 # home and back a few times (admitflow/admission/cohort_tree.py).

@@ -60,7 +60,7 @@ from temporalio.worker import Worker
 from admitflow import contract
 from admitflow.admission.pods_ready import PodsReadyReport
 from admitflow.admission.workload import WorkloadReport
-from admitflow.messages import FinishRequest, StartWorkload, StopWorkload
+from admitflow.admission.protocol import FinishRequest, StartWorkload, StopWorkload
 
 TASK_QUEUE = "local"
 COMMAND_ANNOTATION = "admitflow.io/command"

@@ -72,9 +72,6 @@ from admitflow.messages import (
     CreateProvisioningRequest,
     DeleteRequest,
     ForceRelease,
-    GateRequest,
-    GateSettled,
-    GateUse,
     LocalQueueRef,
     NodeGroupsUpdate,
     ObjectList,
@@ -84,10 +81,10 @@ from admitflow.messages import (
     ProvisioningRequestList,
     ProvisioningRequestQuery,
     ProvisioningRequestRef,
-    ReleaseRequest,
     StatusQuery,
     WatchRequest,
 )
+from admitflow.admission.protocol import GateRequest, GateSettled, GateUse, ReleaseRequest
 from tests.builders import (
     cluster_queue_manifest,
     configuration_manifest,

@@ -51,7 +51,7 @@ from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueVie
 from admitflow.admission.cohort_tree import CohortTreeState, Forwarded, Handover, Home
 from admitflow.admission.quota_tree import CohortInfo, CohortTree
 from admitflow.api import ClusterQueueSpec
-from admitflow.messages import ReleaseRequest
+from admitflow.admission.protocol import ReleaseRequest
 from admitflow.workflows.queue_owner import MESSAGE_TYPES, Forget, signal_of
 from tests.unit.test_cluster_queue import NOW
 from tests.unit.test_cohort_scheduling import entry
