@@ -1,0 +1,281 @@
+"""The asyncio Kubernetes client that admitflow's cluster-facing parts share: the `kubernetes`
+ProvisioningRequest backend (activities/provisioning/kubernetes.py) and the Kubernetes runner
+(activities/jobs/kubernetes.py). Through the official package's `kubernetes.aio` client
+(`kubernetes` on PyPI, the `kubernetes` extra), imported only when a client is made.
+
+- `load_configuration`: credentials found as kubectl finds them (kubeconfig, `KUBECONFIG`,
+  `~/.kube/config`, the pod's service account), with kubectl's `--context`.
+- `KubernetesApi`: one `ApiClient` (authentication, TLS, proxy, a refreshed token) sending raw
+  JSON: admitflow's pydantic models are the schema, and the client's own models would rewrite the
+  bodies. `call` is one request answered with its status and JSON body; `list_page` one page of a
+  collection from one consistent snapshot; `watch` the events of a collection from a
+  resourceVersion, as activities/informer.py's `Source` wants them (`Expired` for 410
+  Gone, `Disconnected` when the connection breaks or goes silent).
+- An error status becomes one line naming the call, the object and the server's message; the
+  statuses a retry cannot fix (400, 403, 422) are non-retryable ApplicationErrors, the others
+  (401 with a token about to be refreshed, 409, 429, 5xx, network errors) `KubernetesApiError`.
+
+Everything runs on the caller's event loop: no thread per request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from temporalio.exceptions import ApplicationError
+
+from admitflow.activities.informer import Disconnected, Expired, Page
+
+if TYPE_CHECKING:
+    from aiohttp import ClientResponse
+    from kubernetes.aio.client import Configuration
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+
+# Statuses after which retrying the same request cannot succeed: the identity is not allowed
+# (403), or the server refuses the object (400 malformed, 422 invalid).
+NON_RETRYABLE = {400: "BadRequest", 403: "Forbidden", 422: "Invalid"}
+
+# What a 404 of a whole collection (not of one object) becomes: the resource is not served.
+Missing = Callable[[str, dict[str, Any] | None], Exception]
+
+
+class KubernetesCredentialsError(RuntimeError):
+    """No usable kubeconfig or in-cluster service account; the message is one line."""
+
+
+class KubernetesApiError(RuntimeError):
+    """An API call failed in a way a retry may fix; the message names the object and the status."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def load_configuration(kubeconfig: str | None = None, context: str | None = None) -> Configuration:
+    """Client configuration the way kubectl finds it: `kubeconfig` if given, else `$KUBECONFIG`
+    (a `:`-separated list is merged), else `~/.kube/config`, else the pod's service account
+    (in-cluster); `context` picks a kubeconfig context other than its current-context. Raises
+    `KubernetesCredentialsError` with one line when none is usable.
+
+    The package's synchronous loaders fill the asyncio client's `Configuration` (the two share
+    their fields): they run once, at the worker's start, and they install the hook that refreshes
+    an expiring token (a service account's, an exec plugin's), which the asyncio client calls
+    before each request. The asyncio loader would need a task of its own to refresh."""
+    from kubernetes import config
+    from kubernetes.aio.client import Configuration
+
+    configuration = Configuration()
+    if kubeconfig and not Path(kubeconfig).expanduser().is_file():
+        raise KubernetesCredentialsError(f"kubeconfig {kubeconfig} does not exist")
+    default = Path("~/.kube/config").expanduser()
+    source = kubeconfig or os.environ.get("KUBECONFIG") or (str(default) if default.is_file() else None)
+    try:
+        if source:
+            # persist_config=False: a worker never rewrites the user's kubeconfig.
+            config.load_kube_config(
+                config_file=os.path.expanduser(source), context=context, client_configuration=configuration, persist_config=False
+            )
+            return configuration
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            if context:
+                raise KubernetesCredentialsError(f"context {context} needs a kubeconfig; in a pod only the service account is used")
+            config.load_incluster_config(client_configuration=configuration)
+            return configuration
+    except config.ConfigException as exc:
+        where = f"kubeconfig {source}" if source else "the in-cluster service account"
+        raise KubernetesCredentialsError(f"cannot load Kubernetes credentials from {where}: {one_line(str(exc))}") from None
+    raise KubernetesCredentialsError(
+        "no Kubernetes credentials: pass --kubeconfig or set KUBECONFIG, create ~/.kube/config, "
+        "or run the worker in a pod with a service account"
+    )
+
+
+class KubernetesApi:
+    """Requests to one API server (see the module doc). `call_seconds`: the time limit of every
+    request but a watch. `await close()` when done."""
+
+    def __init__(self, configuration: Configuration, *, call_seconds: float = 60.0) -> None:
+        from kubernetes.aio import client
+
+        _look_up_the_environment_once(configuration)
+        self._client = client.ApiClient(configuration)
+        self.call_seconds = call_seconds
+        self.host = configuration.host
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def send(
+        self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None, content_type: str = JSON, seconds: float
+    ) -> ClientResponse:
+        """One request; the caller reads and releases the response."""
+        headers = {"Accept": JSON}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        method, url, headers, body, _ = await self._client.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=list((query or {}).items()),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = await self._client.call_api(method, url, headers, body, _request_timeout=seconds)
+        return response.response
+
+    async def call(
+        self,
+        verb: str,
+        what: str,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, str] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        ok: tuple[int, ...] = (),
+    ) -> tuple[int, Any]:
+        """One API call. Returns (HTTP status, JSON body); an error status in `ok` is returned
+        with the server's Status body instead of raised."""
+        from aiohttp import ClientError
+
+        try:
+            response = await self.send(method, path, query=query, body=body, content_type=content_type, seconds=self.call_seconds)
+            try:
+                data = await response.read()
+            finally:
+                response.release()
+        except (ClientError, TimeoutError) as exc:
+            raise KubernetesApiError(f"{verb} {what}: cannot reach the API server at {self.host}: {describe(exc)}") from None
+        status = response.status
+        found = json_or_none(data)
+        if status >= 400:
+            if status in ok:
+                return status, found or {}
+            raise api_error(verb, what, status, response.reason, found)
+        return status, found or {}
+
+    async def list_page(self, what: str, path: str, page_size: int, continue_token: str | None, missing: Missing) -> Page:
+        """One page of the collection at `path`; `Expired` when the continue token's snapshot is
+        gone, `missing(verb, body)` raised for a 404 (the resource is not served)."""
+        query = {"limit": str(page_size)}
+        if continue_token:
+            query["continue"] = continue_token
+        status, body = await self.call("list", what, "GET", path, query=query, ok=(404, 410))
+        if status == 410:
+            raise Expired(one_line(body.get("message") or "continue token expired"))
+        if status == 404:
+            raise missing("list", body)
+        meta = body.get("metadata") or {}
+        return Page(items=body.get("items") or [], resource_version=meta.get("resourceVersion") or "", continue_token=meta.get("continue") or None)
+
+    async def watch(self, what: str, path: str, resource_version: str, watch_seconds: int, missing: Missing) -> AsyncIterator[dict[str, Any]]:
+        """The events of the collection at `path` after `resource_version`, BOOKMARKs included,
+        until the server ends the watch after `watch_seconds` (the client gives up 30 s later: a
+        silent connection)."""
+        from aiohttp import ClientError
+
+        query = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(watch_seconds),
+        }
+        try:
+            response = await self.send("GET", path, query=query, seconds=watch_seconds + 30)
+        except (ClientError, TimeoutError) as exc:
+            raise Disconnected(f"watch {what}: cannot reach the API server at {self.host}: {describe(exc)}") from None
+        try:
+            if response.status != 200:
+                body = json_or_none(await response.read())
+                if response.status == 410:
+                    raise Expired(one_line((body or {}).get("message") or "resource version too old"))
+                if response.status == 404:
+                    raise missing("watch", body)
+                raise api_error("watch", what, response.status, response.reason, body)
+            while True:
+                line = await response.content.readline()
+                if not line:
+                    return
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    if status.get("code") == 410:
+                        raise Expired(one_line(status.get("message") or "resource version too old"))
+                    raise api_error("watch", what, status.get("code"), status.get("reason"), status)
+                yield event
+        except (ClientError, TimeoutError, ValueError) as exc:
+            raise Disconnected(f"watch {what}: {describe(exc)}") from None
+        finally:
+            # Never back to the pool: a watch read only part of may still be streaming.
+            response.close()
+
+
+def _look_up_the_environment_once(configuration: Configuration) -> None:
+    """The client's aiohttp session trusts the environment, and so looks up the proxy variables
+    and ~/.netrc in a thread of its own on every request. The API server's address does not
+    change: look the proxy up once, here, with aiohttp's own function, and turn the lookups off
+    (kubectl reads no ~/.netrc either)."""
+    from aiohttp.helpers import get_env_proxy_for_url
+    from yarl import URL
+
+    if configuration.proxy is None:
+        try:
+            proxy, auth = get_env_proxy_for_url(URL(configuration.host))
+        except LookupError:
+            pass
+        else:
+            configuration.proxy = str(proxy)
+            if auth is not None and not configuration.proxy_headers:
+                configuration.proxy_headers = {"Proxy-Authorization": auth.encode()}
+    configuration.client_session_kwargs = {"trust_env": False, **(configuration.client_session_kwargs or {})}
+
+
+# --- errors ----------------------------------------------------------------------------------------
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError) and not str(exc):
+        return "timed out"
+    return one_line(str(exc) or type(exc).__name__)
+
+
+def json_or_none(text: Any) -> dict[str, Any] | None:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    try:
+        found = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def object_not_found(status: dict[str, Any] | None, name: str) -> bool:
+    """A 404 about this object, as opposed to one about the whole resource (CRD not installed,
+    wrong URL), which must never be read as "the object is gone"."""
+    return bool(status) and (status.get("details") or {}).get("name") == name
+
+
+def api_error(verb: str, what: str, status: int | None, reason: str | None, body: dict[str, Any] | None) -> Exception:
+    body = body or {}
+    why = body.get("reason") or reason or ""
+    message = f"{verb} {what}: HTTP {status} {why}".rstrip()
+    if body.get("message"):
+        message += f": {body['message']}"
+    message = one_line(message)
+    if status in NON_RETRYABLE:
+        return ApplicationError(message, type=f"Kubernetes{NON_RETRYABLE[status]}", non_retryable=True)
+    return KubernetesApiError(message, status)
