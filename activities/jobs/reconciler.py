@@ -21,7 +21,7 @@ from admitflow.api.job import Job
 from admitflow.api.workload import PodSet, Workload
 from admitflow.jobs import batch_job, framework
 
-from admitflow.activities.jobs.api import JobApi, JobConflict, Subresource
+from admitflow.activities.jobs.api import JobApi, JobConflict, JobNotFound, Subresource
 
 MAX_CONFLICTS = 8
 
@@ -48,14 +48,25 @@ class Sent:
     changed: bool
 
 
-async def start_job(api: JobApi, namespace: str, name: str, infos: Sequence[PodSetInfo], workload: Workload) -> Sent:
+def _the_job(job: Job, name: str, uid: str | None) -> Job:
+    """`job`, unless it is another Job of the same name than the one of UID `uid` (that one was
+    deleted and a new one made): JobNotFound then."""
+    if uid is not None and job.metadata.uid != uid:
+        raise JobNotFound(name)
+    return job
+
+
+async def start_job(
+    api: JobApi, namespace: str, name: str, infos: Sequence[PodSetInfo], workload: Workload, uid: str | None = None
+) -> Sent:
     """Kueue's startJob: the admission's podSet info (with the queue labels) into the pod template,
     then `suspend: false`, in one patch. A Job that is already resumed is left as it is (a second
     start of the same admission). Raises PodSetUpdateConflict or PodSetInfoError (permanent: the
-    admission cannot start this Job) and JobNotFound."""
+    admission cannot start this Job) and JobNotFound, also when the Job of that name is not the
+    one of UID `uid` (the Workload's owner)."""
     requests = 0
     for _ in range(MAX_CONFLICTS):
-        job = await api.get_job(namespace, name)
+        job = _the_job(await api.get_job(namespace, name), name, uid)
         requests += 1
         if job.spec.suspend is not True:
             return Sent(job, requests, False)
@@ -68,14 +79,20 @@ async def start_job(api: JobApi, namespace: str, name: str, infos: Sequence[PodS
     raise JobConflict(name)
 
 
-async def stop_job(api: JobApi, namespace: str, name: str, pod_sets: Sequence[PodSet]) -> tuple[Sent, bool]:
+async def stop_job(
+    api: JobApi, namespace: str, name: str, pod_sets: Sequence[PodSet], uid: str | None = None
+) -> tuple[Sent, bool]:
     """Kueue's stopJob (`batch_job.stop`): suspend with the stopping annotation, clear
     status.startTime through the status subresource, restore the template from the Workload's
     `pod_sets` and drop the annotation. Each write is computed from the Job as the last answer left
-    it, and sent only when it changes something. Returns what was sent and whether the Job was
-    running until now (Kueue's `Stopped` event is then due)."""
-    job = await api.get_job(namespace, name)
+    it, and sent only when it changes something. A Job that ended is left as it is (Kueue's
+    reconciler is done with a finished Job before any eviction). Returns what was sent and whether
+    the Job was running until now (Kueue's `Stopped` event is then due). Raises JobNotFound, also
+    when the Job of that name is not the one of UID `uid`."""
+    job = _the_job(await api.get_job(namespace, name), name, uid)
     requests, conflicts, changed = 1, 0, False
+    if batch_job.finished(job) is not None:
+        return Sent(job, requests, changed), False
     stopped_now = not batch_job.is_suspended(job)
     while True:
         pending = next(
@@ -92,7 +109,7 @@ async def stop_job(api: JobApi, namespace: str, name: str, pod_sets: Sequence[Po
             conflicts += 1
             if conflicts >= MAX_CONFLICTS:
                 raise
-            job = await api.get_job(namespace, name)
+            job = _the_job(await api.get_job(namespace, name), name, uid)
             requests += 1
         requests += 1
 

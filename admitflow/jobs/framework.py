@@ -19,7 +19,10 @@ finished. Everything else is the same for every kind and lives here:
   `maximumExecutionTimeSeconds`, the owner reference to the job, the job's UID as a label, the
   `provreq.kueue.x-k8s.io/` annotations and `kueue.x-k8s.io/admission-gated-by`;
 - what its pods are started with once admitted (`with_queue_labels`, on top of
-  `admitflow.admission.pod_set_updates.merge`).
+  `admitflow.admission.pod_set_updates.merge`);
+- what the reconciler does next with a job and what is known of its Workload (`next_step`,
+  Kueue's ReconcileGenericJob in its order): stop a job that runs without an admission, make the
+  Workload once the job runs no pods, finish it from the job's end.
 
 Kueue's switches are taken at their defaults, except two features admitflow does not build:
 partial admission (a podSet's `minCount` is cleared, as Kueue does with its PartialAdmission gate
@@ -31,7 +34,8 @@ told apart: admitflow integrates no kind that owns jobs.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from typing import Protocol, Self, runtime_checkable
+from dataclasses import dataclass
+from typing import Literal, Protocol, Self, runtime_checkable
 
 from pydantic import Field
 
@@ -417,3 +421,82 @@ def _check_setting(workload: Workload, pod_set: str, label: str) -> str:
         if update is not None and label in (update.labels or {}):
             return check.name
     return ""
+
+
+# --- the reconciler's next step ------------------------------------------------------------------------
+
+# Kueue's messages of the `Stopped` event (pkg/controller/jobframework/reconciler.go).
+MISSING_WORKLOAD = "Missing Workload; unable to restore pod templates"
+WORKLOAD_DELETED = "Workload is deleted"
+NOT_ADMITTED = "Not admitted by cluster queue"
+
+Presence = Literal["absent", "deleted", "present", "finished"]
+"""What is known of a job's Workload: none was ever made (`absent`), it was `deleted` while the
+job lives, it is `present` (not finished), or `finished` (succeeded, failed or finished by someone:
+the job is left as it is then)."""
+
+
+@dataclass(frozen=True)
+class Nothing:
+    """Nothing to do for the job now."""
+
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class StopJob:
+    """Suspend the job again (Kueue's stopJob); `message` is the `Stopped` event's note."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class CreateWorkload:
+    """Make the job's Workload (`construct_workload`) and submit it."""
+
+
+@dataclass(frozen=True)
+class FinishWorkload:
+    """The job ended: its Workload finishes with the job's outcome."""
+
+    finished: Finished
+
+
+@dataclass(frozen=True)
+class AskAdmitted:
+    """The job runs and nothing here says whether its Workload is admitted: ask the Workload."""
+
+
+Step = Nothing | StopJob | CreateWorkload | FinishWorkload | AskAdmitted
+
+
+def next_step(job: GenericJob, workload: Presence, admitted: bool | None = None, running_here: bool = False) -> Step:
+    """What Kueue's reconciler does next with `job` (ReconcileGenericJob, for a top-level job),
+    given its Workload's `workload` presence, whether that Workload is `admitted` (None: not known
+    here) and whether this runner runs its admission now (`running_here`: then the run itself
+    reports the job's readiness and end, and `admitted` is True).
+
+    A finished Workload leaves the job alone. A job that ended gets no Workload, and finishes the
+    one it has when its run is not here to do it. Without a Workload, a job that runs is stopped
+    (Kueue's ensureOneWorkload), and one that is suspended gets its Workload once none of its pods
+    is active (handleJobWithNoWorkload). With one, a job that runs while its Workload is not
+    admitted is stopped again: the only way a job resumed by someone else, or one whose
+    eviction was never carried out, is suspended."""
+    if workload == "finished":
+        return Nothing("its Workload is finished")
+    ended = job.finished()
+    if workload in ("absent", "deleted"):
+        if ended is not None:
+            return Nothing("it ended without a Workload")
+        if not job.is_suspended():
+            return StopJob(WORKLOAD_DELETED if workload == "deleted" else MISSING_WORKLOAD)
+        if not workload_may_be_created(job):
+            return Nothing("its pods are still active: its Workload is made once they are gone")
+        return CreateWorkload()
+    if ended is not None:
+        return Nothing("its run reports its end") if running_here else FinishWorkload(ended)
+    if job.is_suspended() or running_here:
+        return Nothing()
+    if admitted is None:
+        return AskAdmitted()
+    return Nothing() if admitted else StopJob(NOT_ADMITTED)

@@ -540,15 +540,13 @@ class LocalJobs:
         namespace, name = request.workload["metadata"]["namespace"], owner["name"]
         workload = Workload.model_validate(request.workload)
         try:
-            sent = await reconciler.start_job(self.api, namespace, name, request.pod_sets_info, workload)
+            sent = await reconciler.start_job(self.api, namespace, name, request.pod_sets_info, workload, uid=owner.get("uid"))
         except (PodSetUpdateConflict, PodSetInfoError) as err:
             # Kueue's FailedToStart: the admission cannot be applied to this Job.
             return FinishRequest(succeeded=False, message=str(err), admission=request.admission)
         except JobNotFound:
+            # Gone, or another Job of the same name made since: the Workload's own is gone.
             return FinishRequest(succeeded=False, message=f"its Job {namespace}/{name} is gone", admission=request.admission)
-        if sent.job.metadata.uid != owner.get("uid"):
-            return FinishRequest(succeeded=False, message=f"its Job {namespace}/{name} is another one (UID {sent.job.metadata.uid})",
-                                 admission=request.admission)
         activity.logger.info("job %s/%s resumed for admission %d (%d requests)", namespace, name, request.admission, sent.requests)
         run = self.running[request.workflow_id] = JobPods(self, request, sent.job, namespace, name)
         try:
@@ -570,7 +568,9 @@ class LocalJobs:
         if run is not None:
             await run._stop_all()
         try:
-            sent, stopped_now = await reconciler.stop_job(self.api, workload.metadata.namespace, owner["name"], workload.spec.pod_sets)
+            sent, stopped_now = await reconciler.stop_job(
+                self.api, workload.metadata.namespace, owner["name"], workload.spec.pod_sets, uid=owner.get("uid")
+            )
         except JobNotFound:
             return True
         if stopped_now:

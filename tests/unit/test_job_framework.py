@@ -420,3 +420,55 @@ def test_a_workload_is_made_only_once_the_jobs_pods_are_gone(active, expected):
     given = job()
     given = BatchJob(given.job.model_copy(update={"status": given.job.status.model_copy(update={"active": active})}))
     assert framework.workload_may_be_created(given) is expected
+
+
+# --- the reconciler's next step --------------------------------------------------------------------------
+
+
+def job_in(suspend: bool = True, active: int | None = None, ended: str | None = None, stopping: bool = False) -> BatchJob:
+    """A queued Job, suspended or running, with `active` pods, ended by a True `ended` condition."""
+    given = job(annotations={"kueue.x-k8s.io/stopping": "true"} if stopping else None, suspend=suspend).job
+    conditions = [{"type": ended, "status": "True", "message": f"the Job is {ended}"}] if ended else None
+    status = type(given.status).model_validate({"active": active, "conditions": conditions})
+    return BatchJob(given.model_copy(update={"status": status}))
+
+
+DONE = framework.Finished(succeeded=True, message="the Job is Complete")
+FAILED = framework.Finished(succeeded=False, message="the Job is Failed")
+
+
+@pytest.mark.parametrize(
+    ("given", "workload", "admitted", "here", "expected"),
+    [
+        pytest.param(job_in(), "absent", None, False, framework.CreateWorkload(), id="a-suspended-job-without-a-workload-gets-one"),
+        pytest.param(job_in(suspend=False, active=3), "absent", None, False, framework.StopJob(framework.MISSING_WORKLOAD),
+                     id="a-job-created-unsuspended-is-stopped-first-missing-workload"),
+        pytest.param(job_in(active=3), "absent", None, False, framework.Nothing("its pods are still active: its Workload is made once they are gone"),
+                     id="a-stopped-job-whose-pods-still-run-waits-for-them-before-its-workload"),
+        pytest.param(job_in(active=0), "deleted", None, False, framework.CreateWorkload(),
+                     id="a-job-whose-workload-was-deleted-gets-it-again-once-its-pods-are-gone"),
+        pytest.param(job_in(suspend=False), "deleted", None, False, framework.StopJob(framework.WORKLOAD_DELETED),
+                     id="a-running-job-whose-workload-was-deleted-is-stopped-workload-is-deleted"),
+        pytest.param(job_in(stopping=True), "absent", None, False, framework.StopJob(framework.MISSING_WORKLOAD),
+                     id="a-job-left-half-stopped-is-stopped-again"),
+        pytest.param(job_in(suspend=False, ended="Complete"), "absent", None, False, framework.Nothing("it ended without a Workload"),
+                     id="a-job-that-ended-gets-no-workload"),
+        pytest.param(job_in(suspend=False, ended="Complete"), "present", True, True, framework.Nothing("its run reports its end"),
+                     id="a-job-that-ended-while-its-run-is-here-is-finished-by-its-run"),
+        pytest.param(job_in(suspend=False, ended="Failed"), "present", None, False, framework.FinishWorkload(FAILED),
+                     id="a-job-that-ended-without-its-run-here-finishes-its-workload-failed"),
+        pytest.param(job_in(suspend=False, ended="Complete"), "present", True, False, framework.FinishWorkload(DONE),
+                     id="a-job-that-ended-while-admitted-elsewhere-finishes-its-workload"),
+        pytest.param(job_in(suspend=False), "finished", None, False, framework.Nothing("its Workload is finished"),
+                     id="a-job-whose-workload-finished-is-left-alone"),
+        pytest.param(job_in(), "present", None, False, framework.Nothing(), id="a-suspended-job-waits-for-its-admission"),
+        pytest.param(job_in(suspend=False), "present", None, True, framework.Nothing(), id="a-job-running-its-admission-here-runs-on"),
+        pytest.param(job_in(suspend=False), "present", None, False, framework.AskAdmitted(),
+                     id="a-running-job-without-a-run-here-asks-whether-its-workload-is-admitted"),
+        pytest.param(job_in(suspend=False), "present", True, False, framework.Nothing(), id="a-running-job-whose-workload-is-admitted-runs-on"),
+        pytest.param(job_in(suspend=False), "present", False, False, framework.StopJob(framework.NOT_ADMITTED),
+                     id="a-running-job-whose-workload-is-not-admitted-is-stopped-not-admitted-by-cluster-queue"),
+    ],
+)
+def test_the_reconcilers_next_step_is_kueues(given, workload, admitted, here, expected):
+    assert framework.next_step(given, workload, admitted, here) == expected

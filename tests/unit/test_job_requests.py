@@ -21,7 +21,7 @@ from admitflow.api.job import Job
 from admitflow.api.pod import Toleration
 from admitflow.jobs import framework, job_controller, store
 from admitflow.jobs.batch_job import BatchJob
-from tests.k8s_schema import SchemaError, check
+from tests.k8s_schema import SchemaError, check, check_with_the_package
 from tests.unit.test_job_manifests import PUBLISHED
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -139,8 +139,29 @@ async def test_a_writer_that_always_conflicts_gives_up_after_max_conflicts():
         pytest.param({"status": {"startTime": 5}}, id="a-time-that-is-not-a-string"),
     ],
 )
-def test_a_deliberately_broken_body_fails_the_schema_check(broken):
+@pytest.mark.parametrize("checker", [check, check_with_the_package], ids=["cached", "kubernetes-validate's-own"])
+def test_a_deliberately_broken_body_fails_the_schema_check(broken, checker):
     job = stored_job(suspend=True).to_wire()
-    check(job)  # the stored Job itself is valid
+    checker(job)  # the stored Job itself is valid
     with pytest.raises(SchemaError):
-        check(merge_patch.apply(job, merge_patch.with_resource_version(broken, "1")))
+        checker(merge_patch.apply(job, merge_patch.with_resource_version(broken, "1")))
+
+
+async def test_a_start_for_a_job_replaced_by_another_of_its_name_writes_nothing():
+    api = CheckedJobs(stored_job(suspend=True))
+    with pytest.raises(JobNotFound):
+        await reconciler.start_job(api, "default", "sample-job", [INFO], admitted_workload(api.job), uid="the-deleted-jobs-uid")
+    assert api.sent == [] and api.job.spec.suspend is True
+
+
+async def test_a_stop_leaves_a_job_that_ended_as_it_is():
+    api = CheckedJobs(stored_job(suspend=True))
+    workload = admitted_workload(api.job)
+    await reconciler.start_job(api, "default", "sample-job", [INFO], workload, uid=UID)
+    ending = job_controller.ending(api.job.model_copy(update={"status": api.job.status.model_copy(update={"succeeded": 3})}), NOW)
+    await reconciler.update_status(api, "default", "sample-job", lambda j: j.model_copy(
+        update={"status": j.status.model_copy(update={"succeeded": 3, "conditions": [*(j.status.conditions or ()), ending]})}))
+    sent = len(api.sent)
+    stopped, stopped_now = await reconciler.stop_job(api, "default", "sample-job", workload.spec.pod_sets, uid=UID)
+    assert (len(api.sent), stopped_now, stopped.changed) == (sent, False, False)
+    assert api.job.spec.suspend is False and api.job.spec.template.spec.node_selector == {"instance-type": "on-demand"}
