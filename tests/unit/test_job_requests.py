@@ -157,11 +157,11 @@ async def test_a_start_for_a_job_replaced_by_another_of_its_name_writes_nothing(
 async def test_a_stop_leaves_a_job_that_ended_as_it_is():
     api = CheckedJobs(stored_job(suspend=True))
     workload = admitted_workload(api.job)
-    await reconciler.start_job(api, "default", "sample-job", [INFO], workload, uid=UID)
+    await reconciler.start_job(api, "default", "sample-job", [INFO], workload)
     ending = job_controller.ending(api.job.model_copy(update={"status": api.job.status.model_copy(update={"succeeded": 3})}), NOW)
     await reconciler.update_status(api, "default", "sample-job", lambda j: j.model_copy(
         update={"status": j.status.model_copy(update={"succeeded": 3, "conditions": [*(j.status.conditions or ()), ending]})}))
     sent = len(api.sent)
-    stopped, stopped_now = await reconciler.stop_job(api, "default", "sample-job", workload.spec.pod_sets, uid=UID)
+    stopped, stopped_now = await reconciler.stop_job(api, "default", "sample-job", workload.spec.pod_sets)
     assert (len(api.sent), stopped_now, stopped.changed) == (sent, False, False)
     assert api.job.spec.suspend is False and api.job.spec.template.spec.node_selector == {"instance-type": "on-demand"}
