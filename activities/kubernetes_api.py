@@ -11,6 +11,8 @@ ProvisioningRequest backend (activities/provisioning/kubernetes.py) and the Kube
   collection from one consistent snapshot; `watch` the events of a collection from a
   resourceVersion, as activities/informer.py's `Source` wants them (`Expired` for 410
   Gone, `Disconnected` when the connection breaks or goes silent).
+- `known_fields`: an object as the server answers it, without the fields admitflow's strict
+  models do not know (a newer server's), so that it parses.
 - An error status becomes one line naming the call, the object and the server's message; the
   statuses a retry cannot fix (400, 403, 422) are non-retryable ApplicationErrors, the others
   (401 with a token about to be refreshed, 409, 429, 5xx, network errors) `KubernetesApiError`.
@@ -22,10 +24,12 @@ from __future__ import annotations
 
 import json
 import os
+import types
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin
 
+from pydantic import BaseModel
 from temporalio.exceptions import ApplicationError
 
 from admitflow.activities.informer import Disconnected, Expired, Page
@@ -237,6 +241,44 @@ def _look_up_the_environment_once(configuration: Configuration) -> None:
             if auth is not None and not configuration.proxy_headers:
                 configuration.proxy_headers = {"Proxy-Authorization": auth.encode()}
     configuration.client_session_kwargs = {"trust_env": False, **(configuration.client_session_kwargs or {})}
+
+
+# --- objects ----------------------------------------------------------------------------------------
+
+
+def known_fields(model: type[BaseModel], data: Any) -> Any:
+    """`data` without the fields a strict model (`extra="forbid"`) does not know, at any depth:
+    the server may return fields newer than our models (a newer CRD, vendor status)."""
+    if not isinstance(data, dict):
+        return data
+    if model.model_config.get("extra") != "forbid":
+        return data
+    out = {}
+    for name, info in model.model_fields.items():
+        for key in (info.alias, name):
+            if key and key in data:
+                out[key] = _known_in(info.annotation, data[key])
+                break
+    return out
+
+
+def _known_in(annotation: Any, value: Any) -> Any:
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin is Annotated:
+        return _known_in(args[0], value)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return known_fields(annotation, value)
+    if origin in (Union, types.UnionType):
+        for arg in args:
+            if arg is not type(None):
+                value = _known_in(arg, value)
+        return value
+    if origin is list and isinstance(value, list) and args:
+        return [_known_in(args[0], v) for v in value]
+    if origin is dict and isinstance(value, dict) and len(args) == 2:
+        return {k: _known_in(args[1], v) for k, v in value.items()}
+    return value
 
 
 # --- errors ----------------------------------------------------------------------------------------

@@ -35,11 +35,10 @@ imported only when a backend is made, so the rest of admitflow imports without i
 from __future__ import annotations
 
 import asyncio
-import types
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -51,6 +50,7 @@ from admitflow.activities.kubernetes_api import (
     KubernetesApiError,
     KubernetesCredentialsError,
     load_configuration,
+    known_fields,
     object_not_found,
     one_line,
 )
@@ -358,47 +358,12 @@ def _rv(obj: dict[str, Any]) -> str:
 
 def _parse_request(obj: dict[str, Any]) -> ProvisioningRequest:
     try:
-        return ProvisioningRequest.model_validate(_known(ProvisioningRequest, obj))
+        return ProvisioningRequest.model_validate(known_fields(ProvisioningRequest, obj))
     except ValidationError as exc:
         meta = obj.get("metadata") or {}
         raise KubernetesApiError(
             f"ProvisioningRequest {meta.get('namespace')}/{meta.get('name')} as stored does not parse: {first_error(exc)}"
         ) from None
-
-
-def _known(model: type[BaseModel], data: Any) -> Any:
-    """`data` without the fields a strict model (`extra="forbid"`) does not know, at any depth:
-    the server may return fields newer than our models (a newer CRD, vendor status)."""
-    if not isinstance(data, dict):
-        return data
-    if model.model_config.get("extra") != "forbid":
-        return data
-    out = {}
-    for name, info in model.model_fields.items():
-        for key in (info.alias, name):
-            if key and key in data:
-                out[key] = _known_in(info.annotation, data[key])
-                break
-    return out
-
-
-def _known_in(annotation: Any, value: Any) -> Any:
-    origin = get_origin(annotation)
-    args = get_args(annotation)
-    if origin is Annotated:
-        return _known_in(args[0], value)
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return _known(annotation, value)
-    if origin in (Union, types.UnionType):
-        for arg in args:
-            if arg is not type(None):
-                value = _known_in(arg, value)
-        return value
-    if origin is list and isinstance(value, list) and args:
-        return [_known_in(args[0], v) for v in value]
-    if origin is dict and isinstance(value, dict) and len(args) == 2:
-        return {k: _known_in(args[1], v) for k, v in value.items()}
-    return value
 
 
 # --- errors ----------------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from admitflow import contract
+from admitflow.activities.jobs.workloads import REPORT_PATIENCE, job_owner, patiently, workload_of
 from admitflow.admission.pods_ready import PodsReadyReport
 from admitflow.admission.workload import WorkloadReport
 from admitflow.admission.protocol import FinishRequest, StartWorkload, StopWorkload
@@ -66,7 +67,6 @@ TASK_QUEUE = "local"
 COMMAND_ANNOTATION = "admitflow.io/command"
 HEARTBEAT_EVERY = 2.0  # seconds; the engine gives up on a runner after 10 s without one
 STOP_GRACE = 5.0  # seconds between SIGTERM and SIGKILL
-REPORT_PATIENCE = 120.0  # seconds a report is tried again while the server cannot be reached (a restart)
 
 
 @dataclass
@@ -281,28 +281,6 @@ class LocalRunner:
             activity.logger.warning("workload %s is gone; %s not reported", handle.id, signal_name)
 
 
-async def patiently(call, what: str, workflow_id: str):
-    """`call()`'s result, tried again while the server cannot be reached (a restart) for up to
-    REPORT_PATIENCE, 1 s apart and doubling to 10 s, heartbeating meanwhile; any other error, or
-    the last one, is raised."""
-    loop = asyncio.get_running_loop()
-    give_up = loop.time() + REPORT_PATIENCE
-    delay = 1.0
-    while True:
-        try:
-            return await call()
-        except RPCError as err:
-            if err.status not in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED) or loop.time() > give_up:
-                raise
-            activity.logger.warning("%s for %s failed (%s); trying again in %.0fs", what, workflow_id, err, delay)
-        try:
-            activity.heartbeat()
-        except Exception:  # noqa: BLE001 - a report told after its activity was cancelled has no heartbeat to give
-            pass
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 10.0)
-
-
 def cut_off() -> bool:
     """Whether this activity was cancelled because it timed out or the server no longer knows it,
     not because the engine asked or the worker shuts down. Either happens when a server restart
@@ -317,14 +295,6 @@ def cut_off() -> bool:
 # --- batch/v1 Jobs: their pods as local processes ------------------------------------------------
 
 NO_COMMAND_EXIT = 127  # what a container whose entrypoint cannot be found exits with
-
-
-def job_owner(workload: dict) -> dict | None:
-    """The batch/v1 Job that owns the workload (its controller reference), or None."""
-    for ref in (workload.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("apiVersion") == "batch/v1" and ref.get("kind") == "Job" and ref.get("controller"):
-            return ref
-    return None
 
 
 @dataclass
@@ -577,22 +547,6 @@ class LocalJobs:
             activity.logger.info("job %s/%s stopped: %s (%d requests)", workload.metadata.namespace, owner["name"],
                                  request.message or request.reason, sent.requests)
         return True
-
-
-async def workload_of(client: Client, workflow_id: str):
-    """The Workload a workload workflow was started with (its history's first event: no query), or None."""
-    from admitflow.messages import WorkloadInput
-
-    handle = client.get_workflow_handle(workflow_id)
-    try:
-        async for event in handle.fetch_history_events():
-            payloads = event.workflow_execution_started_event_attributes.input.payloads
-            [started] = await client.data_converter.decode(payloads, [WorkloadInput])
-            return started.state.workload if started.state is not None else started.workload
-    except RPCError as err:
-        if err.status != RPCStatusCode.NOT_FOUND:
-            raise
-    return None
 
 
 def main(argv: list[str] | None = None) -> None:
