@@ -411,6 +411,11 @@ class FakeApiServer:
             found = [o for (r, ns, _), o in self._objects.items() if r == EVENTS and ns == namespace and o["regarding"]["name"] == name]
         return [(e["reason"], e.get("note", "")) for e in sorted(found, key=lambda e: int(e["metadata"]["resourceVersion"]))]
 
+    def events(self, reason: str | None = None) -> list[dict[str, Any]]:
+        """The Events stored (of `reason`, when given)."""
+        with self._lock:
+            return [json.loads(json.dumps(o)) for (r, _, _), o in self._objects.items() if r == EVENTS and reason in (None, o.get("reason"))]
+
     def refused(self) -> list[Recorded]:
         """The writes answered 400 or 422: bodies a real API server would not have taken."""
         return [r for r in self.calls() if r.status in (400, 422)]

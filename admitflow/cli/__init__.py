@@ -48,6 +48,7 @@ COMMANDS = {
     "explain": explain.cmd_explain,
     "provreq": provreq.cmd_provreq,
     "worker": servers.cmd_worker,
+    "kube-runner": servers.cmd_kube_runner,
     "setup": servers.cmd_setup,
     "dev": servers.cmd_dev,
     "codec-server": servers.cmd_codec_server,

@@ -20,6 +20,8 @@ from admitflow.worker import connection_flags
 DEFAULT_DB = Path(".admitflow/temporal.db")  # admitflow.devserver.DEFAULT_DB
 SET_BY_HAND = "SetByHand"  # admitflow.simulation.autoscaler.SET_BY_HAND
 INT32_MAX = 2**31 - 1  # admitflow.api.bounds.INT32_MAX: what Kueue holds in an int32 (verdicts' attempts)
+KUBE_RUNNER_QUEUE = "kubernetes"  # admitflow.activities.jobs.kube_runner.DEFAULT_TASK_QUEUE
+KUBE_RUNNER_RESYNC = 30  # admitflow.activities.jobs.kube_runner.RESYNC_SECONDS
 OUTPUTS = ("table", "wide", "name", "json", "yaml")
 
 
@@ -260,6 +262,31 @@ def build_parser() -> argparse.ArgumentParser:
             "admitflow_* counters and histograms with Kueue's names, and Temporal's; `dev` adds the gauges, "
             "which `admitflow exporter` serves for a deployment",
         )
+
+    kr = sub.add_parser(
+        "kube-runner", parents=[conn], help="run a Kubernetes cluster's batch/v1 Jobs as Kueue's job controller does, "
+        "with their Workloads in admitflow",
+        description="Watch every batch/v1 Job of a cluster and do what Kueue's job reconciler does: submit the Workload "
+        "of each Job with the kueue.x-k8s.io/queue-name label (suspending first a Job created unsuspended: there is no "
+        "webhook), resume it with its flavors' node labels and tolerations and its checks' podSetUpdates once admitted, "
+        "report its pods ready and its end from its status, suspend it and restore its pod template when evicted, "
+        "delete the Workload of a deleted Job and make a deleted Workload again. A Temporal worker serving the runner "
+        "contract on its own task queue; run one per cluster. Never beside a Kueue that manages the same Jobs: see "
+        "docs/runners.md, The Kubernetes runner.",
+    )
+    kr.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG, ~/.kube/config, or the pod's service account)")
+    kr.add_argument("--context", help="the kubeconfig context to use (kubectl's --context; default: its current-context)")
+    kr.add_argument(
+        "--runner-queue", default=KUBE_RUNNER_QUEUE, metavar="QUEUE",
+        help=f"the runner's task queue, which the Workloads it makes name in admitflow.io/runner and in the label "
+        f"admitflow.io/kube-runner: one per cluster, a label value (default {KUBE_RUNNER_QUEUE})",
+    )
+    kr.add_argument(
+        "--resync-seconds", type=_at_least(1), default=KUBE_RUNNER_RESYNC, metavar="N",
+        help=f"how often it lists its Workloads, to find a Job deleted while it was down and a Workload deleted while "
+        f"it waited (default {KUBE_RUNNER_RESYNC})",
+    )
+    kr.add_argument("--log-level", default="INFO")
 
     ex = sub.add_parser(
         "exporter", parents=[conn], help="serve admitflow's gauges (pending, reserving, admitted workloads, status "

@@ -1,5 +1,6 @@
 """The commands that run admitflow's processes: `dev` (a Temporal dev server with a worker),
-`worker`, `exporter`, `codec-server`; and `setup`, which readies a Temporal namespace for them."""
+`worker`, `kube-runner`, `exporter`, `codec-server`; and `setup`, which readies a Temporal
+namespace for them."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import sys
 from pathlib import Path
 
 from admitflow.cli.connection import connect
-from admitflow.cli.errors import EXIT_UNREACHABLE, CLIError
+from admitflow.cli.errors import EXIT_ERROR, EXIT_UNREACHABLE, CLIError
 from admitflow.cli.manifests import followed, print_outcomes, read_manifests
 from admitflow.cli.parser import WORKER_SETTINGS
 
@@ -49,6 +50,49 @@ async def cmd_worker(args: argparse.Namespace) -> None:
     }
     tune_collector()
     await run_until_signalled(build_worker(client.client, client.task_queue, provisioning=backend, **sdk_options(**settings)))
+
+
+async def cmd_kube_runner(args: argparse.Namespace) -> None:
+    import importlib.util
+
+    from admitflow.worker.logging import configure
+
+    if importlib.util.find_spec("kubernetes") is None:
+        raise CLIError("kube-runner needs the Kubernetes client: pip install 'admitflow[kubernetes]'")
+    from temporalio.exceptions import ApplicationError
+
+    from admitflow import registration
+    from admitflow.activities.jobs.kube_runner import KubeRunner, check_task_queue
+    from admitflow.activities.jobs.kubernetes import KubernetesJobs
+    from admitflow.activities.kubernetes_api import KubernetesApiError, KubernetesCredentialsError
+    from admitflow.worker.main import run_until_signalled
+
+    configure(args.log_level)
+    try:
+        check_task_queue(args.runner_queue)
+    except ValueError as err:
+        raise CLIError(f"--runner-queue {err}") from None
+    try:
+        jobs = KubernetesJobs.from_config(args.kubeconfig, args.context)
+    except KubernetesCredentialsError as err:
+        raise CLIError(str(err)) from None
+    try:
+        client = await connect(args)
+    except BaseException:
+        await jobs.close()
+        raise
+    runner = KubeRunner(client, jobs, args.runner_queue, resync_seconds=args.resync_seconds)
+    missing = await registration.missing_search_attributes(client.client)
+    if missing:
+        await jobs.close()
+        raise CLIError(
+            f"search attributes {', '.join(missing)} are not registered in namespace {client.client.namespace}: "
+            "run `admitflow setup` first"
+        )
+    try:
+        await run_until_signalled(runner)
+    except (KubernetesApiError, ApplicationError, TimeoutError) as err:
+        raise CLIError(f"kube-runner: {err}", EXIT_ERROR) from None
 
 
 async def cmd_setup(args: argparse.Namespace) -> None:

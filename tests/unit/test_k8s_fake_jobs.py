@@ -132,3 +132,12 @@ def test_an_event_is_checked_as_the_apiserver_checks_it(fake, changes, error):
     else:
         assert status == 422 and error in body["message"], body["message"]
         assert fake.names(EVENTS) == []
+
+
+def test_the_kube_runners_rbac_manifest_is_valid_against_the_schema():
+    from tests.k8s_schema import check
+
+    docs = list(yaml.safe_load_all((Path(__file__).resolve().parents[2] / "deploy" / "kube-runner-rbac.yaml").read_text()))
+    assert [d["kind"] for d in docs] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
+    for doc in docs:
+        check(doc)
