@@ -1,7 +1,7 @@
 """A local HTTP fake of the Kubernetes resources admitflow's cluster-facing parts use: core/v1
 PodTemplates and autoscaling.x-k8s.io/v1 ProvisioningRequests (the `kubernetes` ProvisioningRequest
-backend), batch/v1 Jobs with their status subresource, events.k8s.io/v1 Events and
-scheduling.k8s.io/v1 PriorityClasses (the Kubernetes runner).
+backend), batch/v1 Jobs with their status subresource, events.k8s.io/v1 Events,
+scheduling.k8s.io/v1 PriorityClasses and core/v1 Namespaces (the Kubernetes runner).
 
 It is not an API server: no RBAC, no garbage collector, no admission. It keeps what the clients'
 calls depend on: create/get/list/delete/patch, one resourceVersion counter for every write (as
@@ -61,6 +61,7 @@ PROVISIONING_REQUESTS = "provisioningrequests"
 JOBS = "jobs"
 EVENTS = "events"
 PRIORITY_CLASSES = "priorityclasses"
+NAMESPACES = "namespaces"
 
 # resource: (group, version, kind, namespaced)
 _RESOURCES = {
@@ -69,6 +70,7 @@ _RESOURCES = {
     JOBS: ("batch", "v1", "Job", True),
     EVENTS: ("events.k8s.io", "v1", "Event", True),
     PRIORITY_CLASSES: ("scheduling.k8s.io", "v1", "PriorityClass", False),
+    NAMESPACES: ("", "v1", "Namespace", False),
 }
 _KIND = {r: kind for r, (_, _, kind, _) in _RESOURCES.items()}
 _GROUP = {r: group for r, (group, _, _, _) in _RESOURCES.items()}

@@ -7,8 +7,9 @@ Two halves, on one event loop (no thread per Job, none per request):
 - **The reconciler**, driven by one list+watch of every Job in the cluster (KubernetesJobs, the
   shared informer). Each Job that changes is reconciled, one at a time per Job, a few Jobs at once
   (client-go's work queue), by `admitflow.jobs.framework.next_step` on the Job and what is known of
-  its Workload: a Job with the queue-name label (in a namespace Kueue's default
-  managedJobsNamespaceSelector selects) gets its Workload (Kueue's name, `job-<name>-<hash>`, so a
+  its Workload: a Job with the queue-name label, in a namespace `managed_namespaces` selects
+  (Kueue's managedJobsNamespaceSelector: by default every namespace but kube-system and
+  kueue-system; a cluster that also runs Kueue gives each its own namespaces), gets its Workload (Kueue's name, `job-<name>-<hash>`, so a
   Job seen again after a restart maps to the same one) once none of its pods is active, and is
   suspended first when it was created unsuspended (there is no webhook to suspend it at creation,
   as Kueue's does); a Job that ended without its run here finishes its Workload; a Job that runs
@@ -58,6 +59,7 @@ from admitflow.admission.pods_ready import PodsReadyReport
 from admitflow.admission.priority import PriorityError
 from admitflow.admission.protocol import FinishRequest, StartWorkload, StopWorkload
 from admitflow.api.job import Job
+from admitflow.api.meta import LabelSelector, LabelSelectorRequirement
 from admitflow.api.names import label_value_errors
 from admitflow.api.priority_class import PriorityClass
 from admitflow.api.workload import RUNNER_ANNOTATION, PodSet, Workload
@@ -80,6 +82,20 @@ RECONCILERS = 8  # Jobs reconciled at once
 # Runs (`start_workload` activities) at once: each is a coroutine waiting on the shared watch.
 MAX_RUNS = 100_000
 RPC_TIMEOUT = timedelta(seconds=10)
+
+
+# kubectl's selector operators as a LabelSelector's (admitflow.visibility.parse_selector's names).
+_OPERATORS = {"=": "In", "!=": "NotIn", "in": "In", "notin": "NotIn", "exists": "Exists", "!": "DoesNotExist"}
+
+
+def namespace_selector(text: str) -> LabelSelector:
+    """A kubectl label selector (`a=b`, `a!=b`, `a in (b,c)`, `a notin (b)`, `a`, `!a`) as the
+    LabelSelector Kueue's managedJobsNamespaceSelector is; ValueError with one line when kubectl
+    would not parse it. An empty one selects every namespace."""
+    requirements = visibility.parse_selector(text)
+    return LabelSelector(match_expressions=[
+        LabelSelectorRequirement(key=r.key, operator=_OPERATORS[r.operator], values=list(r.values) or None) for r in requirements
+    ])
 
 
 def check_task_queue(task_queue: str) -> None:
@@ -196,6 +212,7 @@ class KubeRunner:
         ask_every: float = ASK_EVERY,
         reconcilers: int = RECONCILERS,
         sync_seconds: float = 60.0,
+        managed_namespaces: LabelSelector | None = framework.DEFAULT_MANAGED_JOBS_NAMESPACE_SELECTOR,
     ) -> None:
         check_task_queue(task_queue)
         self.admitflow = admitflow
@@ -207,6 +224,11 @@ class KubeRunner:
         self.ask_every = ask_every
         self.reconcilers = reconcilers
         self.sync_seconds = sync_seconds
+        self.managed_namespaces = managed_namespaces
+        # Kueue's default selector reads a namespace's name alone; any other, its labels.
+        self._reads_namespaces = managed_namespaces != framework.DEFAULT_MANAGED_JOBS_NAMESPACE_SELECTOR
+        self._namespaces: dict[str, dict[str, str]] = {}
+        self._namespaces_at = float("-inf")
         self.queue = WorkQueue()
         self.tracked: dict[Key, Tracked] = {}
         self.runs: dict[str, Run] = {}  # by workflow ID
@@ -283,7 +305,8 @@ class KubeRunner:
                     del self.tracked[key]
             return
         job = parse_job(obj)
-        if framework.unmanaged_reason(BatchJob(job)) is not None:
+        labels = await self._namespace_labels(key[0])
+        if framework.unmanaged_reason(BatchJob(job), labels, self.managed_namespaces) is not None:
             self.tracked.pop(key, None)
             return
         uid = job.metadata.uid or ""
@@ -301,6 +324,22 @@ class KubeRunner:
             self.queue.add_after(key, self.ask_every)
             step = framework.next_step(BatchJob(job), tracked.presence, tracked.admitted, False)
         await self._carry_out(step, job, tracked)
+
+    async def _namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        """The labels of a namespace, for the managed namespaces' selector (None: its name alone
+        says, as with Kueue's default). A namespace not seen yet is read again, at most once a
+        second; one still unknown has no labels."""
+        if not self._reads_namespaces:
+            return None
+        if namespace not in self._namespaces and time.monotonic() - self._namespaces_at > 1.0:
+            await self._read_namespaces()
+        return self._namespaces.get(namespace, {framework.NAMESPACE_NAME_LABEL: namespace})
+
+    async def _read_namespaces(self) -> set[str]:
+        """Read every namespace's labels; the names of those whose labels changed."""
+        before, self._namespaces = self._namespaces, await self.jobs.namespace_labels()
+        self._namespaces_at = time.monotonic()
+        return {n for n in before.keys() | self._namespaces.keys() if before.get(n) != self._namespaces.get(n)}
 
     def _admitted(self, tracked: Tracked, run: Run | None) -> bool | None:
         if run is not None:
@@ -426,7 +465,14 @@ class KubeRunner:
     async def _resync(self) -> None:
         """List this runner's running Workloads (visibility): one whose Job is not in the cluster
         is deleted (its Job went while nobody watched); a Job whose Workload is not listed any more
-        is reconciled again, its Workload asked about (deleted while it waited: made again)."""
+        is reconciled again, its Workload asked about (deleted while it waited: made again). With a
+        selector of managed namespaces that reads labels, the namespaces are read again too, and the
+        Jobs of one whose labels changed are reconciled again."""
+        if self._reads_namespaces:
+            changed = await self._read_namespaces()
+            for key in self.jobs.informer.keys():
+                if key[0] in changed:
+                    self.queue.add(key)  # selected, or no more
         listed = await self._list_workloads()
         jobs = {(obj.get("metadata") or {}).get("uid") for key in self.jobs.informer.keys() if (obj := self.jobs.informer.get(key))}
         for key, entry in listed.items():

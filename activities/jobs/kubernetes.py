@@ -15,7 +15,8 @@ cluster-facing parts share (activities/kubernetes_api.py).
   `admitflow.io/kube-runner`, the note cut to the 1024 bytes the API server allows, as Kueue's
   recorder cuts it. An Event that cannot be written is logged, never an error: an event recorder
   drops what it cannot send.
-- The cluster's PriorityClasses (`priority_classes`), which a Job's Workload takes its priority from.
+- The cluster's PriorityClasses (`priority_classes`), which a Job's Workload takes its priority
+  from, and its namespaces' labels (`namespace_labels`), which the managed namespaces' selector reads.
 
 Every request runs on the caller's event loop: no thread per Job, none per request.
 """
@@ -53,6 +54,7 @@ log = structlog.get_logger("admitflow.kube_runner")
 
 ALL_JOBS = "Jobs in all namespaces"
 ALL_PRIORITY_CLASSES = "PriorityClasses"
+ALL_NAMESPACES = "Namespaces"
 REPORTING_CONTROLLER = "admitflow.io/kube-runner"
 # Kubernetes' limits on an Event (pkg/apis/core/validation/events.go).
 NOTE_LIMIT = 1024
@@ -240,6 +242,19 @@ class KubernetesJobs:
             if not token:
                 return found
 
+    async def namespace_labels(self) -> dict[str, dict[str, str]]:
+        """Every namespace's labels, by name, every page (Kueue's managedJobsNamespaceSelector reads them)."""
+        found: dict[str, dict[str, str]] = {}
+        token: str | None = None
+        while True:
+            page = await self.api.list_page(ALL_NAMESPACES, "/api/v1/namespaces", self._page_size, token, _missing_namespaces)
+            for item in page.items:
+                meta = item.get("metadata") or {}
+                found[meta.get("name") or ""] = dict(meta.get("labels") or {})
+            token = page.continue_token
+            if not token:
+                return found
+
     # --- what the informer lists and watches -------------------------------------------------------
 
     async def list_jobs(self, continue_token: str | None) -> Page:
@@ -274,3 +289,8 @@ def _missing(verb: str, body: dict[str, Any] | None) -> KubernetesApiError:
 def _missing_priority_classes(verb: str, body: dict[str, Any] | None) -> KubernetesApiError:
     detail = (body or {}).get("message") or "not found"
     return KubernetesApiError(one_line(f"{verb} {ALL_PRIORITY_CLASSES}: HTTP 404: {detail}"), 404)
+
+
+def _missing_namespaces(verb: str, body: dict[str, Any] | None) -> KubernetesApiError:
+    detail = (body or {}).get("message") or "not found"
+    return KubernetesApiError(one_line(f"{verb} {ALL_NAMESPACES}: HTTP 404: {detail}"), 404)

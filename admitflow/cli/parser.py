@@ -282,6 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
         f"admitflow.io/kube-runner: one per cluster, a label value (default {KUBE_RUNNER_QUEUE})",
     )
     kr.add_argument(
+        "--managed-namespaces", metavar="SELECTOR",
+        help="only the Jobs of the namespaces whose labels match, in kubectl's syntax (Kueue's "
+        "managedJobsNamespaceSelector; default: every namespace but kube-system and kueue-system); beside Kueue, "
+        "give each its own namespaces, e.g. admitflow.io/managed=true here and the opposite to Kueue",
+    )
+    kr.add_argument(
         "--resync-seconds", type=_at_least(1), default=KUBE_RUNNER_RESYNC, metavar="N",
         help=f"how often it lists its Workloads, to find a Job deleted while it was down and a Workload deleted while "
         f"it waited (default {KUBE_RUNNER_RESYNC})",

@@ -62,7 +62,7 @@ async def cmd_kube_runner(args: argparse.Namespace) -> None:
     from temporalio.exceptions import ApplicationError
 
     from admitflow import registration
-    from admitflow.activities.jobs.kube_runner import KubeRunner, check_task_queue
+    from admitflow.activities.jobs.kube_runner import KubeRunner, check_task_queue, namespace_selector
     from admitflow.activities.jobs.kubernetes import KubernetesJobs
     from admitflow.activities.kubernetes_api import KubernetesApiError, KubernetesCredentialsError
     from admitflow.worker.main import run_until_signalled
@@ -72,6 +72,12 @@ async def cmd_kube_runner(args: argparse.Namespace) -> None:
         check_task_queue(args.runner_queue)
     except ValueError as err:
         raise CLIError(f"--runner-queue {err}") from None
+    options = {"resync_seconds": args.resync_seconds}
+    if args.managed_namespaces is not None:
+        try:
+            options["managed_namespaces"] = namespace_selector(args.managed_namespaces)
+        except ValueError as err:
+            raise CLIError(f"--managed-namespaces: {err}") from None
     try:
         jobs = KubernetesJobs.from_config(args.kubeconfig, args.context)
     except KubernetesCredentialsError as err:
@@ -81,7 +87,7 @@ async def cmd_kube_runner(args: argparse.Namespace) -> None:
     except BaseException:
         await jobs.close()
         raise
-    runner = KubeRunner(client, jobs, args.runner_queue, resync_seconds=args.resync_seconds)
+    runner = KubeRunner(client, jobs, args.runner_queue, **options)
     missing = await registration.missing_search_attributes(client.client)
     if missing:
         await jobs.close()

@@ -24,7 +24,7 @@ import yaml
 from kubernetes.aio import client
 
 from admitflow import ids
-from admitflow.activities.jobs.kube_runner import RUNNER_LABEL, KubeRunner
+from admitflow.activities.jobs.kube_runner import RUNNER_LABEL, KubeRunner, namespace_selector
 from admitflow.activities.jobs.kubernetes import KubernetesJobs
 from admitflow.admission.checks import Verdict
 from admitflow.admission.workload import WorkloadReport
@@ -33,7 +33,7 @@ from admitflow.client import AdmitflowClient
 from admitflow.jobs.workload_names import workload_name
 from tests.cli_process import ADMITFLOW, run_admitflow
 from tests.integration.test_admission import eventually, loaded
-from tests.k8s_fake import JOBS, FakeApiServer
+from tests.k8s_fake import JOBS, NAMESPACES, FakeApiServer
 from tests.support.waits import until_phase as _until_phase
 
 pytestmark = pytest.mark.integration
@@ -126,7 +126,7 @@ def used(fake: FakeApiServer) -> set[tuple[str, str, str]]:
         parts = r.path.strip("/").split("/")
         group = "" if parts[0] == "api" else parts[1]
         rest = parts[2:] if parts[0] == "api" else parts[3:]
-        if rest[:1] == ["namespaces"]:
+        if rest[:1] == ["namespaces"] and len(rest) > 2:  # in a namespace (else the namespaces themselves)
             rest = rest[2:]
         resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
         watch = r.query.get("watch") == "true"
@@ -391,6 +391,32 @@ def _requests_per_job(fake: FakeApiServer, names: list[str]) -> dict[str, int]:
         if name in counts:
             counts[name] += 1
     return counts
+
+
+async def test_beside_kueue_the_runner_manages_only_the_namespaces_its_selector_selects(engine):
+    af = engine.admitflow
+    queues = [{"apiVersion": V1BETA2, "kind": "LocalQueue", "metadata": {"namespace": ns, "name": "user-queue"},
+               "spec": {"clusterQueue": "cluster-queue"}} for ns in ("team-a", "kueue-team")]
+    await af.apply(setup_manifests() + loaded(*queues))
+    fake = FakeApiServer().start()
+    for ns, labels in (("team-a", {"admitflow.io/managed": "true"}), ("kueue-team", {})):
+        fake.put(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                              "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns, **labels}}})
+    try:
+        async with runner_on(af, fake, managed_namespaces=namespace_selector("admitflow.io/managed=true")):
+            kueues = fake.create_job({**sample_job(suspend=True), "metadata": {**sample_job()["metadata"], "namespace": "kueue-team"}})
+            mine = fake.create_job({**sample_job(suspend=True), "metadata": {**sample_job()["metadata"], "namespace": "team-a"}})
+            await until_phase(af, [workload_key(mine)], "Admitted")  # reconciled after the other one, which came first
+            other = kueues["metadata"]["name"]
+            assert await af.workload(workload_key(kueues), missing_ok=True) is None, "Kueue's Job gets no Workload here"
+            assert [r.path for r in fake.calls() if other in r.path or (r.body or {}).get("regarding", {}).get("name") == other] == []
+
+            # Its namespace handed to admitflow: the next resync reads the labels, and the Job is managed.
+            fake.patch(NAMESPACES, "", "kueue-team", {"metadata": {"labels": {"admitflow.io/managed": "true"}}})
+            await until_phase(af, [workload_key(kueues)], "Pending", "QuotaReserved", "Admitted")
+        assert fake.refused() == [] and used(fake) <= granted()
+    finally:
+        fake.stop()
 
 
 KUBECONFIG = """

@@ -14,6 +14,7 @@ from kubernetes.aio import client
 
 from admitflow.activities.jobs import reconciler
 from admitflow.activities.jobs.api import JobNotFound
+from admitflow.activities.jobs.kube_runner import namespace_selector
 from admitflow.activities.jobs.kubernetes import NOTE_LIMIT, KubernetesJobs, truncated
 from tests.integration.test_admission import eventually
 from tests.k8s_fake import JOBS, FakeApiServer
@@ -104,3 +105,23 @@ async def test_an_event_is_one_the_api_server_takes(cluster):
 def test_an_events_note_is_cut_as_kueue_cuts_it(note, expected):
     assert truncated(note) == expected
 
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "selected"),
+    [
+        pytest.param("admitflow.io/managed=true", {"admitflow.io/managed": "true"}, True, id="a-label-of-that-value-is-selected"),
+        pytest.param("admitflow.io/managed=true", {}, False, id="a-namespace-without-it-is-not"),
+        pytest.param("admitflow.io/managed", {"admitflow.io/managed": "no"}, True, id="a-bare-key-asks-only-for-the-label"),
+        pytest.param("!admitflow.io/managed", {"admitflow.io/managed": "true"}, False, id="kueues-side-of-the-split-leaves-it-out"),
+        pytest.param("team notin (a,b)", {"team": "c"}, True, id="notin-selects-another-value"),
+        pytest.param("", {"kubernetes.io/metadata.name": "kube-system"}, True, id="an-empty-selector-selects-every-namespace"),
+    ],
+)
+def test_the_managed_namespaces_are_a_kubectl_selector_read_as_kueues_label_selector(selector, labels, selected):
+    assert namespace_selector(selector).matches(labels) is selected
+
+
+def test_a_selector_kubectl_would_not_parse_is_refused_in_one_line():
+    with pytest.raises(ValueError, match=r'label selector "a in \(": unbalanced "\("'):
+        namespace_selector("a in (")
