@@ -10,9 +10,10 @@ ProvisioningRequest backend (activities/provisioning/kubernetes.py) and the Kube
   bodies. `call` is one request answered with its status and JSON body; `list_page` one page of a
   collection from one consistent snapshot; `watch` the events of a collection from a
   resourceVersion, as activities/informer.py's `Source` wants them (`Expired` for 410
-  Gone, `Disconnected` when the connection breaks or goes silent).
-- `known_fields`: an object as the server answers it, without the fields admitflow's strict
-  models do not know (a newer server's), so that it parses.
+  Gone, `Disconnected` when the connection breaks or goes silent); `Collection` is one collection
+  as that `Source`.
+- `parse_stored`: an object as the server answers it, as admitflow's model, without the fields
+  its strict models do not know (a newer server's, `known_fields`).
 - An error status becomes one line naming the call, the object and the server's message; the
   statuses a retry cannot fix (400, 403, 422) are non-retryable ApplicationErrors, the others
   (401 with a token about to be refreshed, 409, 429, 5xx, network errors) `KubernetesApiError`.
@@ -27,12 +28,13 @@ import os
 import types
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from temporalio.exceptions import ApplicationError
 
 from admitflow.activities.informer import Disconnected, Expired, Page
+from admitflow.wire import first_error
 
 if TYPE_CHECKING:
     from aiohttp import ClientResponse
@@ -179,6 +181,23 @@ class KubernetesApi:
         meta = body.get("metadata") or {}
         return Page(items=body.get("items") or [], resource_version=meta.get("resourceVersion") or "", continue_token=meta.get("continue") or None)
 
+    async def list_all(self, what: str, path: str, page_size: int, missing: Missing) -> list[dict[str, Any]]:
+        """Every object of the collection at `path`, page after page (the snapshot of the first;
+        a continue token expired meanwhile starts over)."""
+        while True:
+            items: list[dict[str, Any]] = []
+            token: str | None = None
+            try:
+                while True:
+                    page = await self.list_page(what, path, page_size, token, missing)
+                    items.extend(page.items)
+                    token = page.continue_token
+                    if not token:
+                        return items
+            except Expired:
+                if token is None:
+                    raise
+
     async def watch(self, what: str, path: str, resource_version: str, watch_seconds: int, missing: Missing) -> AsyncIterator[dict[str, Any]]:
         """The events of the collection at `path` after `resource_version`, BOOKMARKs included,
         until the server ends the watch after `watch_seconds` (the client gives up 30 s later: a
@@ -223,6 +242,32 @@ class KubernetesApi:
             response.close()
 
 
+class Collection:
+    """A collection of the API server as the informer's `Source` (activities/informer.py): its
+    pages (`page_size` objects each) and its watch (`timeoutSeconds` of `watch_seconds`); `missing`
+    says what a 404 of the collection means (its resource is not served)."""
+
+    def __init__(self, api: KubernetesApi, what: str, path: str, page_size: int, watch_seconds: int, missing: Missing) -> None:
+        self._api, self._what, self._path = api, what, path
+        self._page_size, self._watch_seconds, self._missing = page_size, watch_seconds, missing
+
+    async def list(self, continue_token: str | None) -> Page:
+        return await self._api.list_page(self._what, self._path, self._page_size, continue_token, self._missing)
+
+    def watch(self, resource_version: str) -> AsyncIterator[dict[str, Any]]:
+        return self._api.watch(self._what, self._path, resource_version, self._watch_seconds, self._missing)
+
+
+def not_served(what: str, hint: str = "") -> Missing:
+    """A `Missing` for the collection `what`: a KubernetesApiError naming the call, with `hint`."""
+
+    def missing(verb: str, body: dict[str, Any] | None) -> KubernetesApiError:
+        detail = (body or {}).get("message") or "not found"
+        return KubernetesApiError(one_line(f"{verb} {what}: HTTP 404: {detail}" + (f" ({hint})" if hint else "")), 404)
+
+    return missing
+
+
 def _look_up_the_environment_once(configuration: Configuration) -> None:
     """The client's aiohttp session trusts the environment, and so looks up the proxy variables
     and ~/.netrc in a thread of its own on every request. The API server's address does not
@@ -244,6 +289,20 @@ def _look_up_the_environment_once(configuration: Configuration) -> None:
 
 
 # --- objects ----------------------------------------------------------------------------------------
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_stored(model: type[M], obj: dict[str, Any]) -> M:
+    """An object as the server answers it, as admitflow's `model` (the fields it does not know
+    left out); one that does not parse is a KubernetesApiError naming it."""
+    try:
+        return model.model_validate(known_fields(model, obj))
+    except ValidationError as exc:
+        meta = obj.get("metadata") or {}
+        where = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else meta.get("name")
+        raise KubernetesApiError(f"{obj.get('kind') or model.__name__} {where} as stored does not parse: {first_error(exc)}") from None
 
 
 def known_fields(model: type[BaseModel], data: Any) -> Any:

@@ -25,27 +25,27 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from pydantic import ValidationError
 
-from admitflow.activities.informer import Informer, Key, Page, newer
+from admitflow.activities.informer import Informer, Key, newer
 from admitflow.activities.jobs.api import JobConflict, JobNotFound, JobStoreError, Subresource
 from admitflow.activities.kubernetes_api import (
     MERGE_PATCH,
+    Collection,
     KubernetesApi,
     KubernetesApiError,
-    known_fields,
     load_configuration,
+    not_served,
     object_not_found,
     one_line,
+    parse_stored,
 )
 from admitflow.api.job import API_VERSION, KIND, Job
 from admitflow.api.priority_class import PriorityClass
-from admitflow.wire import first_error
 
 if TYPE_CHECKING:
     from kubernetes.aio.client import Configuration
@@ -102,11 +102,7 @@ def event_body(job: Job, reason: str, note: str, event_type: str, instance: str,
 def parse_job(obj: dict[str, Any]) -> Job:
     """A Job as the server answers it, as admitflow's model; a Job that does not parse is a
     KubernetesApiError naming it."""
-    try:
-        return Job.model_validate(known_fields(Job, obj))
-    except ValidationError as exc:
-        meta = obj.get("metadata") or {}
-        raise KubernetesApiError(f"Job {meta.get('namespace')}/{meta.get('name')} as stored does not parse: {first_error(exc)}") from None
+    return parse_stored(Job, obj)
 
 
 class KubernetesJobs:
@@ -127,11 +123,11 @@ class KubernetesJobs:
     ) -> None:
         self.api = KubernetesApi(configuration, call_seconds=call_seconds)
         self.host = configuration.host
-        self._watch_seconds = watch_seconds
         self._page_size = page_size
         self.instance = instance or socket.gethostname()
         self.on_change = on_change
-        self.informer = Informer(_JobSource(self), what=ALL_JOBS, on_stop=self.api.close, on_change=self._changed)
+        jobs = Collection(self.api, ALL_JOBS, jobs_path(), page_size, watch_seconds, _missing)
+        self.informer = Informer(jobs, what=ALL_JOBS, on_stop=self.api.close, on_change=self._changed)
         # The answer to this runner's last write of a Job, until the watch has it too; and the Jobs
         # whose last write conflicted: the watch's copy lags, read them from the server.
         self._written: dict[Key, dict[str, Any]] = {}
@@ -224,73 +220,28 @@ class KubernetesJobs:
             log.warning("event_not_recorded", job=f"{namespace}/{job.metadata.name}", reason=reason, error=str(exc))
 
     async def priority_classes(self) -> dict[str, PriorityClass]:
-        """The cluster's PriorityClasses by name, every page."""
+        """The cluster's PriorityClasses by name."""
         found: dict[str, PriorityClass] = {}
-        token: str | None = None
-        while True:
-            page = await self.api.list_page(
-                ALL_PRIORITY_CLASSES, "/apis/scheduling.k8s.io/v1/priorityclasses", self._page_size, token, _missing_priority_classes
-            )
-            for item in page.items:
-                try:
-                    pc = PriorityClass.model_validate(known_fields(PriorityClass, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", **item}))
-                except ValidationError as exc:
-                    log.warning("priority_class_skipped", name=(item.get("metadata") or {}).get("name"), error=first_error(exc))
-                    continue
-                found[pc.metadata.name] = pc
-            token = page.continue_token
-            if not token:
-                return found
+        for item in await self.api.list_all(ALL_PRIORITY_CLASSES, "/apis/scheduling.k8s.io/v1/priorityclasses", self._page_size,
+                                            _missing_priority_classes):
+            try:
+                pc = parse_stored(PriorityClass, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", **item})
+            except KubernetesApiError as exc:
+                log.warning("priority_class_skipped", error=str(exc))
+                continue
+            found[pc.metadata.name] = pc
+        return found
 
     async def namespace_labels(self) -> dict[str, dict[str, str]]:
-        """Every namespace's labels, by name, every page (Kueue's managedJobsNamespaceSelector reads them)."""
-        found: dict[str, dict[str, str]] = {}
-        token: str | None = None
-        while True:
-            page = await self.api.list_page(ALL_NAMESPACES, "/api/v1/namespaces", self._page_size, token, _missing_namespaces)
-            for item in page.items:
-                meta = item.get("metadata") or {}
-                found[meta.get("name") or ""] = dict(meta.get("labels") or {})
-            token = page.continue_token
-            if not token:
-                return found
-
-    # --- what the informer lists and watches -------------------------------------------------------
-
-    async def list_jobs(self, continue_token: str | None) -> Page:
-        return await self.api.list_page(ALL_JOBS, jobs_path(), self._page_size, continue_token, _missing)
-
-    def watch_jobs(self, resource_version: str) -> AsyncIterator[dict[str, Any]]:
-        return self.api.watch(ALL_JOBS, jobs_path(), resource_version, self._watch_seconds, _missing)
+        """Every namespace's labels, by name (Kueue's managedJobsNamespaceSelector reads them)."""
+        items = await self.api.list_all(ALL_NAMESPACES, "/api/v1/namespaces", self._page_size, _missing_namespaces)
+        return {(i.get("metadata") or {}).get("name") or "": dict((i.get("metadata") or {}).get("labels") or {}) for i in items}
 
 
 def _rv(obj: dict[str, Any]) -> str | None:
     return (obj.get("metadata") or {}).get("resourceVersion")
 
 
-class _JobSource:
-    """The informer's view of the Jobs (activities/informer.py's `Source`)."""
-
-    def __init__(self, jobs: KubernetesJobs) -> None:
-        self._jobs = jobs
-
-    async def list(self, continue_token: str | None) -> Page:
-        return await self._jobs.list_jobs(continue_token)
-
-    def watch(self, resource_version: str) -> AsyncIterator[dict[str, Any]]:
-        return self._jobs.watch_jobs(resource_version)
-
-
-def _missing(verb: str, body: dict[str, Any] | None) -> KubernetesApiError:
-    detail = (body or {}).get("message") or "not found"
-    return KubernetesApiError(one_line(f"{verb} {ALL_JOBS}: HTTP 404: {detail} (does the API server serve batch/v1?)"), 404)
-
-
-def _missing_priority_classes(verb: str, body: dict[str, Any] | None) -> KubernetesApiError:
-    detail = (body or {}).get("message") or "not found"
-    return KubernetesApiError(one_line(f"{verb} {ALL_PRIORITY_CLASSES}: HTTP 404: {detail}"), 404)
-
-
-def _missing_namespaces(verb: str, body: dict[str, Any] | None) -> KubernetesApiError:
-    detail = (body or {}).get("message") or "not found"
-    return KubernetesApiError(one_line(f"{verb} {ALL_NAMESPACES}: HTTP 404: {detail}"), 404)
+_missing = not_served(ALL_JOBS, "does the API server serve batch/v1?")
+_missing_priority_classes = not_served(ALL_PRIORITY_CLASSES)
+_missing_namespaces = not_served(ALL_NAMESPACES)

@@ -35,28 +35,26 @@ imported only when a backend is made, so the rest of admitflow imports without i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from admitflow.activities.informer import Informer, Page
+from admitflow.activities.informer import Informer
 from admitflow.activities.kubernetes_api import (
     MERGE_PATCH,
     NON_RETRYABLE,
+    Collection,
     KubernetesApi,
     KubernetesApiError,
     KubernetesCredentialsError,
     load_configuration,
-    known_fields,
     object_not_found,
     one_line,
+    parse_stored,
 )
 from admitflow.api.pod_template_validation import pod_template_errors
 from admitflow.api.provisioning_request import API_VERSION, MANAGED_LABEL, PodTemplate, ProvisioningRequest
-from admitflow.wire import first_error
 
 if TYPE_CHECKING:
     from kubernetes.aio.client import Configuration
@@ -103,10 +101,10 @@ class KubernetesBackend:
         self._api = KubernetesApi(configuration, call_seconds=call_seconds)
         self._call = self._api.call
         self._heartbeat_seconds = heartbeat_seconds
-        self._watch_seconds = watch_seconds
         self._page_size = page_size
         self.host = configuration.host
-        self.informer = Informer(_RequestSource(self), what=ALL_REQUESTS, on_stop=self._api.close)
+        requests = Collection(self._api, ALL_REQUESTS, _requests_path(None), page_size, watch_seconds, _missing_requests)
+        self.informer = Informer(requests, what=ALL_REQUESTS, on_stop=self._api.close)
 
     @classmethod
     def from_config(cls, kubeconfig: str | None = None, context: str | None = None, **options: Any) -> KubernetesBackend:
@@ -276,28 +274,6 @@ class KubernetesBackend:
 
     # --- what the informer lists and watches -----------------------------------------------------
 
-    async def list_requests(self, continue_token: str | None) -> Page:
-        """One page of every ProvisioningRequest in the cluster."""
-        return await self._api.list_page(ALL_REQUESTS, _requests_path(None), self._page_size, continue_token, _missing_requests)
-
-    def watch_requests(self, resource_version: str) -> AsyncIterator[dict[str, Any]]:
-        """The events of every ProvisioningRequest after `resource_version`, until the server
-        ends the watch after `watch_seconds`."""
-        return self._api.watch(ALL_REQUESTS, _requests_path(None), resource_version, self._watch_seconds, _missing_requests)
-
-
-class _RequestSource:
-    """The informer's view of the backend (activities/informer.py's `Source`)."""
-
-    def __init__(self, backend: KubernetesBackend) -> None:
-        self._backend = backend
-
-    async def list(self, continue_token: str | None) -> Page:
-        return await self._backend.list_requests(continue_token)
-
-    def watch(self, resource_version: str) -> AsyncIterator[dict[str, Any]]:
-        return self._backend.watch_requests(resource_version)
-
 
 def _requests_path(namespace: str | None, name: str | None = None) -> str:
     path = f"/apis/{GROUP}/{VERSION}" + (f"/namespaces/{namespace}" if namespace else "") + f"/{PLURAL}"
@@ -357,13 +333,7 @@ def _rv(obj: dict[str, Any]) -> str:
 
 
 def _parse_request(obj: dict[str, Any]) -> ProvisioningRequest:
-    try:
-        return ProvisioningRequest.model_validate(known_fields(ProvisioningRequest, obj))
-    except ValidationError as exc:
-        meta = obj.get("metadata") or {}
-        raise KubernetesApiError(
-            f"ProvisioningRequest {meta.get('namespace')}/{meta.get('name')} as stored does not parse: {first_error(exc)}"
-        ) from None
+    return parse_stored(ProvisioningRequest, {"kind": KIND, **obj})
 
 
 # --- errors ----------------------------------------------------------------------------------------
