@@ -28,7 +28,7 @@ from admitflow.activities.jobs.kube_runner import RUNNER_LABEL, KubeRunner, name
 from admitflow.activities.jobs.kubernetes import KubernetesJobs
 from admitflow.admission.checks import Verdict
 from admitflow.admission.workload import WorkloadReport
-from admitflow.api.workload import RUNNER_ANNOTATION
+from admitflow.api.workload import RUNNER_ANNOTATION, PodSetUpdate
 from admitflow.client import AdmitflowClient
 from admitflow.jobs.workload_names import workload_name
 from tests.cli_process import ADMITFLOW, run_admitflow
@@ -222,8 +222,11 @@ async def test_a_retry_eviction_suspends_the_job_and_restores_its_template_and_a
         template = created["spec"]["template"]
         await until_phase(af, [key], "QuotaReserved", timeout=30)
         assert suspended(cluster.job(name)), "nothing starts before the checks say Ready"
-        await af.verdict(key, Verdict(name="check", state="Ready"))
-        await cluster.job_where(name, running)
+        update = PodSetUpdate(name="main", labels={"approved-by": "alice"}, node_selector={"pool": "gpu"})
+        await af.verdict(key, Verdict(name="check", state="Ready", pod_set_updates=[update]))
+        job = await cluster.job_where(name, running)
+        assert job["spec"]["template"]["spec"]["nodeSelector"] == {**ON_DEMAND, "pool": "gpu"}, "the flavor's and the check's"
+        assert job["spec"]["template"]["metadata"]["labels"]["approved-by"] == "alice", "the check's podSetUpdates"
         await cluster.job_where(name, lambda j: "startTime" in (j.get("status") or {}))
 
         await af.verdict(key, Verdict(name="check", state="Retry", message="not now", requeue_after_seconds=1))
@@ -233,6 +236,8 @@ async def test_a_retry_eviction_suspends_the_job_and_restores_its_template_and_a
         assert not [c for c in job["status"]["conditions"] if c["type"] not in ("Suspended",)], "Kueue sets no condition on the Job"
         stops = [note for reason, note in fake.events_about(name) if reason == "Stopped"]
         assert len(stops) == 1 and "not now" in stops[0], stops
+        first_stop = next(r.body for r in _patches(fake, name) if (r.body.get("spec") or {}).get("suspend") is True)
+        assert first_stop["metadata"]["annotations"] == {"kueue.x-k8s.io/stopping": "true"}, "suspended with Kueue's stopping mark"
         status_writes = [r.body for r in fake.calls("PATCH", JOBS) if r.path.endswith("/status")]
         assert {"startTime": None} in [b["status"] for b in status_writes]
 
