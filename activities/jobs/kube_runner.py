@@ -78,6 +78,9 @@ HEARTBEAT_EVERY = 2.0  # seconds; the engine gives up on a run after 10 s withou
 # without its run here is asked about again this often.
 ASK_EVERY = 5.0
 RESYNC_SECONDS = 30.0
+# After the engine cancels a run (the admission is over), its `stop_workload` stops the Job with
+# the eviction's message: the reconciler leaves a running Job to it this long.
+STOP_GRACE = 10.0
 RECONCILERS = 8  # Jobs reconciled at once
 # Runs (`start_workload` activities) at once: each is a coroutine waiting on the shared watch.
 MAX_RUNS = 100_000
@@ -116,6 +119,7 @@ class Tracked:
     admitted: bool | None = None  # what the Workload said of its admission, at `asked_at`
     asked_at: float = 0.0
     submitted_at: float = 0.0
+    run_cancelled_at: float = float("-inf")  # when the engine last cancelled its run
     last_workload: Workload | None = None  # as submitted or run: its podSets restore the Job's template
 
     @property
@@ -349,6 +353,11 @@ class KubeRunner:
 
     async def _carry_out(self, step: framework.Step, job: Job, tracked: Tracked) -> None:
         namespace, name = job.metadata.namespace, job.metadata.name or ""
+        waited = time.monotonic() - tracked.run_cancelled_at
+        if isinstance(step, framework.StopJob) and step.message == framework.NOT_ADMITTED and waited < STOP_GRACE:
+            # Its eviction's stop_workload is on its way, with the eviction's message.
+            self.queue.add_after((namespace, name), STOP_GRACE - waited)
+            return
         if isinstance(step, framework.StopJob):
             pod_sets = await self._pod_sets_of_deleted(tracked) if tracked.presence == "deleted" else []
             sent, stopped_now = await reconciler.stop_job(self.jobs, namespace, name, pod_sets, uid=tracked.uid)
@@ -536,7 +545,7 @@ class KubeRunner:
             if tracked is not None and not (details is not None and details.worker_shutdown):
                 # The admission is over: evicted (stop_workload comes), or the Workload deleted
                 # (nothing comes): ask the Workload again shortly.
-                tracked.presence = None
+                tracked.presence, tracked.run_cancelled_at = None, time.monotonic()
                 self.queue.add_after(key, 1.0)
             raise
         finally:
