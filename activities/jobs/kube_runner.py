@@ -24,10 +24,12 @@ Two halves, on one event loop (no thread per Job, none per request):
   returns the finish (failed with the Job's message) when the Job's Complete or Failed condition
   comes; `stop_workload` suspends the Job and restores its template as Kueue's stopJob does.
 
-Nothing here is a query: a Workload is read from the workflow's description (its status and its
+No Workload is queried: one is read from its workflow's description (its status and its
 `AdmitflowPhase`, both current) when nothing in this process knows of it, and listed from
 visibility once per `resync_seconds`, which finds what no event told: a Job deleted while the
 runner was down (its Workload is deleted), a Workload deleted while it waited (it is made again).
+admitflow's WorkloadPriorityClasses come from the client's catalog read, for a Job that names one,
+at most once per `resync_seconds`.
 
 Kueue's events are written on each Job: CreatedWorkload, Started, Stopped, FinishedWorkload.
 """
