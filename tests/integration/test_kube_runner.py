@@ -33,7 +33,7 @@ from admitflow.client import AdmitflowClient
 from admitflow.jobs.workload_names import workload_name
 from tests.cli_process import ADMITFLOW, run_admitflow
 from tests.integration.test_admission import eventually, loaded
-from tests.k8s_fake import JOBS, NAMESPACES, FakeApiServer
+from tests.k8s_fake import JOBS, NAMESPACES, PRIORITY_CLASSES, FakeApiServer
 from tests.support.waits import until_phase as _until_phase
 
 pytestmark = pytest.mark.integration
@@ -422,6 +422,29 @@ async def test_beside_kueue_the_runner_manages_only_the_namespaces_its_selector_
         assert fake.refused() == [] and used(fake) <= granted()
     finally:
         fake.stop()
+
+
+async def test_a_jobs_priority_comes_from_admitflows_workload_priority_class_or_the_clusters_priority_class(engine):
+    af = engine.admitflow
+    await af.apply(loaded({"apiVersion": V1BETA2, "kind": "WorkloadPriorityClass", "metadata": {"name": "high"}, "value": 1000}))
+    async with a_cluster(engine) as cluster:
+        fake = cluster.fake
+        fake.put(PRIORITY_CLASSES, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "urgent"}, "value": 500})
+        one = dict(suspend=True, parallelism=1, completions=1)
+        named = sample_job(**one)
+        named["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "high"
+        by_pods = sample_job(**one)
+        by_pods["spec"]["template"]["spec"]["priorityClassName"] = "urgent"
+        missing = sample_job(**one)
+        missing["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "nope"
+        jobs = [fake.create_job(d) for d in (named, by_pods, missing)]
+        await until_phase(af, [workload_key(j) for j in jobs[:2]], "Admitted")
+        specs = [(await af.workload(workload_key(j))).spec for j in jobs[:2]]
+        assert [(s.priority, s.priority_class_ref.kind, s.priority_class_ref.name) for s in specs] == [
+            (1000, "WorkloadPriorityClass", "high"), (500, "PriorityClass", "urgent")]
+        warned = await eventually(lambda: _now([n for r, n in fake.events_about(jobs[2]["metadata"]["name"]) if r == "WorkloadPriorityClassNotFound"]))
+        assert warned[0] == 'workloadpriorityclasses.kueue.x-k8s.io "nope" not found'
+        assert await af.workload(workload_key(jobs[2]), missing_ok=True) is None, "Kueue makes no Workload then"
 
 
 KUBECONFIG = """
