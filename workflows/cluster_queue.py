@@ -39,7 +39,8 @@ with workflow.unsafe.imports_passed_through():
     )
 
     from admitflow.workflows import arguments
-    from admitflow.workflows.outbox import Outbox, continue_as_new_suggested, in_task_signals
+    from admitflow.workflows.outbox import Outbox, in_task_signals
+    from admitflow.workflows.versions import Movable, continue_as_new, continue_as_new_due
     from admitflow.workflows.queue_owner import (
         MESSAGE_TYPES,
         Asked,
@@ -56,7 +57,7 @@ with workflow.unsafe.imports_passed_through():
 
 
 @workflow.defn(name=contract.CLUSTER_QUEUE_WORKFLOW)
-class ClusterQueueWorkflow:
+class ClusterQueueWorkflow(Movable):
     @workflow.init
     def __init__(self, input: ClusterQueueInput) -> None:
         self.name = input.name
@@ -194,19 +195,19 @@ class ClusterQueueWorkflow:
             # stream of messages, long before Temporal's 10,000-signals-per-run limit.
             await workflow.wait_condition(
                 lambda: bool(self.inbox)
-                or self.outbox.needs_attention(holding=continue_as_new_suggested())
-                or (self._quiet() and continue_as_new_suggested())
+                or self.outbox.needs_attention(holding=continue_as_new_due())
+                or (self._quiet() and continue_as_new_due())
                 or self.retelling.woke()
             )
             now = workflow.now()
             self._drain_inbox(now)
-            delivered = self.outbox.step(holding=continue_as_new_suggested(), in_task=self._in_task)
+            delivered = self.outbox.step(holding=continue_as_new_due(), in_task=self._in_task)
             if delivered is not None:
                 self._execute(self.home.gone(self.owner.forget_missing(delivered)), now)
             self._execute(self.home.place(), now)
             if self.owner.pass_due(self.outbox):
                 self.owner.run_pass()
-                self.outbox.step(holding=continue_as_new_suggested(), in_task=self._in_task)
+                self.outbox.step(holding=continue_as_new_due(), in_task=self._in_task)
             self.owner.answer_all(self._holder())
             # After the pass, which may have answered reservations; what it tells again goes out with
             # the next round of the loop (the outbox then needs attention).
@@ -216,12 +217,12 @@ class ClusterQueueWorkflow:
             else:
                 root = self.home.away.root
                 workflow.set_current_details(f"in cohort tree {root}: its queue is scheduled by `{ids.cohort_id(root)}`")
-            if continue_as_new_suggested() and self._quiet():
+            if continue_as_new_due() and self._quiet():
                 # An update that waits for its answer (take_messages, force_release) finishes only once
                 # the loop has taken what it brought: go round again then.
                 await workflow.wait_condition(lambda: workflow.all_handlers_finished() or bool(self.inbox))
                 if self._quiet():
-                    workflow.continue_as_new(
+                    continue_as_new(
                         ClusterQueueInput(
                             name=self.name, state=self.home.state, undelivered=self.outbox.undelivered(),
                             away=self.home.away, handovers=self.home.handovers,

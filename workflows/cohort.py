@@ -34,7 +34,8 @@ with workflow.unsafe.imports_passed_through():
     )
 
     from admitflow.workflows import arguments
-    from admitflow.workflows.outbox import Outbox, continue_as_new_suggested, in_task_signals
+    from admitflow.workflows.outbox import Outbox, in_task_signals
+    from admitflow.workflows.versions import Movable, continue_as_new, continue_as_new_due
     from admitflow.workflows.queue_owner import (
         MESSAGE_TYPES,
         Asked,
@@ -54,7 +55,7 @@ class _Recall:
 
 
 @workflow.defn(name=contract.COHORT_WORKFLOW)
-class CohortWorkflow:
+class CohortWorkflow(Movable):
     @workflow.init
     def __init__(self, input: CohortInput) -> None:
         self.state = input.state or CohortTreeState(root=input.root)
@@ -172,7 +173,7 @@ class CohortWorkflow:
                 # the loop has taken what it brought: go round again then.
                 await workflow.wait_condition(lambda: workflow.all_handlers_finished() or bool(self.inbox))
                 if self._quiet():
-                    workflow.continue_as_new(
+                    continue_as_new(
                         CohortInput(root=self.state.root, state=self.state, undelivered=self.outbox.undelivered())
                     )
 
@@ -180,7 +181,7 @@ class CohortWorkflow:
         """Time to continue as new: when the server suggests it. Not sooner: under a dense stream of
         forwarded messages the server refuses a continue-as-new while signals keep arriving, and
         the outbox is held meanwhile (measured: a bound on this run's passes made the tree stall)."""
-        return continue_as_new_suggested()
+        return continue_as_new_due()
 
     def _quiet(self) -> bool:
         return not self.inbox and not self.outbox.in_flight and not self.owner.pass_due(self.outbox)

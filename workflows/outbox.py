@@ -56,11 +56,6 @@ def in_task_signals(batch: list[Delivery]) -> bool:
     )
 
 
-def continue_as_new_suggested() -> bool:
-    """Entity workflows hold their outbox once the server suggests continuing as new."""
-    return workflow.info().is_continue_as_new_suggested()
-
-
 class Outbox:
     def __init__(self, carried: list[Delivery] | None = None) -> None:
         self._queue: list[Delivery] = list(carried or [])

@@ -20,10 +20,11 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.protocol import GateRequest, GateSettled, GateUse
 
     from admitflow.workflows import arguments
+    from admitflow.workflows.versions import Movable, continue_as_new, continue_as_new_due
 
 
 @workflow.defn(name=contract.PODS_READY_GATE_WORKFLOW)
-class PodsReadyGateWorkflow:
+class PodsReadyGateWorkflow(Movable):
     @workflow.init
     def __init__(self, input: GateInput) -> None:
         self.state = input.state or GateState()
@@ -70,7 +71,7 @@ class PodsReadyGateWorkflow:
     @workflow.run
     async def run(self, input: GateInput) -> None:
         while True:
-            await workflow.wait_condition(lambda: bool(self.answers) or workflow.info().is_continue_as_new_suggested())
+            await workflow.wait_condition(lambda: bool(self.answers) or continue_as_new_due())
             while self.answers:
                 cluster_queue, answer = self.answers.popitem()
                 try:
@@ -81,10 +82,10 @@ class PodsReadyGateWorkflow:
                     # That ClusterQueue no longer runs: its grant, if it had one, comes back.
                     self.answers.update(pods_ready.gate_returned(self.state, cluster_queue))
             workflow.set_current_details(_details(self.state))
-            if workflow.info().is_continue_as_new_suggested() and not self.answers:
+            if continue_as_new_due() and not self.answers:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self.answers:
-                    workflow.continue_as_new(GateInput(state=self.state))
+                    continue_as_new(GateInput(state=self.state))
 
 
 def _answerable(m: GateRequest) -> str | None:

@@ -49,7 +49,7 @@ from admitflow.api.meta import ObjectMeta
 from admitflow.api.workload import RUNNER_ANNOTATION
 from admitflow.api.node_group import SimulatedNodeGroup
 from admitflow.kinds import PLURALS
-from admitflow.wire import WireModel
+from admitflow.wire import CarriedState, WireModel
 
 CATALOG_KINDS = tuple(t.__name__ for t in CONFIG_TYPES)
 
@@ -104,7 +104,7 @@ class QueueResolution(WireModel):
     )
 
 
-class CatalogState(WireModel):
+class CatalogState(CarriedState):
     revision: int = 0
     objects: dict[str, dict[str, CatalogObject]] = Field(default_factory=dict, description="kind -> key -> object")
     published: dict[str, str] = Field(

@@ -23,7 +23,7 @@ from admitflow.admission.workload import NOT_READY_MESSAGE, PODS_READY, WAIT_FOR
 from admitflow.api import RequeueState
 from admitflow.api.configuration import WaitForPodsReady
 from admitflow.api.duration import format_duration, parse_duration
-from admitflow.wire import PayloadRefused, WireModel, parse_model
+from admitflow.wire import CarriedState, PayloadRefused, WireModel, parse_model
 
 STARTED = "Started"
 WAIT_FOR_RECOVERY = "WaitForRecovery"
@@ -219,7 +219,7 @@ GATE_SUMMARY = "blockAdmission gate: which workloads admitted under blockAdmissi
 SETTLED_MEMORY = 1000
 
 
-class GateState(WireModel):
+class GateState(CarriedState):
     not_ready: dict[str, tuple[str, int]] = Field(
         default_factory=dict, description="Workloads reserved with a grant and not ready yet: key -> (uid, ticket)."
     )

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from admitflow.wire import WireModel
+from admitflow.wire import CarriedState, WireModel
 
 from admitflow import search_attributes as sa
 from admitflow.admission import conditions as cond
@@ -192,7 +192,7 @@ class ProvisioningAttempts(WireModel):
     )
 
 
-class WorkloadState(WireModel):
+class WorkloadState(CarriedState):
     """Everything the workload workflow keeps: the Workload in Kueue's shape, what its ClusterQueue gave
     it with its last reservation, and what is under way, grouped by what it is about."""
 
