@@ -12,7 +12,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from admitflow import contract
 from admitflow.activities.heartbeat import heartbeating
 from admitflow.activities.mail import Mailer, by_update
-from admitflow.admission.pods_ready import GATE_SUMMARY
+from admitflow.admission.pods_ready_gate import GATE_SUMMARY
 from admitflow.messages import (
     AutoscalerInput,
     ClusterQueueInput,

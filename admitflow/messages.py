@@ -11,7 +11,7 @@ from pydantic import Field
 from admitflow.admission.catalog import CatalogObject, CatalogState, ObjectRef, Outcome
 from admitflow.admission.cluster_queue import ClusterQueueState, QueueEvent
 from admitflow.admission.cohort_tree import Away, CohortTreeState
-from admitflow.admission.pods_ready import GateState
+from admitflow.admission.pods_ready_gate import GateState
 from admitflow.admission.protocol import PendingWorkload, ReservingWorkload
 from admitflow.admission.workload import WorkloadState
 from admitflow.api import ClusterQueueStatus, Job, LocalQueueStatus, Workload
@@ -218,7 +218,7 @@ class DeleteWorkload(WireModel):
     reason: str = ""
 
 
-# --- a batch/v1 Job kept by admitflow (workflows/job.py, admitflow.jobs.store) -------------------
+# --- a batch/v1 Job kept by admitflow (workflows/job_store.py, admitflow.jobs.store) -------------------
 
 
 class JobInput(WireModel):

@@ -32,11 +32,11 @@ from admitflow.worker.stale_activations import StaleActivationGuard
 from admitflow.workflows.autoscaler import SimulatedAutoscalerWorkflow
 from admitflow.workflows.catalog import CatalogWorkflow
 from admitflow.workflows.cluster_queue import ClusterQueueWorkflow
-from admitflow.workflows.cohort import CohortWorkflow
-from admitflow.workflows.job import JobWorkflow
+from admitflow.workflows.cohort_tree import CohortWorkflow
+from admitflow.workflows.job_store import JobWorkflow
 from admitflow.workflows.pods_ready_gate import PodsReadyGateWorkflow
-from admitflow.workflows.provisioning import ProvisioningCheckWorkflow
-from admitflow.workflows.workload import WorkloadWorkflow
+from admitflow.workflows.provisioning_attempt import ProvisioningCheckWorkflow
+from admitflow.workflows.lifecycle import WorkloadWorkflow
 
 WORKFLOWS: Sequence[type] = (
     CatalogWorkflow, ClusterQueueWorkflow, CohortWorkflow, WorkloadWorkflow, ProvisioningCheckWorkflow, SimulatedAutoscalerWorkflow,

@@ -3,7 +3,7 @@ has no cohort.
 
 Handlers only put messages in the inbox; `run` takes everything buffered in one workflow task,
 runs one scheduling pass and hands the resulting notices to the outbox. When the queue's view names
-a cohort, its state moves to the tree's entity (workflows/cohort.py) and this workflow forwards its
+a cohort, its state moves to the tree's entity (workflows/cohort_tree.py) and this workflow forwards its
 messages there, in order: `cohort_tree.Home` decides where messages and the state go, and this
 workflow carries out its orders.
 """
@@ -41,19 +41,18 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.workflows import arguments
     from admitflow.workflows.outbox import Outbox, in_task_signals
     from admitflow.workflows.versions import Movable, continue_as_new, continue_as_new_due
-    from admitflow.workflows.queue_owner import (
+    from admitflow.admission.queue_owner import (
         MESSAGE_TYPES,
         Asked,
         ForceReleaseCall,
-        force_release_answered,
         Owner,
-        Retelling,
+        QueueMessage,
         Taking,
         receipt_for,
-        QueueMessage,
         report,
         signal_of,
     )
+    from admitflow.workflows.queue_owner import Retelling, force_release_answered, run_pass
 
 
 @workflow.defn(name=contract.CLUSTER_QUEUE_WORKFLOW)
@@ -206,7 +205,7 @@ class ClusterQueueWorkflow(Movable):
                 self._execute(self.home.gone(self.owner.forget_missing(delivered)), now)
             self._execute(self.home.place(), now)
             if self.owner.pass_due(self.outbox):
-                self.owner.run_pass()
+                run_pass(self.owner)
                 self.outbox.step(holding=continue_as_new_due(), in_task=self._in_task)
             self.owner.answer_all(self._holder())
             # After the pass, which may have answered reservations; what it tells again goes out with

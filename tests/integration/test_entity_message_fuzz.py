@@ -61,7 +61,7 @@ from admitflow import contract, ids
 from admitflow.admission.checks import Verdict
 from admitflow.admission.cluster_queue import ClusterQueueView
 from admitflow.admission.pending_queue import QueueEntry
-from admitflow.admission.pods_ready import GateAnswer, GateState
+from admitflow.admission.pods_ready_gate import GateAnswer, GateState
 from admitflow.api.provisioning_request import ProvisioningRequest
 from admitflow.codec import DATA_CONVERTER
 from admitflow.messages import (

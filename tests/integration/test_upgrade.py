@@ -43,7 +43,7 @@ from admitflow.codec import DATA_CONVERTER
 from admitflow.devserver import DevServer
 from admitflow.messages import WorkloadInput
 from admitflow.worker.main import WORKFLOWS, build_worker, replayer
-from admitflow.workflows.workload import WorkloadWorkflow
+from admitflow.workflows.lifecycle import WorkloadWorkflow
 from tests.cli_process import run_admitflow
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.conftest import free_port

@@ -36,17 +36,8 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.workflows import arguments
     from admitflow.workflows.outbox import Outbox, in_task_signals
     from admitflow.workflows.versions import Movable, continue_as_new, continue_as_new_due
-    from admitflow.workflows.queue_owner import (
-        MESSAGE_TYPES,
-        Asked,
-        ForceReleaseCall,
-        Owner,
-        Retelling,
-        Taking,
-        receipt_for,
-        force_release_answered,
-        report,
-    )
+    from admitflow.admission.queue_owner import MESSAGE_TYPES, Asked, ForceReleaseCall, Owner, Taking, receipt_for, report
+    from admitflow.workflows.queue_owner import Retelling, force_release_answered, run_pass
 
 
 @dataclass
@@ -161,7 +152,7 @@ class CohortWorkflow(Movable):
                     if forget.cluster_queue:
                         self._bounce(Forwarded(cluster_queue=forget.cluster_queue, signal=contract.FORGET, payload=forget.to_wire()))
             if self.owner.pass_due(self.outbox):
-                self.owner.run_pass()
+                run_pass(self.owner)
                 self.outbox.step(holding=self._ending(), in_task=in_task_signals)
             self.owner.answer_all()
             # After the pass, which may have answered reservations; what it tells again goes out with
