@@ -59,7 +59,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from admitflow import contract, ids
 from admitflow.admission.cohort_tree import Forwarded
 from admitflow.client import unprocessed_update
-from admitflow.messages import ClusterQueueInput, Delivery, Message, Messages, Receipt
+from admitflow.messages import ClusterQueueInput
+from admitflow.admission.protocol import Delivery, Message, Messages, Receipt
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,6 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.messages import (
         AutoscalerInput,
         CreateProvisioningRequest,
-        Delivery,
         NodeGroupsUpdate,
         ProvisioningRequestCondition,
         ProvisioningRequestList,
@@ -32,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         ProvisioningRequestRef,
         StoredProvisioningRequest,
     )
+    from admitflow.admission.protocol import Delivery
     from admitflow.simulation import autoscaler as sim
     from admitflow.simulation.autoscaler import AutoscalerError, AutoscalerState, Push
     from admitflow.wire import PayloadRefused

@@ -19,7 +19,6 @@ with workflow.unsafe.imports_passed_through():
         CatalogInput,
         ClusterQueueRef,
         DeleteRequest,
-        Delivery,
         LocalQueueRef,
         NodeGroupsUpdate,
         ObjectList,
@@ -27,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         QueueAvailable,
         WatchRequest,
     )
+    from admitflow.admission.protocol import Delivery
     from admitflow.admission.catalog import ApplyPreview, QueueResolution
 
     from admitflow.workflows import arguments

@@ -27,16 +27,8 @@ with workflow.unsafe.imports_passed_through():
         QueueEntry,
     )
     from admitflow.admission.cohort_tree import Forwarded, Handover, Home
-    from admitflow.messages import (
-        ClusterQueueInput,
-        ClusterQueueRef,
-        ClusterQueueReport,
-        Delivery,
-        ForceRelease,
-        Messages,
-        Receipt,
-        StatusQuery,
-    )
+    from admitflow.messages import ClusterQueueInput, ClusterQueueRef
+    from admitflow.admission.protocol import ClusterQueueReport, Delivery, ForceRelease, Messages, Receipt, StatusQuery
 
     from admitflow.workflows import arguments
     from admitflow.workflows.outbox import Outbox, in_task_signals

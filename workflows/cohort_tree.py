@@ -21,17 +21,8 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.cluster_queue import ForceReleaseOutcome
     from admitflow.admission.cohort_tree import CohortTreeState, Forwarded, Handover
     from admitflow.api.cohort import CohortStatus, FairSharingStatus
-    from admitflow.messages import (
-        ClusterQueueReport,
-        ClusterQueueRef,
-        CohortInput,
-        CohortRef,
-        Delivery,
-        ForceRelease,
-        Messages,
-        Receipt,
-        StatusQuery,
-    )
+    from admitflow.messages import ClusterQueueRef, CohortInput, CohortRef
+    from admitflow.admission.protocol import ClusterQueueReport, Delivery, ForceRelease, Messages, Receipt, StatusQuery
 
     from admitflow.workflows import arguments
     from admitflow.workflows.outbox import Outbox, in_task_signals

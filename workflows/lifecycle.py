@@ -26,7 +26,8 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.catalog import QueueResolution
     from admitflow.admission.workload import WorkloadReport
     from admitflow.api import WorkloadStatus
-    from admitflow.messages import Delivery, DeliveryBatch, DeliveryReport, ProvisioningCheckInput, ProvisioningNotice, WorkloadInput
+    from admitflow.messages import ProvisioningCheckInput, ProvisioningNotice, WorkloadInput
+    from admitflow.admission.protocol import Delivery, DeliveryBatch, DeliveryReport
     from admitflow.wire import after
 
     from admitflow.workflows.metrics import emit

@@ -18,7 +18,7 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from admitflow import contract, ids
-    from admitflow.messages import Delivery, DeliveryBatch, DeliveryReport
+    from admitflow.admission.protocol import Delivery, DeliveryBatch, DeliveryReport
 
 # Keeps one activity's input well under Temporal's 512 KiB payload warning.
 MAX_BATCH = 200

@@ -13,7 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from admitflow import contract
     from admitflow.admission.cluster_queue import ForceReleaseOutcome
     from admitflow.admission.queue_owner import ForceReleaseCall, Owner
-    from admitflow.messages import ForceRelease
+    from admitflow.admission.protocol import ForceRelease
 
     from admitflow.workflows import arguments
     from admitflow.workflows.metrics import emit

@@ -31,7 +31,15 @@ from admitflow.admission.protocol import (
     ReservingWorkload,
 )
 from admitflow.admission.requests import format_requests
-from admitflow.messages import ClusterQueueReport, Delivery, DeliveryReport, ForceRelease, Message, Receipt, StatusQuery
+from admitflow.admission.protocol import (
+    ClusterQueueReport,
+    Delivery,
+    DeliveryReport,
+    ForceRelease,
+    Message,
+    Receipt,
+    StatusQuery,
+)
 from admitflow.wire import WireModel
 
 

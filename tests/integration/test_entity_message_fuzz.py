@@ -68,10 +68,8 @@ from admitflow.messages import (
     AdmissionCheckActive,
     ApplyRequest,
     ClusterQueueRef,
-    ClusterQueueReport,
     CreateProvisioningRequest,
     DeleteRequest,
-    ForceRelease,
     LocalQueueRef,
     NodeGroupsUpdate,
     ObjectList,
@@ -81,9 +79,9 @@ from admitflow.messages import (
     ProvisioningRequestList,
     ProvisioningRequestQuery,
     ProvisioningRequestRef,
-    StatusQuery,
     WatchRequest,
 )
+from admitflow.admission.protocol import ClusterQueueReport, ForceRelease, StatusQuery
 from admitflow.admission.protocol import GateRequest, GateSettled, GateUse, ReleaseRequest
 from tests.builders import (
     cluster_queue_manifest,
