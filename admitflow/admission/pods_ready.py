@@ -171,10 +171,10 @@ def time_out(state: WorkloadState, settings: WaitForPodsReady, cause: str, now: 
         checks.deactivate(state, now, cause=LIMIT_CAUSE, message=LIMIT_MESSAGE)
         return held
     # Kueue's backoffLimitTimeout: the first eviction starts the clock; one past it deactivates.
-    budget = strategy.backoff_limit_timeout_seconds
+    timeout, budget = strategy.backoff_limit_timeout, strategy.backoff_limit_timeout_seconds
     first = st.requeue_state.first_evicted_at if st.requeue_state else None
-    if budget is not None and first is not None and (now - first).total_seconds() >= budget:
-        checks.deactivate(state, now, cause=LIMIT_CAUSE, message=time_limit_message(strategy.backoff_limit_timeout))
+    if timeout is not None and budget is not None and first is not None and (now - first).total_seconds() >= budget:
+        checks.deactivate(state, now, cause=LIMIT_CAUSE, message=time_limit_message(timeout))
         return held
     delay = backoff_seconds(strategy.backoff_base_seconds, strategy.backoff_max_seconds, count, random)
     # Kubernetes keeps times to the second: the eviction's transition time plus the whole delay.
