@@ -14,7 +14,8 @@ from admitflow.activities.mail import Mailer, StartQueue
 from admitflow.admission.catalog import QueueResolution, resolve_local_queue
 from admitflow.admission.cluster_queue import ClusterQueueView
 from admitflow.admission.catalog import CatalogState
-from admitflow.messages import CatalogInput, ClusterQueueRef, LocalQueueRef, Message, WatchRequest
+from admitflow.messages import CatalogInput, ClusterQueueRef, LocalQueueRef, WatchRequest
+from admitflow.admission.protocol import Message
 from admitflow.admission.protocol import EnqueueRequest
 
 

@@ -29,6 +29,12 @@ def start_task_queue(workflow_type: str, task_queue: str) -> str:
     entities' (whichever the activity starting it runs on)."""
     return entity_task_queue(task_queue) if workflow_type in ENTITY_WORKFLOWS else engine_task_queue(task_queue)
 
+
+# --- every workflow of the engine ---------------------------------------------------------------
+# signal, sent by `admitflow deployment set-current` to the runs pinned to another build: no payload;
+# a run continues as new onto the current build as soon as it can (admitflow.versioning).
+VERSION_CHANGED = "version_changed"
+
 # --- WorkloadWorkflow: from anyone ---------------------------------------------------------------
 SET_ADMISSION_CHECK_STATE = "set_admission_check_state"  # signal: a verdict
 APPLY_ADMISSION_CHECK_STATE = "apply_admission_check_state"  # update: a verdict, answered with the status

@@ -9,12 +9,12 @@ from typing import Any, Literal
 from pydantic import Field
 
 from admitflow.admission.catalog import CatalogObject, CatalogState, ObjectRef, Outcome
-from admitflow.admission.cluster_queue import ClusterQueueState, QueueEvent
+from admitflow.admission.cluster_queue import ClusterQueueState
 from admitflow.admission.cohort_tree import Away, CohortTreeState
-from admitflow.admission.pods_ready import GateState
-from admitflow.admission.protocol import PendingWorkload, ReservingWorkload
+from admitflow.admission.pods_ready_gate import GateState
+from admitflow.admission.protocol import Delivery
 from admitflow.admission.workload import WorkloadState
-from admitflow.api import ClusterQueueStatus, Job, LocalQueueStatus, Workload
+from admitflow.api import Job, Workload
 from admitflow.api.provisioning_request import PodTemplate, ProvisioningRequest
 from admitflow.api.node_group import SimulatedNodeGroup
 from admitflow.simulation.autoscaler import SET_BY_HAND, AutoscalerState
@@ -23,68 +23,10 @@ from admitflow.wire import WireModel
 # --- delivery -----------------------------------------------------------------------------------
 
 
-class Delivery(WireModel):
-    """One signal to send. With `start_cluster_queue` (or `start_cohort`, `start_autoscaler`,
-    `start_pods_ready_gate`), the target ClusterQueue workflow (or cohort tree, simulated
-    autoscaler, blockAdmission gate) is started with this signal if it does not run yet
-    (signal-with-start)."""
-
-    workflow_id: str
-    signal: str
-    payload: dict[str, Any] = Field(default_factory=dict)
-    start_cluster_queue: str | None = None
-    start_cohort: str | None = Field(default=None, description="The root Cohort of the tree entity to start.")
-    cluster_queue: str | None = Field(
-        default=None, description="From a cohort tree, a notice's ClusterQueue: where to forget a workload that is gone."
-    )
-    start_autoscaler: bool = False
-    start_pods_ready_gate: bool = False
 
 
-class Message(WireModel):
-    """One message for a ClusterQueue or cohort tree, under the name of the signal that carries it alone."""
-
-    signal: str
-    payload: dict[str, Any] = Field(default_factory=dict)
-    answer: bool = Field(
-        default=False,
-        description="The sender of an enqueue takes, in the update's result, the pending reason or the reservation the "
-        "queue's next pass decides for the entry: the queue sends it no `pending_status` or `quota_reserved` signal for "
-        "it then (a reservation the workload says nothing of is told again by signal after scheduler.RETELL_AFTER).",
-    )
 
 
-class Messages(WireModel):
-    """Messages to one ClusterQueue (from its workloads) or cohort tree (from its queues' homes),
-    taken together by one update (TAKE_MESSAGES)."""
-
-    messages: list[Message] = Field(min_length=1)
-
-
-class Receipt(WireModel):
-    """A `take_messages` update's result (None from a receiver older than it)."""
-
-    holder: str | None = Field(
-        default=None,
-        description="From a ClusterQueue's home while its cohort tree holds its state: that tree's workflow ID, "
-        "which takes the queue's messages itself, as `forward`.",
-    )
-    answers: list[list[Message]] = Field(
-        default_factory=list,
-        description="Per message, in order: what the receiver decided for it and sends no other way (the "
-        "`pending_status` of an enqueue that asked for its answer).",
-    )
-    bounced: list[int] = Field(
-        default_factory=list, description="From a cohort tree: the messages for a queue it does not hold, sent on to that queue's home."
-    )
-
-
-class DeliveryBatch(WireModel):
-    deliveries: list[Delivery]
-
-
-class DeliveryReport(WireModel):
-    missing: list[Delivery] = Field(default_factory=list, description="Deliveries that found no running workflow.")
 
 
 # --- workflow inputs (each carries its state across continue-as-new) ----------------------------
@@ -174,35 +116,7 @@ class WatchRequest(WireModel):
 
 
 
-class ForceRelease(WireModel):
-    """An operator gives back what a workload holds in the ClusterQueue (its quota or its place)
-    without its workflow, whose task fails (`admitflow release workload`); answered with
-    `admission.cluster_queue.ForceReleaseOutcome`."""
 
-    key: str = Field(min_length=3, max_length=255, pattern=r"^[^/]+/[^/]+$", description="The workload, namespace/name.")
-    message: str = Field(default="", max_length=1024, description="Why, kept in the ClusterQueue's event.")
-    cluster_queue: str | None = Field(default=None, description="To a cohort tree: the ClusterQueue holding it.")
-
-
-
-class StatusQuery(WireModel):
-    """Which pending workloads the status query lists, as Kueue's visibility API pages them."""
-
-    limit: int = Field(default=1000, ge=0, description="At most this many pending workloads.")
-    offset: int = Field(default=0, ge=0, description="Skip this many, from the head of the queue.")
-    workload: str | None = Field(default=None, description="Only this workload (namespace/name), wherever it is.")
-    cluster_queue: str | None = Field(default=None, description="To a cohort tree: which of its ClusterQueues.")
-
-
-
-class ClusterQueueReport(WireModel):
-    name: str
-    status: ClusterQueueStatus
-    pending: list[PendingWorkload] = Field(default_factory=list)
-    reserving: list[ReservingWorkload] = Field(default_factory=list)
-    local_queues: dict[str, LocalQueueStatus] = Field(default_factory=dict)
-    events: list[QueueEvent] = Field(default_factory=list, description="The ClusterQueue's last events, oldest first.")
-    moved_to: str = Field(default="", description="Its cohort tree's workflow ID, which holds its state: ask there.")
 
 
 # --- workload ----------------------------------------------------------------------------------
@@ -218,7 +132,7 @@ class DeleteWorkload(WireModel):
     reason: str = ""
 
 
-# --- a batch/v1 Job kept by admitflow (workflows/job.py, admitflow.jobs.store) -------------------
+# --- a batch/v1 Job kept by admitflow (workflows/job_store.py, admitflow.jobs.store) -------------------
 
 
 class JobInput(WireModel):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import to_json
+
+from admitflow import schema
 
 
 class WireModel(BaseModel):
@@ -23,6 +25,19 @@ class WireModel(BaseModel):
 
     def to_wire(self) -> dict:
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class CarriedState(WireModel):
+    """A state a run carries to the next across continue-as-new, maybe to a newer build: it says
+    which shape it has, and one of an earlier shape is brought up to this build's as it is read
+    (admitflow.schema)."""
+
+    schema_version: int = Field(default=schema.SCHEMA_VERSION, description="The shape it has (admitflow.schema).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        return schema.upgrade(cls.__name__, data)
 
 
 class Fact(WireModel):

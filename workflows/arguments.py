@@ -29,7 +29,7 @@ from temporalio.exceptions import ApplicationError
 
 from admitflow import contract
 from admitflow.codec import PayloadDecodeError
-from admitflow.messages import Message, Messages
+from admitflow.admission.protocol import Message, Messages
 from admitflow.wire import PayloadRefused, Undecodable, parse_payload
 
 M = TypeVar("M", bound=BaseModel)

@@ -24,7 +24,6 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.messages import (
         AutoscalerInput,
         CreateProvisioningRequest,
-        Delivery,
         NodeGroupsUpdate,
         ProvisioningRequestCondition,
         ProvisioningRequestList,
@@ -32,12 +31,14 @@ with workflow.unsafe.imports_passed_through():
         ProvisioningRequestRef,
         StoredProvisioningRequest,
     )
+    from admitflow.admission.protocol import Delivery
     from admitflow.simulation import autoscaler as sim
     from admitflow.simulation.autoscaler import AutoscalerError, AutoscalerState, Push
     from admitflow.wire import PayloadRefused
 
     from admitflow.workflows import arguments
-    from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
+    from admitflow.workflows.outbox import Outbox
+    from admitflow.workflows.versions import Movable, continue_as_new, continue_as_new_due
 
 # A due moment is never waited for in less than this: the pass after a timer handles everything
 # due by then, so a shorter timer would only mean a clock that reads the same instant again.
@@ -58,7 +59,7 @@ def _refuse(err: AutoscalerError) -> ApplicationError:
 
 
 @workflow.defn(name=contract.SIMULATED_AUTOSCALER_WORKFLOW)
-class SimulatedAutoscalerWorkflow:
+class SimulatedAutoscalerWorkflow(Movable):
     @workflow.init
     def __init__(self, input: AutoscalerInput) -> None:
         self.state = input.state or AutoscalerState()
@@ -208,8 +209,8 @@ class SimulatedAutoscalerWorkflow:
                 lambda: bool(self.inbox)
                 or self.needs_pass
                 or self._timer_fired()
-                or self.outbox.needs_attention(holding=continue_as_new_suggested())
-                or (self._quiet() and continue_as_new_suggested())
+                or self.outbox.needs_attention(holding=continue_as_new_due())
+                or (self._quiet() and continue_as_new_due())
             )
             now = workflow.now()
             updates, self.inbox = self.inbox, []
@@ -219,12 +220,12 @@ class SimulatedAutoscalerWorkflow:
                 self.timer, self.timer_at = None, None
             self.needs_pass = False
             self._push(sim.step(self.state, now))
-            self.outbox.step(holding=continue_as_new_suggested())  # watchers that are gone are dropped
+            self.outbox.step(holding=continue_as_new_due())  # watchers that are gone are dropped
             workflow.set_current_details(sim.summary(self.state))
-            if continue_as_new_suggested() and self._quiet():
+            if continue_as_new_due() and self._quiet():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self._quiet():
-                    workflow.continue_as_new(AutoscalerInput(state=self.state, undelivered=self.outbox.undelivered()))
+                    continue_as_new(AutoscalerInput(state=self.state, undelivered=self.outbox.undelivered()))
 
     def _quiet(self) -> bool:
         return not self.inbox and not self.needs_pass and not self.outbox.in_flight

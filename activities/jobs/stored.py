@@ -1,4 +1,4 @@
-"""`StoredJobs`: the Jobs admitflow keeps (one JobWorkflow each, workflows/job.py) as a `JobApi`.
+"""`StoredJobs`: the Jobs admitflow keeps (one JobWorkflow each, workflows/job_store.py) as a `JobApi`.
 A Job is read from its workflow's memo (a describe call, no query), and patched through its update
 `patch_job`, whose validator refuses a stale resourceVersion or an invalid result before anything
 reaches the history."""

@@ -23,7 +23,7 @@ from pydantic import Field
 from admitflow.admission import conditions as cond
 from admitflow.admission import workload as wl
 from admitflow.admission.conditions import MAX_CONDITION_MESSAGE, second, truncate
-from admitflow.admission.workload import VerdictRecord, WorkloadState
+from admitflow.admission.workload import VerdictOutcome, VerdictRecord, WorkloadState
 from admitflow.api import AdmissionCheckState, RequeueState
 from admitflow.api.duration import format_duration, parse_duration
 from admitflow.api.bounds import INT32_MAX
@@ -150,7 +150,7 @@ def after_check_eviction(state: WorkloadState) -> bool:
 
 
 def remember(
-    state: WorkloadState, v: Verdict | None, raw_name: str, raw_state: str, outcome: str, detail: str, now: datetime,
+    state: WorkloadState, v: Verdict | None, raw_name: str, raw_state: str, outcome: VerdictOutcome, detail: str, now: datetime,
     asked_since: datetime | None = None,
 ) -> None:
     state.verdicts.append(
@@ -172,7 +172,7 @@ def receive(state: WorkloadState, v: Verdict, now: datetime, random: float = 0.0
     try:
         validate(state, v)
     except VerdictError as err:
-        outcome = "ignored" if err.stale else "rejected"
+        outcome: VerdictOutcome = "ignored" if err.stale else "rejected"
         remember(state, None, v.name, v.state, outcome, str(err), now)
         return str(err)
     return apply(state, v, now, random)
@@ -180,11 +180,14 @@ def receive(state: WorkloadState, v: Verdict, now: datetime, random: float = 0.0
 
 def apply(state: WorkloadState, v: Verdict, now: datetime, random: float = 0.0) -> str:
     """Apply a validated verdict. `random` in [0, 1) draws the jitter of a retry strategy."""
-    index, check = next((i, c) for i, c in enumerate(state.status.admission_checks) if c.name == v.name)
+    admission_checks = state.status.admission_checks
+    assert admission_checks is not None  # validate found the check there
+    index, check = next((i, c) for i, c in enumerate(admission_checks) if c.name == v.name)
     v = _with_strategy(state, check, v, now, random)
     holding = wl.has_quota(state)
     backoff = in_backoff(state) or after_check_eviction(state)
     if not holding and v.state in ("Retry", "Rejected"):
+        outcome: VerdictOutcome
         if backoff and v.state == "Retry":
             outcome, detail = "applied", _push_backoff(state, index, v, now)
         else:
@@ -202,7 +205,7 @@ def apply(state: WorkloadState, v: Verdict, now: datetime, random: float = 0.0) 
             "pod_set_updates": v.pod_set_updates,
         }
     )
-    state.status.admission_checks[index] = new
+    admission_checks[index] = new
     asked_since = waited_since(state, check) if holding and check.state == "Pending" and v.state != "Pending" else None
     if v.state != check.state:
         note = f"Admission check {v.name} updated state from {check.state} to {v.state}"
@@ -369,9 +372,11 @@ def _push_requeue_at(state: WorkloadState, at: datetime | None, now: datetime) -
 def _push_backoff(state: WorkloadState, index: int, v: Verdict, now: datetime) -> str:
     """A Retry that arrives while the workload waits out its backoff: it may push the requeue
     later, never earlier, and the check stays Pending so nothing can leave the workload stuck."""
-    check = state.status.admission_checks[index]
+    admission_checks = state.status.admission_checks
+    assert admission_checks is not None  # apply found the check there
+    check = admission_checks[index]
     if v.requeue_after_seconds is not None:
-        state.status.admission_checks[index] = check.model_copy(update={"requeue_after_seconds": v.requeue_after_seconds})
+        admission_checks[index] = check.model_copy(update={"requeue_after_seconds": v.requeue_after_seconds})
     at = now + timedelta(seconds=v.requeue_after_seconds or 0)
     if _push_requeue_at(state, at, now):
         requeued = cond.find(state.status.conditions, wl.REQUEUED)
@@ -516,8 +521,9 @@ CONTROLLER_FAILED = "AdmissionCheckControllerFailed"
 
 
 def controller_backoff(failures: int) -> int:
-    """Seconds before a controller that failed `failures` times in a row is asked again."""
-    return min(CONTROLLER_BACKOFF_BASE * 2 ** min(failures - 1, 16), CONTROLLER_BACKOFF_MAX)
+    """Seconds before a controller that failed `failures` (at least 1) times in a row is asked again."""
+    growth: int = 2 ** min(failures - 1, 16)
+    return min(CONTROLLER_BACKOFF_BASE * growth, CONTROLLER_BACKOFF_MAX)
 
 
 def _controller_failed(state: WorkloadState, name: str, attempt: int, error: str, now: datetime) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from admitflow.wire import WireModel
+from admitflow.wire import CarriedState, WireModel
 
 from admitflow.admission import conditions as cond
 from admitflow.admission.flavor_assignment import (
@@ -191,7 +191,7 @@ class ForceReleaseOutcome(WireModel):
     moved_to: str = Field(default="", description="Its cohort tree's workflow ID, which holds the queue's state: ask there.")
 
 
-class ClusterQueueState(WireModel):
+class ClusterQueueState(CarriedState):
     name: str
     view: ClusterQueueView | None = None
     conditions: list[Condition] = Field(default_factory=list)

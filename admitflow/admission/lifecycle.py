@@ -35,8 +35,9 @@ from admitflow.admission import workload as wl
 from admitflow.admission.admission_gates import GateRemoval
 from admitflow.admission.catalog import QueueResolution
 from admitflow.admission.checks import CheckRequest, Verdict
-from admitflow.admission.cluster_queue import Notice, QueueEntry
+from admitflow.admission.cluster_queue import Notice
 from admitflow.admission.conditions import second
+from admitflow.admission.pending_queue import QueueEntry
 from admitflow.admission.pods_ready import PodsReadyReport
 from admitflow.admission.priority import PriorityChange
 from admitflow.admission.provisioning import Plan
@@ -460,7 +461,7 @@ def _apply_notice(st: WorkloadState, n: Notice, now: datetime) -> list[Command]:
         # evicted it: evicted all the same, and the ticket given back (an eviction waits for it).
         wl.evict(st, n.reason, n.message, now, preemption_reason=n.preemption_reason, unheard=True)
         st.claim.queued = False
-        st.claim.holder, st.claim.holder_queue = st.claim.ticket, n.cluster_queue or st.cluster_queue
+        st.claim.holder, st.claim.holder_queue = st.claim.ticket, n.cluster_queue or st.cluster_queue or ""
     return []
 
 
@@ -587,7 +588,8 @@ def step_refused(st: WorkloadState, ev: Refused, now: datetime) -> list[Command]
 
 def _timer(st: WorkloadState, ev: TimerFired, now: datetime, random: float) -> list[Command]:
     at = ev.at or now
-    if checks.in_backoff(st) and checks.requeue_at(st) <= at:
+    requeue_at = checks.requeue_at(st)  # set while in backoff
+    if checks.in_backoff(st) and requeue_at is not None and requeue_at <= at:
         checks.finish_backoff_if_due(st, at)
     for name in [n for n, when in st.asks.ask_again_at.items() if when <= at]:
         del st.asks.ask_again_at[name]  # its controller is asked again (Settle)
@@ -726,7 +728,7 @@ def _give_back_unasked_ticket(st: WorkloadState) -> list[Command]:
 
 def _tell_queue(st: WorkloadState, signal: Literal["release", "admitted", "reprioritize"]) -> TellQueue:
     ticket = st.claim.holder if st.claim.holder is not None else st.claim.ticket
-    request = ReleaseRequest(key=st.key, uid=st.workload.metadata.uid, ticket=ticket)
+    request = ReleaseRequest(key=st.key, uid=st.uid, ticket=ticket)
     if signal == "reprioritize":
         request = Reprioritize(**request.model_dump(), priority=st.workload.spec.priority or 0)
     return TellQueue(signal=signal, cluster_queue=st.claim.holder_queue or st.cluster_queue or "", request=request)
@@ -768,7 +770,7 @@ def _gate(st: WorkloadState) -> list[Command]:
     if counted == st.gated:
         return []
     st.gated = counted
-    request = GateSettled(key=st.key, uid=st.workload.metadata.uid, ticket=st.claim.ticket)
+    request = GateSettled(key=st.key, uid=st.uid, ticket=st.claim.ticket)
     return [TellGate(signal="unsettled" if counted else "settled", request=request)]
 
 
@@ -790,7 +792,7 @@ def _enqueue(st: WorkloadState) -> list[Command]:
     st.claim.ticket += 1
     st.claim.enqueuing = st.claim.ticket
     entry = QueueEntry(
-        key=st.key, uid=st.workload.metadata.uid, ticket=st.claim.ticket, local_queue=spec.queue_name or "",
+        key=st.key, uid=st.uid, ticket=st.claim.ticket, local_queue=spec.queue_name or "",
         priority=spec.priority or 0, timestamp=wl.queue_timestamp(st), pod_sets=st.pod_set_requests(),
     )
     fresh, st.claim.sent_back = st.claim.sent_back, False
@@ -830,8 +832,9 @@ def next_wake(st: WorkloadState) -> tuple[datetime, str] | None:
     if wl.is_finished(st) or st.deleted:
         return None
     found: list[tuple[datetime, str]] = []
-    if checks.in_backoff(st):
-        found.append((checks.requeue_at(st), checks.backoff_summary(st)))
+    requeue_at = checks.requeue_at(st)  # set while in backoff
+    if checks.in_backoff(st) and requeue_at is not None:
+        found.append((requeue_at, checks.backoff_summary(st)))
     due = pods_ready.deadline(st, st.wait_for_pods_ready)
     if due is not None and st.wait_for_pods_ready is not None:
         found.append((due[0], pods_ready.timer_summary(st.wait_for_pods_ready, due[1])))

@@ -29,7 +29,15 @@ from pydantic import Field
 from admitflow.admission import conditions as cond
 from admitflow.admission import pods_ready, priority
 from admitflow.admission import workload as wl
-from admitflow.admission.cluster_queue import FORCE_RELEASED, ClusterQueueState, active_condition, local_queue_status, usage
+from admitflow.admission.cluster_queue import (
+    FORCE_RELEASED,
+    ClusterQueueState,
+    Reservation,
+    active_condition,
+    local_queue_status,
+    usage,
+)
+from admitflow.admission.pending_queue import QueueEntry
 from admitflow.admission.workload import VerdictRecord, WorkloadState
 from admitflow.wire import WireModel, after
 
@@ -163,8 +171,8 @@ def _queued_since(state: WorkloadState) -> datetime:
     """Kueue's wait times count from creation, or from the last requeue."""
     requeued = cond.find(state.status.conditions, wl.REQUEUED)
     if requeued is not None and requeued.status == "True" and requeued.last_transition_time:
-        return max(requeued.last_transition_time, state.workload.metadata.creation_timestamp)
-    return state.workload.metadata.creation_timestamp
+        return max(requeued.last_transition_time, state.created)
+    return state.created
 
 
 def workload_observations(seen: Seen, state: WorkloadState, emit: bool = True) -> tuple[Seen, list[Observation]]:
@@ -357,7 +365,7 @@ def _quantity(resource: str, value: int) -> float:
 
 
 def _resource_gauges(
-    state: ClusterQueueState, reserving: list, prefix: str = "cluster_queue_", owner: dict[str, str] | None = None
+    state: ClusterQueueState, reserving: list[Reservation], prefix: str = "cluster_queue_", owner: dict[str, str] | None = None
 ) -> list[Observation]:
     """Kueue's cluster_queue_resource_reservation and _usage (or, with a LocalQueue's `owner`
     labels, the local_queue_ ones): every flavor and resource of the queue's spec, reserved by the
@@ -378,7 +386,7 @@ def _resource_gauges(
     return out
 
 
-def _unadmitted(state: ClusterQueueState, reserving: list) -> list[Observation]:
+def _unadmitted(state: ClusterQueueState, reserving: list[Reservation]) -> list[Observation]:
     """Kueue's unadmitted_workloads (v0.19) for the workloads the queue knows, and its LocalQueue
     variant: pending ones are `NoReservation` with their last pending reason as the cause
     (`PendingEvaluation` before the first pass); reserved ones waiting for checks are
@@ -408,7 +416,7 @@ def _unadmitted(state: ClusterQueueState, reserving: list) -> list[Observation]:
     return out
 
 
-def _local_queue_gauges(state: ClusterQueueState, reserving: list) -> list[Observation]:
+def _local_queue_gauges(state: ClusterQueueState, reserving: list[Reservation]) -> list[Observation]:
     """Kueue's LocalQueue gauges, for every LocalQueue pointing at this ClusterQueue."""
     out = []
     for key in sorted(state.view.local_queues if state.view else ()):
@@ -426,7 +434,7 @@ def _local_queue_gauges(state: ClusterQueueState, reserving: list) -> list[Obser
     return out
 
 
-def _workload_gauges(prefix: str, labels: dict[str, str], pending: list, held: list) -> list[Observation]:
+def _workload_gauges(prefix: str, labels: dict[str, str], pending: list[QueueEntry], held: list[Reservation]) -> list[Observation]:
     """Kueue's pending (active, inadmissible), reserving and admitted counts of a ClusterQueue
     (`prefix` "") or of one of its LocalQueues ("local_queue_")."""
     inadmissible = sum(1 for e in pending if e.inadmissible)

@@ -179,7 +179,7 @@ def _needs(pod_set: PodSet, managed: Sequence[str]) -> bool:
     return False
 
 
-def _template(pod_set: PodSet, node_selector: dict[str, str], tolerations: list) -> PodTemplateSpec:
+def _template(pod_set: PodSet, node_selector: dict[str, str], tolerations: list[dict[str, Any]]) -> PodTemplateSpec:
     """The podSet's template with its flavors' node labels and tolerations merged in, and limits
     standing in for missing requests (Kueue's podset.Merge and UseLimitsAsMissingRequestsInPod)."""
     wire = pod_set.template.to_wire()
@@ -201,16 +201,20 @@ def _template(pod_set: PodSet, node_selector: dict[str, str], tolerations: list)
     return PodTemplateSpec.model_validate(wire)
 
 
-def _scheduling_requirements(template: dict[str, Any]) -> Any:
+def _scheduling_requirements(template: dict[str, Any]) -> tuple[object, ...]:
     """What Kueue's arePodSetsSimilar compares: each container's and init container's requests,
     the pod's resources, nodeSelector, tolerations, affinity and resourceClaims."""
     spec = template.get("spec") or {}
-    requests = lambda cs: [(c.get("resources") or {}).get("requests") for c in cs or ()]  # noqa: E731
     return (
-        requests(spec.get("containers")),
-        requests(spec.get("initContainers")),
+        _requests(spec.get("containers")),
+        _requests(spec.get("initContainers")),
         *(spec.get(k) for k in ("resources", "nodeSelector", "tolerations", "affinity", "resourceClaims")),
     )
+
+
+def _requests(containers: list[dict[str, Any]] | None) -> list[object]:
+    """Each container's requests (wire JSON)."""
+    return [(c.get("resources") or {}).get("requests") for c in containers or ()]
 
 
 def _same(policy: str | None, a: PodSet, b: PodSet) -> bool:

@@ -53,7 +53,7 @@ def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return normalized(a) == normalized(b)
 
 
-def normalized(template: dict[str, Any]) -> Any:
+def normalized(template: dict[str, Any]) -> dict[str, Any]:
     """The template with every difference `same` ignores taken out."""
     return _object(template, "")
 

@@ -8,12 +8,13 @@ workflow only carries out what a transition says must happen (enqueue, release, 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
-from typing import Literal
+from datetime import datetime, timedelta
+from typing import Literal, get_args
 
 from pydantic import Field
+from temporalio.common import SearchAttributeKey
 
-from admitflow.wire import WireModel
+from admitflow.wire import CarriedState, WireModel
 
 from admitflow import search_attributes as sa
 from admitflow.admission import conditions as cond
@@ -42,19 +43,25 @@ WAIT_FOR_START = "WaitForStart"
 NOT_READY_MESSAGE = "Not all pods are ready or succeeded"
 
 Phase = Literal["Pending", "QuotaReserved", "Admitted", "Backoff", "Inactive", "Finished"]
-PHASES: tuple[str, ...] = Phase.__args__
+PHASES: tuple[str, ...] = get_args(Phase)
 
 # Events are kept for `describe`; the full story is the workflow history, so a bounded tail is enough.
 MAX_EVENTS = 100
 
 
+EventType = Literal["Normal", "Warning"]
+
+
 class Event(WireModel):
     """A Kubernetes-style event on the workload (events.k8s.io: type, reason, note)."""
 
-    type: Literal["Normal", "Warning"] = "Normal"
+    type: EventType = "Normal"
     reason: str
     message: str
     time: datetime
+
+
+VerdictOutcome = Literal["applied", "ignored", "rejected"]
 
 
 class VerdictRecord(WireModel):
@@ -63,7 +70,7 @@ class VerdictRecord(WireModel):
     time: datetime
     check: str
     state: str
-    outcome: Literal["applied", "ignored", "rejected"]
+    outcome: VerdictOutcome
     detail: str = ""
     waited: float | None = Field(
         default=None, description="Seconds the check had been asked (Pending, quota reserved) when this verdict ended that."
@@ -192,7 +199,7 @@ class ProvisioningAttempts(WireModel):
     )
 
 
-class WorkloadState(WireModel):
+class WorkloadState(CarriedState):
     """Everything the workload workflow keeps: the Workload in Kueue's shape, what its ClusterQueue gave
     it with its last reservation, and what is under way, grouped by what it is about."""
 
@@ -231,6 +238,20 @@ class WorkloadState(WireModel):
     def status(self) -> WorkloadStatus:
         return self.workload.status
 
+    @property
+    def uid(self) -> str:
+        """The workload's uid: new_state sets it, as Kubernetes' API server would."""
+        uid = self.workload.metadata.uid
+        assert uid is not None, f"workload {self.key} has no uid"
+        return uid
+
+    @property
+    def created(self) -> datetime:
+        """Its creationTimestamp: new_state sets it, as Kubernetes' API server would."""
+        created = self.workload.metadata.creation_timestamp
+        assert created is not None, f"workload {self.key} has no creationTimestamp"
+        return created
+
     def pod_set_requests(self) -> list[PodSetRequest]:
         return [pod_set_request(ps.to_wire()) for ps in self.workload.spec.pod_sets]
 
@@ -267,7 +288,7 @@ def stamp_submission(state: WorkloadState, submitted: Workload, accepted: dateti
     state.workload.metadata.creation_timestamp = submitted.metadata.creation_timestamp or second(accepted)
 
 
-def record(state: WorkloadState, reason: str, message: str, now: datetime, type_: str = "Normal") -> None:
+def record(state: WorkloadState, reason: str, message: str, now: datetime, type_: EventType = "Normal") -> None:
     state.events.append(Event(type=type_, reason=reason, message=truncate(message, MAX_EVENT_MESSAGE), time=second(now)))
     del state.events[:-MAX_EVENTS]
 
@@ -331,11 +352,16 @@ def phase(state: WorkloadState) -> Phase:
     return "Pending"
 
 
-def search_attributes(state: WorkloadState) -> dict:
+# The keys of the attributes the workflow keeps current (search_attributes.MANAGED), and their values.
+ManagedKey = SearchAttributeKey[str] | SearchAttributeKey[int] | SearchAttributeKey[Sequence[str]]
+ManagedValue = str | int | list[str]
+
+
+def search_attributes(state: WorkloadState) -> dict[ManagedKey, ManagedValue]:
     """The contract's search attributes for this workload (docs/contract.md), by key; an attribute with
     nothing to say is left out (unset)."""
     spec = state.workload.spec
-    out: dict = {sa.PHASE: phase(state), sa.LOCAL_QUEUE: spec.queue_name or "", sa.PRIORITY: spec.priority or 0}
+    out: dict[ManagedKey, ManagedValue] = {sa.PHASE: phase(state), sa.LOCAL_QUEUE: spec.queue_name or "", sa.PRIORITY: spec.priority or 0}
     pending_checks = [c.name for c in state.status.admission_checks or () if c.state != "Ready"]
     if pending_checks:
         out[sa.PENDING_CHECKS] = pending_checks
@@ -482,7 +508,7 @@ def queue_timestamp(state: WorkloadState) -> datetime:
             evicted.reason == "PodsReadyTimeout" and requeuing_timestamp == "Eviction"
         ):
             return evicted.last_transition_time
-    return state.workload.metadata.creation_timestamp
+    return state.created
 
 
 def accepts(state: WorkloadState, notice: Notice) -> bool:
@@ -527,7 +553,7 @@ def reserve_quota(state: WorkloadState, notice: Notice, now: datetime) -> None:
 
 def queued_since(state: WorkloadState) -> datetime:
     """Kueue's queued wait time starts at creation (or at the last requeue, once there are any)."""
-    return state.workload.metadata.creation_timestamp
+    return state.created
 
 
 def sync_admission_checks(
@@ -666,5 +692,5 @@ def condition_summary(state: WorkloadState) -> str:
     return ""
 
 
-def _seconds(delta) -> int:
+def _seconds(delta: timedelta) -> int:
     return max(0, int(delta.total_seconds()))

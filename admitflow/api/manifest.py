@@ -3,7 +3,7 @@ scheduling.k8s.io/v1 PriorityClass), and how an (apiVersion, kind) pair maps to 
 
 from __future__ import annotations
 
-from typing import Annotated, Union
+from typing import Annotated, Union, get_args
 
 from pydantic import Field
 
@@ -25,26 +25,29 @@ from .resource_flavor import ResourceFlavor
 from .workload import Workload
 from .workload_priority_class import WorkloadPriorityClass
 
-CONFIG_TYPES: tuple[type, ...] = (
-    ResourceFlavor,
-    Cohort,
-    ClusterQueue,
-    LocalQueue,
-    AdmissionCheck,
-    ProvisioningRequestConfig,
-    AdmissionCheckParameters,
-    Configuration,
-    SimulatedNodeGroup,
-    WorkloadPriorityClass,
-    PriorityClass,
+ConfigObject = (
+    ResourceFlavor
+    | Cohort
+    | ClusterQueue
+    | LocalQueue
+    | AdmissionCheck
+    | ProvisioningRequestConfig
+    | AdmissionCheckParameters
+    | Configuration
+    | SimulatedNodeGroup
+    | WorkloadPriorityClass
+    | PriorityClass
 )
+"""One of the configuration kinds, as a type (the catalog's objects)."""
+
+CONFIG_TYPES: tuple[type, ...] = get_args(ConfigObject)
 """The configuration kinds (held by the catalog). Their status belongs to the system: a status given
 on input is dropped."""
 
 MANIFEST_TYPES: tuple[type, ...] = (*CONFIG_TYPES, Workload, Job)
 """Every kind admitflow accepts, for isinstance checks."""
 
-CatalogObject = Annotated[Union[CONFIG_TYPES], Field(discriminator="kind")]  # noqa: UP007
+CatalogObject = Annotated[ConfigObject, Field(discriminator="kind")]
 """Any configuration object, told apart by `kind` (usable as a pydantic field type)."""
 
 Manifest = Annotated[Union[MANIFEST_TYPES], Field(discriminator="kind")]  # noqa: UP007

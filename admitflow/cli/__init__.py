@@ -27,7 +27,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from admitflow.cli import completion, errors, explain, manifests, provreq, reads, reports, servers, workloads
+from admitflow.cli import completion, deployment, errors, explain, manifests, provreq, reads, reports, servers, workloads
 from admitflow.cli.parser import build_parser
 
 COMMANDS = {
@@ -47,6 +47,7 @@ COMMANDS = {
     "ungate": workloads.cmd_ungate,
     "explain": explain.cmd_explain,
     "provreq": provreq.cmd_provreq,
+    "deployment": deployment.cmd_deployment,
     "worker": servers.cmd_worker,
     "kube-runner": servers.cmd_kube_runner,
     "setup": servers.cmd_setup,

@@ -199,6 +199,22 @@ def _filename_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-f", "--filename", action="append", required=True, help="a file, a directory, or - for stdin (repeatable)")
 
 
+def _deployment_name_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--deployment-name", default=os.environ.get("ADMITFLOW_DEPLOYMENT_NAME", "admitflow"),
+        help="the engine's Temporal Worker Deployment (ADMITFLOW_DEPLOYMENT_NAME; default admitflow)",
+    )
+
+
+def _deployment_flags(parser: argparse.ArgumentParser) -> None:
+    _deployment_name_flag(parser)
+    parser.add_argument(
+        "--build-id", default=os.environ.get("ADMITFLOW_BUILD_ID") or None,
+        help="this build's id in the deployment (ADMITFLOW_BUILD_ID; default: the installed release); a build "
+        "whose workflow code changed needs a new one",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `admitflow` command's parser, with every command in the order `--help` lists them."""
     conn = argparse.ArgumentParser(add_help=False)
@@ -256,6 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
         w.add_argument(f"--{flag}", type=_at_least(WORKER_SETTING_MINIMUM.get(flag, 1)), metavar="N",
                        help=f"{what} (default: the SDK's, {default})")
     for parser in (w, dev):
+        _deployment_flags(parser)
         parser.add_argument(
             "--metrics-port", type=_port("ADMITFLOW_METRICS_PORT"), default=os.environ.get("ADMITFLOW_METRICS_PORT") or None,
             help="serve Prometheus metrics on this port at /metrics (ADMITFLOW_METRICS_PORT; default: none): "
@@ -496,6 +513,25 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", choices=("table", "json", "yaml"), default="table",
         help="table (default): the cause and what says it, or a ClusterQueue's counts by cause; json or yaml: all of it",
     )
+
+    dp = sub.add_parser(
+        "deployment", help="the engine's Worker Deployment: its builds, which one is current, what still runs on each",
+        description="Each build of the engine worker is a version of a Temporal Worker Deployment, and every workflow "
+        "runs on the build that started it until it continues as new onto the current one (docs/operations.md, "
+        "Upgrade safely).",
+    )
+    dp_sub = dp.add_subparsers(dest="deployment_command", required=True, metavar="ACTION")
+    dd = dp_sub.add_parser("describe", parents=[conn], help="the deployment's builds, its current one, and the runs pinned to each")
+    _deployment_name_flag(dd)
+    ds = dp_sub.add_parser(
+        "set-current", parents=[conn], help="make a build current: new workflows start on it, running ones move at continue-as-new",
+        description="Make BUILD the deployment's current version, once its workers poll, then signal version_changed to "
+        "every run pinned to another build, so that each continues as new onto BUILD as soon as it can (a workload "
+        "whose runner runs it stays until its run ends). The old build's workers must run until `admitflow deployment "
+        "describe` shows it drained.",
+    )
+    ds.add_argument("build_id", metavar="BUILD", help="the build id its workers poll with (--build-id of admitflow worker)")
+    _deployment_name_flag(ds)
 
     pr = sub.add_parser(
         "provreq", help="the simulated cluster autoscaler's ProvisioningRequests: list them, set conditions by hand",

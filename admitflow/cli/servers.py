@@ -30,6 +30,7 @@ async def cmd_worker(args: argparse.Namespace) -> None:
     )
 
     configure(args.log_level)
+    version = _deployment_version(args)
     client = await connect(args, metrics_runtime(args.metrics_port))
     try:
         backend = provisioning_backend(args.provisioning_backend, client.client, args.kubeconfig, args.context)
@@ -49,7 +50,18 @@ async def cmd_worker(args: argparse.Namespace) -> None:
         if getattr(args, flag.replace("-", "_")) is not None
     }
     tune_collector()
-    await run_until_signalled(build_worker(client.client, client.task_queue, provisioning=backend, **sdk_options(**settings)))
+    worker = build_worker(client.client, client.task_queue, provisioning=backend, deployment=version, **sdk_options(**settings))
+    import structlog
+
+    from admitflow import versioning
+
+    async def first_build_current() -> None:
+        # A deployment's first build makes itself current; later ones are made current by whoever
+        # rolls them out (`admitflow deployment set-current`), once they run.
+        if await versioning.set_current_if_none(client.client, version):
+            structlog.get_logger("admitflow.worker").info("deployment_current", version=version.to_canonical_string())
+
+    await run_until_signalled(worker, started=first_build_current)
 
 
 async def cmd_kube_runner(args: argparse.Namespace) -> None:
@@ -131,7 +143,10 @@ async def cmd_dev(args: argparse.Namespace) -> None:
     from admitflow import gauges
     from admitflow.devserver import REPORTED_PROBLEMS, DevServer, DevServerError
 
+    from admitflow import versioning
+
     manifests = read_manifests(args.filename) if args.filename else []
+    version = _deployment_version(args)
     try:
         controllers = [c for path in args.controller for c in sdk.load(path)]
     except Exception as err:
@@ -161,10 +176,16 @@ async def cmd_dev(args: argparse.Namespace) -> None:
         sdk_metrics = f"http://127.0.0.1:{sdk_port}/metrics" if sdk_port is not None else None
         tune_collector()
         async with (
-            build_worker(client.client, client.task_queue),
+            build_worker(client.client, client.task_queue, deployment=version),
             gauges.serving(client.client, args.metrics_port, also=sdk_metrics),
         ):
-            print(f"Temporal Web UI: {server.ui_url}   worker on task queue '{client.task_queue}'", flush=True)
+            # The dev server is this build's alone: it is current, and a run pinned to a build of an
+            # earlier `make run` moves to it at its next continue-as-new.
+            await versioning.set_current(client.client, version)
+            print(
+                f"Temporal Web UI: {server.ui_url}   worker on task queue '{client.task_queue}', "
+                f"build {version.build_id} of deployment {version.deployment_name}", flush=True,
+            )
             running = [asyncio.ensure_future(c.run(client.client)) for c in controllers]
             for c in controllers:
                 print(f"Check controller {c.name} serving its task queue", flush=True)
@@ -258,3 +279,13 @@ def _start_runner(path: str, address: str, namespace: str, logs: Path) -> subpro
             [sys.executable, path, "--address", address, "--namespace", namespace, "--logs", str(logs / "runs")],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
         )
+
+
+def _deployment_version(args: argparse.Namespace):
+    """The build this worker runs as (--deployment-name, --build-id), or a one-line error (exit 2)."""
+    from admitflow import versioning
+
+    try:
+        return versioning.deployment_version(args.deployment_name, args.build_id)
+    except versioning.VersioningError as err:
+        raise CLIError(str(err)) from None

@@ -1,5 +1,5 @@
 """The client's batch/v1 Jobs: `apply` and `create` take them beside the other kinds, and each new
-Job is stored in a JobWorkflow of its own (workflows/job.py) with the Workload Kueue's job framework
+Job is stored in a JobWorkflow of its own (workflows/job_store.py) with the Workload Kueue's job framework
 makes from it (admitflow.jobs) submitted beside it; `get`, `describe` and `delete` reach them.
 
 A Job goes through what the apiserver and Kueue's webhooks would do to it at creation, in order:

@@ -50,15 +50,14 @@ from admitflow.client.trouble import (
 from admitflow.codec import PayloadDecodeError
 from admitflow.kinds import PLURALS
 from admitflow.messages import (
-    ClusterQueueReport,
     CohortRef,
     ObjectList,
     ObjectQuery,
     ProvisioningRequestList,
     ProvisioningRequestQuery,
-    StatusQuery,
     WorkloadInput,
 )
+from admitflow.admission.protocol import ClusterQueueReport, StatusQuery
 from admitflow.admission.protocol import PendingWorkload
 
 # A ClusterQueue in a cohort is answered by its tree; one moving between trees may send a reader

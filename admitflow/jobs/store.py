@@ -1,5 +1,5 @@
 """What Kubernetes' apiserver and Job controller do to a stored batch/v1 Job, as pure functions: the
-rules admitflow's own Job store (workflows/job.py) keeps, and tests/k8s_fake.py's Jobs follow.
+rules admitflow's own Job store (workflows/job_store.py) keeps, and tests/k8s_fake.py's Jobs follow.
 
 - `created`: a Job as the apiserver stores it on create: its generated name (from `generateName`),
   UID, creation time, resourceVersion and generation, its defaults (`admitflow.api.job.with_defaults`),

@@ -278,7 +278,7 @@ TABLE: list[Case] = [
     Case("cli-verdict-stale-attempt", CLI, JOB, ("verdict", "job", "a", "Rejected", "--attempt", "1"),
          'error: verdict for attempt 1 of check "a", which is at attempt 2: ignored'),
     Case("cli-verdict-attempt-not-a-number", CLI, JOB, ("verdict", "job", "a", "Ready", "--attempt", "two"),
-         "admitflow verdict: error: argument --attempt: invalid int value: 'two'"),
+         'admitflow verdict: error: argument --attempt: "two": must be a whole number from 1 to 2147483647'),
     Case("cli-verdict-unknown-workload", CLI, NOBODY, ("verdict", "default/nobody", "a", "Ready"), WORKLOAD_NOT_FOUND),
     Case("cli-finish-unknown-workload", CLI, NOBODY, ("finish", "default/nobody"), WORKLOAD_NOT_FOUND),
     Case("cli-pods-ready-not-ready-reason-when-ready", CLI, RUN, ("pods-ready", "run", "--reason", "WaitForStart"),

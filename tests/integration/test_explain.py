@@ -314,7 +314,7 @@ async def test_the_main_jobs_scenario_attributes_every_waiting_workload_to_one_c
     routes = {m.obj.key: m.obj.spec.cluster_queue for m in manifests if m.obj.kind == "LocalQueue"}
     queues = sorted({m.obj.key for m in manifests if m.obj.kind == "ClusterQueue"})
     workloads = sorted(m.obj.key for m in manifests if m.obj.kind == "Workload")
-    assert queues == ["gpu", "research", "reviewed"] and len(workloads) == 6
+    assert queues == ["cluster-queue", "gpu", "research", "reviewed"] and len(workloads) == 6
     running = [asyncio.ensure_future(c.run(engine.client)) for path in controllers for c in sdk.load(path)]
     try:
         await engine.admitflow.apply(manifests)

@@ -17,7 +17,7 @@ from temporalio.testing import ActivityEnvironment
 from admitflow import contract
 from admitflow.activities.delivery import DeliveryActivities, _runs
 from admitflow.activities.mail import by_update
-from admitflow.messages import Delivery, DeliveryBatch
+from admitflow.admission.protocol import Delivery, DeliveryBatch
 from admitflow.workflows.outbox import IN_TASK_LIMIT, in_task_signals
 
 

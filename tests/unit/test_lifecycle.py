@@ -18,7 +18,7 @@ from admitflow.admission.catalog import QueueResolution
 from admitflow.admission.cluster_queue import AdmissionCheckInfo, Notice
 from admitflow.api.configuration import WaitForPodsReady
 from admitflow.workflows.outbox import Outbox
-from admitflow.workflows.queue_owner import Owner
+from admitflow.admission.queue_owner import Owner
 from tests.builders import manifest, workload_manifest
 from tests.unit.test_workload_status import T0, reserved_notice
 
@@ -652,7 +652,7 @@ def test_a_queue_names_itself_in_every_notice_it_sends():
     """What an older workload ignores (an unknown field), and what a run that never heard back from its
     first enqueue needs to give that ticket back."""
     owner = Owner(Outbox(), {})
-    owner.notify([reserved_notice(ticket=1), reserved_notice(ticket=2).model_copy(update={"kind": "evicted"})], "cq")
+    owner.notify([reserved_notice(ticket=1), reserved_notice(ticket=2).model_copy(update={"kind": "evicted"})], "cq", T0)
     assert [(d.cluster_queue, Notice.model_validate(d.payload).cluster_queue) for d in owner.outbox.undelivered()] == [("cq", "cq")] * 2
 
 

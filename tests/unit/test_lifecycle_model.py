@@ -1,5 +1,5 @@
 """A model of one workload's whole lifecycle: hypothesis drives `lifecycle.step` through random
-interleavings of everything that can happen to it, as `workflows/workload.py` runs it, and checks
+interleavings of everything that can happen to it, as `workflows/lifecycle.py` runs it, and checks
 invariants after every step and every workflow task.
 
 The machine plays every other party, minimally:
@@ -212,7 +212,7 @@ noise_spec = st.one_of(
     st.tuples(st.sampled_from(["stale-runner", "stale-enqueue"]), st.sampled_from([-1, 1])),
 )
 # How a runner's `start_workload` ends, by the model's name for it: the workflow's reading of the
-# activity's outcome (workflows/workload.py `_runner_ending`), and its error.
+# activity's outcome (workflows/lifecycle.py `_runner_ending`), and its error.
 RUNNER_ENDINGS = {
     "": ("returned", ""), "heartbeat timeout": ("lost", "activity Heartbeat timeout"),
     "worker shutdown": ("drained", "Worker is shutting down"), "the runner failed": ("failed", "the runner failed"),

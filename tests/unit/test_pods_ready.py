@@ -15,6 +15,7 @@ import pytest
 from admitflow.admission import checks
 from admitflow.admission import conditions as cond
 from admitflow.admission import pods_ready as pr
+from admitflow.admission import pods_ready_gate
 from admitflow.admission import workload as wl
 from admitflow.api import RequeueState
 from admitflow.api.configuration import WaitForPodsReady
@@ -361,7 +362,7 @@ def test_a_lost_runner_counts_as_failed_pods(make, expected, timer):
 
 # --- the blockAdmission gate ----------------------------------------------------------------------
 
-GATE_OPS = {"request": pr.gate_request, "used": pr.gate_used, "returned": pr.gate_returned, "settled": pr.gate_settled}
+GATE_OPS = {"request": pods_ready_gate.request, "used": pods_ready_gate.used, "returned": pods_ready_gate.returned, "settled": pods_ready_gate.settled}
 W1 = ("default/w1", "uid-1", 1)
 UNREADY = {"default/w1": ("uid-1", 1)}
 
@@ -413,7 +414,7 @@ A_HOLDS_B_WAITS = [
     ],
 )
 def test_gate(steps):
-    gate = pr.GateState()
+    gate = pods_ready_gate.GateState()
     for (op, args), answers, (holder, waiting, not_ready) in steps:
         got = GATE_OPS[op](gate, *args)
         assert {cq: a.granted for cq, a in got.items()} == answers, (op, args)

@@ -11,7 +11,7 @@ Decide, then execute: every handler only turns its message into an event; the lo
 events through `admitflow.admission.provisioning_attempt.step`, which owns every rule, and carries
 out the commands it returns.
 
-No `from __future__ import annotations` here (see workflows/workload.py).
+No `from __future__ import annotations` here (see workflows/lifecycle.py).
 """
 
 import asyncio

@@ -26,11 +26,13 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.catalog import QueueResolution
     from admitflow.admission.workload import WorkloadReport
     from admitflow.api import WorkloadStatus
-    from admitflow.messages import Delivery, DeliveryBatch, DeliveryReport, ProvisioningCheckInput, ProvisioningNotice, WorkloadInput
+    from admitflow.messages import ProvisioningCheckInput, ProvisioningNotice, WorkloadInput
+    from admitflow.admission.protocol import Delivery, DeliveryBatch, DeliveryReport
     from admitflow.wire import after
 
     from admitflow.workflows.metrics import emit
     from admitflow.workflows.timer import Timer
+    from admitflow.workflows.versions import Movable, continue_as_new, continue_as_new_due
 
 # The type of the failure the Temporal SDKs give an activity that their worker's shutdown cut short.
 WORKER_SHUTDOWN = "WorkerShutdown"
@@ -51,7 +53,7 @@ RUNNER_RUN_TIMEOUT = timedelta(days=365)
 
 
 @workflow.defn(name=contract.WORKLOAD_WORKFLOW)
-class WorkloadWorkflow:
+class WorkloadWorkflow(Movable):
     @workflow.init
     def __init__(self, input: WorkloadInput) -> None:
         self.state = input.state or wl.new_state(input.workload, str(workflow.uuid4()), workflow.now())
@@ -214,7 +216,7 @@ class WorkloadWorkflow:
             self.moment.set(lc.notice_due(self.state))
             await workflow.wait_condition(
                 lambda: bool(self.inbox) or self.timer.fired is not None or self.moment.fired is not None
-                or (workflow.info().is_continue_as_new_suggested() and lc.may_continue_as_new(self.state))
+                or (continue_as_new_due() and lc.may_continue_as_new(self.state))
             )
             fired, moment = self.timer.take(), self.moment.take()
             if self.inbox or fired is not None or moment is not None:
@@ -228,7 +230,7 @@ class WorkloadWorkflow:
             await self._told()
             await workflow.wait_condition(workflow.all_handlers_finished)
             if not self.inbox:
-                workflow.continue_as_new(WorkloadInput(workload=input.workload, state=self.state))
+                continue_as_new(WorkloadInput(workload=input.workload, state=self.state))
         self.timer.set(None)
         self.moment.set(None)
         if self.runner is not None:

@@ -24,10 +24,11 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.messages import JobDeletion, JobInput, JobPatch
 
     from admitflow.workflows import arguments
+    from admitflow.workflows.versions import Movable, continue_as_new, continue_as_new_due
 
 
 @workflow.defn(name=contract.JOB_WORKFLOW)
-class JobWorkflow:
+class JobWorkflow(Movable):
     @workflow.init
     def __init__(self, input: JobInput) -> None:
         self.job = input.job
@@ -39,15 +40,15 @@ class JobWorkflow:
         while True:
             self._publish()
             await workflow.wait_condition(
-                lambda: self.deleted or self.published != self.job.to_wire() or workflow.info().is_continue_as_new_suggested()
+                lambda: self.deleted or self.published != self.job.to_wire() or continue_as_new_due()
             )
             if self.deleted:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 return self.job
-            if workflow.info().is_continue_as_new_suggested():
+            if continue_as_new_due():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 self._publish()
-                workflow.continue_as_new(JobInput(job=self.job))
+                continue_as_new(JobInput(job=self.job))
 
     def _publish(self) -> None:
         wire = self.job.to_wire()
