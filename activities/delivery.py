@@ -12,17 +12,9 @@ from temporalio.service import RPCError, RPCStatusCode
 from admitflow import contract
 from admitflow.activities.heartbeat import heartbeating
 from admitflow.activities.mail import Mailer, by_update
-from admitflow.admission.pods_ready import GATE_SUMMARY
-from admitflow.messages import (
-    AutoscalerInput,
-    ClusterQueueInput,
-    CohortInput,
-    Delivery,
-    DeliveryBatch,
-    DeliveryReport,
-    GateInput,
-    Message,
-)
+from admitflow.admission.pods_ready_gate import GATE_SUMMARY
+from admitflow.messages import AutoscalerInput, ClusterQueueInput, CohortInput, GateInput
+from admitflow.admission.protocol import Delivery, DeliveryBatch, DeliveryReport, Message
 from admitflow.simulation.autoscaler import WORKFLOW_SUMMARY
 
 # Signals to different workflows go out together; a workflow's own signals keep their order.

@@ -7,7 +7,7 @@ queue from continuing as new: the server refuses a continue-as-new while signals
 that workflow task, and the queue then replays its whole run (seconds, at depth) before it can try
 again, while more arrive (temporal#1289). Updates do not hold a run back: the ones that reach it
 while it continues as new are given to the next run. A cohort tree is such a workflow too: every
-home of its ClusterQueues forwards these messages to it (workflows/cohort.py). `by_update` says
+home of its ClusterQueues forwards these messages to it (workflows/cohort_tree.py). `by_update` says
 which deliveries travel this way.
 
 Every such message a worker's activities send to one receiver goes through that worker's one
@@ -64,7 +64,8 @@ from admitflow import contract, ids
 from admitflow.admission.cohort_tree import Forwarded
 from admitflow.admission.pending_queue import QueueEntry
 from admitflow.client import unprocessed_update
-from admitflow.messages import ClusterQueueInput, Delivery, Message, Messages, Receipt
+from admitflow.messages import ClusterQueueInput
+from admitflow.admission.protocol import Delivery, Message, Messages, Receipt
 
 log = logging.getLogger(__name__)
 

@@ -15,13 +15,8 @@ from admitflow.activities.mail import Mailer, StartQueue
 from admitflow.admission.catalog import QueueResolution, resolve_local_queue, view_of
 from admitflow.admission.cluster_queue import ClusterQueueView
 from admitflow.client import AdmitflowClient
-from admitflow.messages import (
-    CatalogInput,
-    ClusterQueueRef,
-    EnqueueRequest,
-    Message,
-    WatchRequest,
-)
+from admitflow.messages import CatalogInput, ClusterQueueRef, WatchRequest
+from admitflow.admission.protocol import EnqueueRequest, Message
 
 
 # How long a LocalQueue -> ClusterQueue lookup is reused. A LocalQueue never changes its

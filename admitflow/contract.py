@@ -19,6 +19,7 @@ CATALOG_WORKFLOW = "CatalogWorkflow"
 PROVISIONING_CHECK_WORKFLOW = "ProvisioningCheckWorkflow"
 PODS_READY_GATE_WORKFLOW = "PodsReadyGateWorkflow"
 SIMULATED_AUTOSCALER_WORKFLOW = "SimulatedAutoscalerWorkflow"
+JOB_WORKFLOW = "JobWorkflow"
 # Started on the entities' task queue (ids.entity_task_queue): the workflows workloads wait on.
 ENTITY_WORKFLOWS = frozenset({CLUSTER_QUEUE_WORKFLOW, COHORT_WORKFLOW})
 
@@ -27,6 +28,12 @@ def start_task_queue(workflow_type: str, task_queue: str) -> str:
     """The task queue a workflow of that type starts on, from the engine's task queue or its
     entities' (whichever the activity starting it runs on)."""
     return entity_task_queue(task_queue) if workflow_type in ENTITY_WORKFLOWS else engine_task_queue(task_queue)
+
+
+# --- every workflow of the engine ---------------------------------------------------------------
+# signal, sent by `admitflow deployment set-current` to the runs pinned to another build: no payload;
+# a run continues as new onto the current build as soon as it can (admitflow.versioning).
+VERSION_CHANGED = "version_changed"
 
 # --- WorkloadWorkflow: from anyone ---------------------------------------------------------------
 SET_ADMISSION_CHECK_STATE = "set_admission_check_state"  # signal: a verdict
@@ -112,6 +119,12 @@ SET_NODE_GROUPS = "set_node_groups"  # signal: the SimulatedNodeGroups, from the
 PROVISIONING_REQUESTS_QUERY = "provisioning_requests"  # query: the requests, of a namespace or all
 PROVISIONING_REQUEST_QUERY = "provisioning_request"  # query: one request as stored
 NODE_GROUP_USAGE_QUERY = "node_group_usage"  # query: node group -> resource -> quantity held
+
+# --- JobWorkflow (job/<namespace>/<name>): a batch/v1 Job admitflow keeps ------------------------
+PATCH_JOB = "patch_job"  # update: a JSON merge patch of the Job or its status, answered with the Job
+DELETE_JOB = "delete_job"  # signal: the Job is deleted; the workflow returns it
+JOB_QUERY = "job"  # query: the Job as stored
+JOB_MEMO = "job"  # memo key: the Job as stored, kept current (what reads and runners read)
 
 # --- activities -----------------------------------------------------------------------------------
 ADMISSION_CHECK = "admission_check"  # on the task queue named by the AdmissionCheck's controllerName

@@ -15,6 +15,7 @@ PODS_READY_GATE_ID = "admitflow/pods-ready-gate"
 CLUSTER_QUEUE_PREFIX = "clusterqueue/"
 COHORT_PREFIX = "cohort/"
 WORKLOAD_PREFIX = "workload/"
+JOB_PREFIX = "job/"
 
 # Temporal's SQL persistence (PostgreSQL, MySQL) keeps workflow IDs in VARCHAR(255) columns, and
 # docker/temporal/dynamicconfig.yaml makes the server refuse longer ones (the dev server allows
@@ -85,6 +86,15 @@ def id_length_error(kind: str, workflow_id: str, shape: str) -> str | None:
         f"too long for admitflow: its workflow ID {shape} would be {len(workflow_id)} characters, "
         f"more than the {MAX_ID_LENGTH} Temporal's SQL persistence stores; use a shorter {kind} name"
     )
+
+
+def job_id(key: str) -> str:
+    """The workflow of a batch/v1 Job admitflow keeps; `key` is namespace/name."""
+    return f"{JOB_PREFIX}{key}"
+
+
+def job_key(workflow_id: str) -> str | None:
+    return workflow_id[len(JOB_PREFIX) :] if workflow_id.startswith(JOB_PREFIX) else None
 
 
 def workload_key(workflow_id: str) -> str | None:

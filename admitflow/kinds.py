@@ -23,11 +23,14 @@ KIND_NAMES = {
     "SimulatedNodeGroup": ("simulatednodegroup", "simulatednodegroups", "nodegroup", "nodegroups", "ng"),
     # Kueue's CRD declares no short name.
     "WorkloadPriorityClass": ("workloadpriorityclass", "workloadpriorityclasses"),
+    # kubectl's short name for scheduling.k8s.io PriorityClasses.
+    "PriorityClass": ("priorityclass", "priorityclasses", "pc"),
     "Workload": ("workload", "workloads", "wl"),
+    "Job": ("job", "jobs"),  # batch/v1; kubectl declares no short name
 }
 
 # The kinds that live in a (Kueue) namespace: their keys are namespace/name.
-NAMESPACED = frozenset({"LocalQueue", "Workload", "ProvisioningRequest"})
+NAMESPACED = frozenset({"LocalQueue", "Workload", "ProvisioningRequest", "Job"})
 
 # kubectl's plural resource names, used in messages the way kubectl words them.
 PLURALS = {
@@ -41,7 +44,9 @@ PLURALS = {
     "Configuration": "configurations",
     "SimulatedNodeGroup": "simulatednodegroups",
     "WorkloadPriorityClass": "workloadpriorityclasses",
+    "PriorityClass": "priorityclasses",
     "Workload": "workloads",
+    "Job": "jobs",
 }
 
 # The API group of each kind, as in its apiVersion.
@@ -51,6 +56,8 @@ GROUPS = {
     "AdmissionCheckParameters": "admitflow.io",
     "SimulatedNodeGroup": "admitflow.io",
     "ProvisioningRequest": "autoscaling.x-k8s.io",
+    "PriorityClass": "scheduling.k8s.io",
+    "Job": "batch",
 }
 
 # The conditions of a ProvisioningRequest (autoscaling.x-k8s.io/v1), in Kueue's order.

@@ -138,18 +138,12 @@ def cohort_key(name: str) -> str:
     return COHORT + name
 
 
-def local_queue_statuses(state: ClusterQueueState) -> dict[str, Any]:
-    """The status of each LocalQueue that leads to the queue, by namespace/name."""
-    keys = sorted(set(state.view.local_queues) if state.view else set())
-    return {k: cq.local_queue_status(state, k) for k in keys}
-
-
 def cluster_queue(state: ClusterQueueState, weighted_share: int | None = None) -> dict[str, Any]:
     """What a ClusterQueue's memo key holds: its status (with `weighted_share` under fair sharing),
     its LocalQueues' statuses and Kueue's gauges of it, as they stand."""
     return {
         "status": cq.cluster_queue_status(state, weighted_share).to_wire(),
-        "localQueues": {k: s.to_wire() for k, s in local_queue_statuses(state).items()},
+        "localQueues": {k: s.to_wire() for k, s in cq.local_queue_statuses(state).items()},
         "gauges": [o.to_wire() for o in metrics.cluster_queue_gauges(state)],
     }
 

@@ -132,6 +132,17 @@ COLUMNS: dict[str, tuple[list[str], Row]] = {
     "Configuration": (["NAME", "AGE"], lambda o: [_meta(o, "name") or "config", age(_meta(o, "creationTimestamp"))]),
     # Kueue's printer column: the value.
     "WorkloadPriorityClass": (["NAME", "VALUE"], lambda o: [_meta(o, "name"), str(o.get("value", ""))]),
+    # kubectl's columns for scheduling.k8s.io PriorityClasses.
+    "PriorityClass": (
+        ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"],
+        lambda o: [
+            _meta(o, "name"),
+            str(o.get("value", "")),
+            "true" if o.get("globalDefault") else "false",
+            age(_meta(o, "creationTimestamp")),
+            o.get("preemptionPolicy") or "",
+        ],
+    ),
     "SimulatedNodeGroup": (
         ["NAME", "CAPACITY", "LABELS", "DELAY", "AGE"],
         lambda o: [
@@ -154,7 +165,42 @@ COLUMNS: dict[str, tuple[list[str], Row]] = {
         ],
     ),
     "Workload": (["NAMESPACE", "NAME", "QUEUE", "RESERVED IN", "ADMITTED", "FINISHED", "AGE"], _workload_row),
+    # kubectl's columns for batch/v1 Jobs.
+    "Job": (
+        ["NAMESPACE", "NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"],
+        lambda o: [_meta(o, "namespace"), _meta(o, "name"), job_status(o), job_completions(o), job_duration(o),
+                   age(_meta(o, "creationTimestamp"))],
+    ),
 }
+
+
+def job_status(o: dict[str, Any]) -> str:
+    """kubectl's STATUS of a Job: its first condition that holds, in kubectl's order, else Running."""
+    held = {c.get("type") for c in (o.get("status") or {}).get("conditions") or () if c.get("status") == "True"}
+    if (o.get("metadata") or {}).get("deletionTimestamp") and not held & {"Complete", "Failed"}:
+        return "Terminating"
+    order = ("Complete", "Failed", "Suspended", "FailureTarget", "SuccessCriteriaMet")
+    return next((t for t in order if t in held), "Running")
+
+
+def job_completions(o: dict[str, Any]) -> str:
+    """kubectl's COMPLETIONS: succeeded/completions, or `n/1 of parallelism` without completions."""
+    spec, status = o.get("spec") or {}, o.get("status") or {}
+    succeeded = status.get("succeeded") or 0
+    if spec.get("completions") is not None:
+        return f"{succeeded}/{spec['completions']}"
+    parallelism = spec.get("parallelism", 1)
+    return f"{succeeded}/1 of {parallelism}" if parallelism > 1 else f"{succeeded}/1"
+
+
+def job_duration(o: dict[str, Any], now: datetime | None = None) -> str:
+    """kubectl's DURATION: from startTime to completionTime, or to now while it runs."""
+    status = o.get("status") or {}
+    if not status.get("startTime"):
+        return ""
+    start = datetime.fromisoformat(status["startTime"].replace("Z", "+00:00"))
+    end = datetime.fromisoformat(status["completionTime"].replace("Z", "+00:00")) if status.get("completionTime") else None
+    return age(start.isoformat(), end or now)
 
 def _names(items: Sequence[dict[str, Any]] | None) -> str:
     return ",".join(i.get("name", "") for i in items or ()) or "<none>"
@@ -373,7 +419,7 @@ def describe(obj: dict[str, Any], events: Sequence[dict[str, Any]] | None = (), 
     # description): kubectl describe shows them beside the kind.
     for key, value in obj.items() if "spec" not in obj else ():
         if key not in ("apiVersion", "kind", "metadata", "status") and not isinstance(value, (dict, list)):
-            lines.append(f"{_title(key) + ':':<14}{value}")
+            lines.append(f"{(_title(key) + ':').ljust(13)} {value}")
     for section in ("spec", "status"):
         if obj.get(section):
             lines.append(f"{_title(section)}:")

@@ -80,7 +80,9 @@ from admitflow.admission.workload import WorkloadReport  # noqa: E402
 from admitflow.api import parse_manifest  # noqa: E402
 from admitflow.api.quantity import parse_quantity  # noqa: E402
 from admitflow.api.workload import RUNNER_ANNOTATION  # noqa: E402
-from admitflow.messages import ClusterQueueReport, FinishRequest, StartWorkload, StatusQuery, StopWorkload  # noqa: E402
+from admitflow.messages import StopWorkload  # noqa: E402
+from admitflow.admission.protocol import ClusterQueueReport, StatusQuery
+from admitflow.admission.protocol import FinishRequest, StartWorkload
 from admitflow.worker.main import sdk_options  # noqa: E402
 from bench.harness import (  # noqa: E402
     CpuMeter,

@@ -38,7 +38,8 @@ from temporalio.worker import Worker  # noqa: E402
 from admitflow import contract, ids  # noqa: E402
 from admitflow.api import LoadedManifest, parse_manifest  # noqa: E402
 from admitflow.api.workload import RUNNER_ANNOTATION  # noqa: E402
-from admitflow.messages import FinishRequest, StartWorkload, StopWorkload  # noqa: E402
+from admitflow.messages import StopWorkload  # noqa: E402
+from admitflow.admission.protocol import FinishRequest, StartWorkload
 from admitflow.client import AdmitflowError  # noqa: E402
 from bench.admission_throughput import bounded  # noqa: E402
 from bench.harness import CpuMeter, bare_rate, engine, peak_rss_mib, revision  # noqa: E402

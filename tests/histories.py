@@ -10,6 +10,7 @@ the task is retried with the message, nothing of ours went wrong). Anything else
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,9 +18,10 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import Client, WorkflowHistory
+from temporalio.worker import Replayer
 
 from admitflow import contract, ids
-from worker.main import WORKFLOWS, replayer
+from admitflow.worker.main import WORKFLOWS, replayer
 
 # Failed workflow tasks that are Temporal's own doing, not a defect of the workflow code (a reset
 # fails the task of the new run that it resets from).
@@ -85,11 +87,23 @@ class Audit:
         return text
 
 
-async def audit(client: Client, keep: Path | None = None, reservations: bool = False) -> Audit:
+def build_of(history: WorkflowHistory) -> str | None:
+    """The build id of the Worker Deployment version that completed the run's first workflow task
+    (None on an unversioned worker): a pinned run's every task is that build's."""
+    for e in history.events:
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            return e.workflow_task_completed_event_attributes.deployment_version.build_id or None
+    return None
+
+
+async def audit(client: Client, keep: Path | None = None, builds: Mapping[str, Replayer] | None = None,
+                reservations: bool = False) -> Audit:
     """Every run in the namespace, replayed and read; see the module's docstring. A run that does
     not replay has its history written under `keep` (as `temporal workflow show --output json`
-    would print it), so that a failure seen once can be replayed again and read. With
-    `reservations`, every reservation's two moments are read too (`Audit.reservations`)."""
+    would print it), so that a failure seen once can be replayed again and read. With `builds`, a
+    run is replayed on the code of the build that wrote it (`build_of`: each build's Replayer);
+    an unversioned run, or one of a build not named, on the current code. With `reservations`,
+    every reservation's two moments are read too (`Audit.reservations`)."""
     result = Audit()
     histories: list[WorkflowHistory] = []
     ours = {defn.__temporal_workflow_definition.name for defn in WORKFLOWS}  # type: ignore[attr-defined]
@@ -111,12 +125,20 @@ async def audit(client: Client, keep: Path | None = None, reservations: bool = F
                     result.failed_tasks.append(f"{where}: {WorkflowTaskFailedCause.Name(cause)}: {''.join(message)}")
                     if e.workflow_task_failed_event_attributes.failure.message in contract.REFUSED_QUERIES:
                         result.refused_tasks.append(where)
-    async def each():
-        for h in histories:
-            yield h
+    by_build: dict[str | None, list[WorkflowHistory]] = {}
+    for h in histories:
+        build = build_of(h)
+        by_build.setdefault(build if builds is not None and build in builds else None, []).append(h)
+    failures: dict[str, Exception] = {}
+    for build, runs in by_build.items():
+        async def each(runs: list[WorkflowHistory] = runs):
+            for h in runs:
+                yield h
 
-    replayed = await replayer().replay_workflows(each(), raise_on_replay_failure=False)
-    for run_id, failure in replayed.replay_failures.items():
+        code = builds[build] if build is not None and builds is not None else replayer()
+        replayed = await code.replay_workflows(each(), raise_on_replay_failure=False)
+        failures.update(replayed.replay_failures)
+    for run_id, failure in failures.items():
         history = next((h for h in histories if h.run_id == run_id), None)
         wid = history.workflow_id if history is not None else "?"
         problem = f"{wid} ({run_id}): {str(failure).splitlines()[0]}"

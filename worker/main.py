@@ -1,5 +1,6 @@
 """The engine worker: every admitflow workflow and activity, on the engine's task queue and on the
-entities' (ClusterQueues and cohort trees, `ids.entity_task_queue`), one SDK worker for each."""
+entities' (ClusterQueues and cohort trees, `ids.entity_task_queue`), one SDK worker for each; with a
+deployment version, both poll as that build of the Worker Deployment (admitflow.versioning)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,18 @@ import asyncio
 import gc
 import importlib.util
 import signal
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from typing import Any
 
 import structlog
 from temporalio.client import Client
+from temporalio.common import WorkerDeploymentVersion
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import PollerBehaviorSimpleMaximum, Replayer, UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 
-from admitflow import ids
+from admitflow import ids, versioning
 from admitflow.activities.delivery import DeliveryActivities, send_signal
 from admitflow.activities.mail import Mailer
 from admitflow.activities.provisioning import ProvisioningActivities
@@ -30,14 +32,15 @@ from admitflow.worker.stale_activations import StaleActivationGuard
 from admitflow.workflows.autoscaler import SimulatedAutoscalerWorkflow
 from admitflow.workflows.catalog import CatalogWorkflow
 from admitflow.workflows.cluster_queue import ClusterQueueWorkflow
-from admitflow.workflows.cohort import CohortWorkflow
+from admitflow.workflows.cohort_tree import CohortWorkflow
+from admitflow.workflows.job_store import JobWorkflow
 from admitflow.workflows.pods_ready_gate import PodsReadyGateWorkflow
-from admitflow.workflows.provisioning import ProvisioningCheckWorkflow
-from admitflow.workflows.workload import WorkloadWorkflow
+from admitflow.workflows.provisioning_attempt import ProvisioningCheckWorkflow
+from admitflow.workflows.lifecycle import WorkloadWorkflow
 
 WORKFLOWS: Sequence[type] = (
     CatalogWorkflow, ClusterQueueWorkflow, CohortWorkflow, WorkloadWorkflow, ProvisioningCheckWorkflow, SimulatedAutoscalerWorkflow,
-    PodsReadyGateWorkflow,
+    PodsReadyGateWorkflow, JobWorkflow,
 )
 
 PROVISIONING_BACKENDS = ("simulated", "kubernetes")
@@ -88,9 +91,10 @@ def tune_collector() -> None:
     gc.set_threshold(GC_YOUNGEST, *gc.get_threshold()[1:])
 
 
-def replayer() -> Replayer:
-    """Replays recorded histories against the current workflow code, with the worker's settings
-    (and its encryption keys, from the environment, for histories written encrypted).
+def replayer(workflows: Sequence[type] = WORKFLOWS) -> Replayer:
+    """Replays recorded histories against the current workflow code (or `workflows`, a test's other
+    build), with the worker's settings (and its encryption keys, from the environment, for histories
+    written encrypted).
 
     Without the SDK's deadlock detection (`debug_mode`): a replay asks whether the code makes the
     same commands, not how fast. The detection fails any activation that has not yielded within
@@ -98,7 +102,7 @@ def replayer() -> Replayer:
     a machine whose two cores run two test processes and their servers) was failed so once, in
     CI. A workflow that truly never yields is still caught where it matters, by the workers."""
     return Replayer(
-        workflows=list(WORKFLOWS),
+        workflows=list(workflows),
         data_converter=for_workers(data_converter()),
         workflow_runner=workflow_runner(),
         debug_mode=True,
@@ -165,11 +169,17 @@ class EngineWorker:
             await running.__aexit__(*exc)
 
 
-def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBackend | None = None, **options) -> EngineWorker:
+def build_worker(
+    client: Client, task_queue: str, provisioning: ProvisioningBackend | None = None,
+    deployment: WorkerDeploymentVersion | None = None, workflows: Sequence[type] = WORKFLOWS, **options,
+) -> EngineWorker:
     """The engine worker; ProvisioningRequests go to the simulated autoscaler unless another
     backend is given. Its workflows decode with `for_workers` of the client's converter (a message
     that cannot be decoded is refused and recorded, not a failed workflow task); its activities
-    call Temporal through `client` itself. `options` are the SDK worker's, for both."""
+    call Temporal through `client` itself. With `deployment`, it polls as that build of the Worker
+    Deployment, every workflow pinned to it (admitflow.versioning); without, unversioned (the
+    time-skipping test server has no deployments). `workflows` replaces the workflow classes (a
+    test's second build). `options` are the SDK worker's, for both."""
     mailer = Mailer(client, send_signal)  # one per worker: its workloads' messages to a queue leave together
     delivery = DeliveryActivities(client, mailer)
     lookup = QueueLookupActivities(client, mailer)
@@ -191,35 +201,44 @@ def build_worker(client: Client, task_queue: str, provisioning: ProvisioningBack
     # Never run workflow code on the stale clock of a query's fallback (worker/stale_activations.py),
     # whichever runner a workflow takes (one declared `sandboxed=False` takes the unsandboxed one).
     runner = StaleActivationGuard(workflow_runner())
+    if deployment is not None:
+        options["deployment_config"] = versioning.worker_config(deployment)
     return EngineWorker([
         Worker(
-            polling, task_queue=queue, workflows=list(WORKFLOWS), activities=activities, workflow_runner=runner,
+            polling, task_queue=queue, workflows=list(workflows), activities=activities, workflow_runner=runner,
             unsandboxed_workflow_runner=runner, graceful_shutdown_timeout=timedelta(seconds=10), **options,
         )
         for queue in (ids.engine_task_queue(task_queue), ids.entity_task_queue(task_queue))
     ])
 
 
-def metrics_runtime(port: int | None) -> Runtime | None:
-    """A Temporal runtime that serves Prometheus metrics on `port` (admitflow's, with Kueue's
-    histogram buckets, and the SDK's own); None without a port."""
+def metrics_runtime(port: int | None, host: str = "0.0.0.0") -> Runtime | None:
+    """A Temporal runtime that serves Prometheus metrics on `host`:`port` (admitflow's, with
+    Kueue's histogram buckets, and the SDK's own); None without a port."""
     if port is None:
         return None
     return Runtime(
         telemetry=TelemetryConfig(
-            metrics=PrometheusConfig(bind_address=f"0.0.0.0:{port}", histogram_bucket_overrides=metrics.BUCKETS)
+            metrics=PrometheusConfig(bind_address=f"{host}:{port}", histogram_bucket_overrides=metrics.BUCKETS)
         )
     )
 
 
-async def run_until_signalled(worker: EngineWorker) -> None:
-    """Run until SIGINT or SIGTERM, then let running activities finish and stop polling."""
+async def run_until_signalled(worker: EngineWorker, started: Callable[[], Awaitable[Any]] | None = None) -> None:
+    """Run until SIGINT or SIGTERM, then let running activities finish and stop polling. `started`
+    runs once the worker polls (it makes a deployment's first build current); if it fails, the
+    worker goes on, with a warning."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with worker:
         log.info("worker_started", task_queue=worker.task_queue)
+        if started is not None:
+            try:
+                await started()
+            except Exception as err:  # noqa: BLE001 - the worker serves its build whoever routes to it
+                log.warning("deployment_not_set", error=str(err))
         await stop.wait()
         log.info("worker_stopping", task_queue=worker.task_queue)
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -23,51 +23,33 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
-from pydantic_core import to_json
+from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from admitflow import contract
 from admitflow.codec import PayloadDecodeError
-from admitflow.messages import Message, Messages
-from admitflow.wire import Undecodable, first_error
+from admitflow.admission.protocol import Message, Messages
+from admitflow.wire import PayloadRefused, Undecodable, parse_payload
 
 M = TypeVar("M", bound=BaseModel)
 # What a handler needs of its argument beyond its model: the one-line reason it cannot take it, or None.
 Check = Callable[[Any], str | None]
 
 
-class Refused(ValueError):
-    """The message's argument is not what its handler takes; the message is the one-line reason."""
-
-
-def argument(payload: tuple[Any, ...]) -> Any:
-    """The one argument of a message, as decoded without a type."""
-    if len(payload) != 1:
-        raise Refused(f"expected one payload, got {len(payload)} arguments")
-    [value] = payload
-    if isinstance(value, Undecodable):
-        # The reason stays the cause of an update's or query's refusal, as the SDK's was.
-        raise Refused(value.reason) from PayloadDecodeError(value.reason)
-    return value
-
-
-def parse(payload: tuple[Any, ...], model: type[M], *, optional: bool = False, check: Check | None = None) -> M:
-    """The handler's model from the message's arguments, or Refused. `optional`: no argument, or
-    null, stands for the model with its defaults."""
-    if optional and (not payload or payload == (None,)):
-        return model()
-    value = argument(payload)
+def parse(
+    payload: tuple[Any, ...], model: type[M], *, optional: bool = False, check: Check | None = None, field: str = "payload"
+) -> M:
+    """The handler's model from the message's arguments (admitflow.wire.parse_payload), or
+    PayloadRefused; one the worker could not decode keeps its decoding error as the cause."""
     try:
-        parsed = model.model_validate_json(to_json(value))
-    except ValidationError as err:
-        raise Refused(first_error(err, "payload")) from None
-    except ValueError as err:  # not JSON at all (pydantic_core's serialization error)
-        raise Refused(f"payload: {err}") from None
+        parsed = parse_payload(payload, model, field, optional=optional)
+    except PayloadRefused as err:
+        undecodable = next((p for p in payload if isinstance(p, Undecodable)), None)
+        raise err from (PayloadDecodeError(undecodable.reason) if undecodable is not None and len(payload) == 1 else None)
     problem = check(parsed) if check is not None else None
     if problem:
-        raise Refused(problem)
+        raise PayloadRefused(problem)
     return parsed
 
 
@@ -75,7 +57,7 @@ def signal(name: str, payload: tuple[Any, ...], model: type[M], *, optional: boo
     """The signal's model, or None once it is refused and logged: drop the message."""
     try:
         return parse(payload, model, optional=optional, check=check)
-    except Refused as err:
+    except PayloadRefused as err:
         workflow.logger.warning("message_refused", extra={"signal": name, "reason": f"invalid {name}: {err}"})
         return None
 
@@ -84,7 +66,7 @@ def update(name: str, payload: tuple[Any, ...], model: type[M], *, check: Check 
     """The update's model; for its validator, which rejects it with the refusal."""
     try:
         return parse(payload, model, check=check)
-    except Refused as err:
+    except PayloadRefused as err:
         raise refusal(name, err) from err.__cause__
 
 
@@ -106,15 +88,15 @@ def query(name: str, payload: tuple[Any, ...], model: type[M], *, optional: bool
     """The query's model; the query fails with the refusal."""
     try:
         return parse(payload, model, optional=optional)
-    except Refused as err:
+    except PayloadRefused as err:
         raise refusal(name, err) from err.__cause__
 
 
 def no_argument(name: str, payload: tuple[Any, ...]) -> None:
     """For a query that takes nothing: it fails when given something."""
     if payload:
-        raise refusal(name, Refused(f"expected no payload, got {len(payload)} arguments"))
+        raise refusal(name, PayloadRefused(f"expected no payload, got {len(payload)} arguments"))
 
 
-def refusal(name: str, err: Refused) -> ApplicationError:
+def refusal(name: str, err: PayloadRefused) -> ApplicationError:
     return ApplicationError(f"invalid {name}: {err}", type="InvalidMessage", non_retryable=True)

@@ -19,14 +19,12 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
 
     from admitflow import contract, memos
     from admitflow.api.provisioning_request import ProvisioningRequest
     from admitflow.messages import (
         AutoscalerInput,
         CreateProvisioningRequest,
-        Delivery,
         NodeGroupsUpdate,
         ProvisioningRequestCondition,
         ProvisioningRequestList,
@@ -34,13 +32,15 @@ with workflow.unsafe.imports_passed_through():
         ProvisioningRequestRef,
         StoredProvisioningRequest,
     )
+    from admitflow.admission.protocol import Delivery
     from admitflow.simulation import autoscaler as sim
     from admitflow.simulation.autoscaler import AutoscalerError, AutoscalerState, Push
-    from admitflow.wire import first_error
+    from admitflow.wire import PayloadRefused
 
     from admitflow.workflows import arguments
     from admitflow.workflows.memo import Memo
-    from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
+    from admitflow.workflows.outbox import Outbox
+    from admitflow.workflows.versions import Movable, continue_as_new, continue_as_new_due
 
 # A due moment is never waited for in less than this: the pass after a timer handles everything
 # due by then, so a shorter timer would only mean a clock that reads the same instant again.
@@ -51,11 +51,9 @@ def _condition(payload: tuple[Any, ...]) -> ProvisioningRequestCondition:
     """The update's payload, taken raw so that a malformed one is refused in one line naming the
     field rather than failing to decode."""
     try:
-        return ProvisioningRequestCondition.model_validate(arguments.argument(payload))
-    except arguments.Refused as err:
+        return arguments.parse(payload, ProvisioningRequestCondition, field="condition")
+    except PayloadRefused as err:
         raise AutoscalerError(f"invalid condition: {err}") from err.__cause__
-    except ValidationError as err:
-        raise AutoscalerError(f"invalid condition: {first_error(err, 'condition')}") from None
 
 
 def _refuse(err: AutoscalerError) -> ApplicationError:
@@ -63,7 +61,7 @@ def _refuse(err: AutoscalerError) -> ApplicationError:
 
 
 @workflow.defn(name=contract.SIMULATED_AUTOSCALER_WORKFLOW)
-class SimulatedAutoscalerWorkflow:
+class SimulatedAutoscalerWorkflow(Movable):
     @workflow.init
     def __init__(self, input: AutoscalerInput) -> None:
         self.state = input.state or AutoscalerState()
@@ -215,8 +213,8 @@ class SimulatedAutoscalerWorkflow:
                 lambda: bool(self.inbox)
                 or self.needs_pass
                 or self._timer_fired()
-                or self.outbox.needs_attention(holding=continue_as_new_suggested())
-                or (self._quiet() and continue_as_new_suggested())
+                or self.outbox.needs_attention(holding=continue_as_new_due())
+                or (self._quiet() and continue_as_new_due())
             )
             now = workflow.now()
             updates, self.inbox = self.inbox, []
@@ -227,12 +225,12 @@ class SimulatedAutoscalerWorkflow:
             self.needs_pass = False
             self._push(sim.step(self.state, now))
             self.memo.publish(lambda: memos.provisioning_requests(sim.requests_in(self.state)))
-            self.outbox.step(holding=continue_as_new_suggested())  # watchers that are gone are dropped
+            self.outbox.step(holding=continue_as_new_due())  # watchers that are gone are dropped
             workflow.set_current_details(sim.summary(self.state))
-            if continue_as_new_suggested() and self._quiet():
+            if continue_as_new_due() and self._quiet():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self._quiet():
-                    workflow.continue_as_new(AutoscalerInput(state=self.state, undelivered=self.outbox.undelivered()))
+                    continue_as_new(AutoscalerInput(state=self.state, undelivered=self.outbox.undelivered()))
 
     def _quiet(self) -> bool:
         return not self.inbox and not self.needs_pass and not self.outbox.in_flight

@@ -19,7 +19,6 @@ with workflow.unsafe.imports_passed_through():
         CatalogInput,
         ClusterQueueRef,
         DeleteRequest,
-        Delivery,
         LocalQueueRef,
         NodeGroupsUpdate,
         ObjectList,
@@ -27,11 +26,13 @@ with workflow.unsafe.imports_passed_through():
         QueueAvailable,
         WatchRequest,
     )
+    from admitflow.admission.protocol import Delivery
     from admitflow.admission.catalog import ApplyPreview, QueueResolution
 
     from admitflow.workflows import arguments
     from admitflow.workflows.memo import Memo
-    from admitflow.workflows.outbox import Outbox, continue_as_new_suggested
+    from admitflow.workflows.outbox import Outbox
+    from admitflow.workflows.versions import Movable, continue_as_new, continue_as_new_due
 
 
 def _namespaced(request: WatchRequest) -> str | None:
@@ -47,7 +48,7 @@ def _refuse(err: CatalogError) -> ApplicationError:
 
 
 @workflow.defn(name=contract.CATALOG_WORKFLOW)
-class CatalogWorkflow:
+class CatalogWorkflow(Movable):
     @workflow.init
     def __init__(self, input: CatalogInput) -> None:
         self.state = input.state or CatalogState()
@@ -64,17 +65,17 @@ class CatalogWorkflow:
             # Once continue-as-new is suggested no new delivery starts; the undelivered ones are
             # carried over.
             await workflow.wait_condition(
-                lambda: self.dirty or self.outbox.needs_attention(holding=continue_as_new_suggested()) or (self._quiet() and continue_as_new_suggested())
+                lambda: self.dirty or self.outbox.needs_attention(holding=continue_as_new_due()) or (self._quiet() and continue_as_new_due())
             )
             if self.dirty:
                 self.dirty = False
                 self._publish()
-            self.outbox.step(holding=continue_as_new_suggested())
+            self.outbox.step(holding=continue_as_new_due())
             workflow.set_current_details(self._details())
-            if continue_as_new_suggested() and self._quiet():
+            if continue_as_new_due() and self._quiet():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self._quiet():
-                    workflow.continue_as_new(CatalogInput(state=self.state, undelivered=self.outbox.undelivered()))
+                    continue_as_new(CatalogInput(state=self.state, undelivered=self.outbox.undelivered()))
 
     def _quiet(self) -> bool:
         return not self.outbox.in_flight and not self.dirty

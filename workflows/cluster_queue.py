@@ -3,7 +3,7 @@ has no cohort.
 
 Handlers only put messages in the inbox; `run` takes everything buffered in one workflow task,
 runs one scheduling pass and hands the resulting notices to the outbox. When the queue's view names
-a cohort, its state moves to the tree's entity (workflows/cohort.py) and this workflow forwards its
+a cohort, its state moves to the tree's entity (workflows/cohort_tree.py) and this workflow forwards its
 messages there, in order: `cohort_tree.Home` decides where messages and the state go, and this
 workflow carries out its orders.
 """
@@ -27,38 +27,29 @@ with workflow.unsafe.imports_passed_through():
         QueueEntry,
     )
     from admitflow.admission.cohort_tree import Forwarded, Handover, Home
-    from admitflow.messages import (
-        ClusterQueueInput,
-        ClusterQueueRef,
-        ClusterQueueReport,
-        Delivery,
-        ForceRelease,
-        Messages,
-        Receipt,
-        StatusQuery,
-    )
+    from admitflow.messages import ClusterQueueInput, ClusterQueueRef
+    from admitflow.admission.protocol import ClusterQueueReport, Delivery, ForceRelease, Messages, Receipt, StatusQuery
 
     from admitflow.workflows import arguments
     from admitflow.workflows.memo import Memo
-    from admitflow.workflows.outbox import Outbox, continue_as_new_suggested, in_task_signals
-    from admitflow.workflows.queue_owner import (
-        MEMO_EVERY,
+    from admitflow.workflows.outbox import Outbox, in_task_signals
+    from admitflow.workflows.versions import Movable, continue_as_new, continue_as_new_due
+    from admitflow.admission.queue_owner import (
         MESSAGE_TYPES,
         Asked,
         ForceReleaseCall,
-        force_release_answered,
         Owner,
-        Retelling,
+        QueueMessage,
         Taking,
         receipt_for,
-        QueueMessage,
         report,
         signal_of,
     )
+    from admitflow.workflows.queue_owner import MEMO_EVERY, Retelling, force_release_answered, memo_of, run_pass
 
 
 @workflow.defn(name=contract.CLUSTER_QUEUE_WORKFLOW)
-class ClusterQueueWorkflow:
+class ClusterQueueWorkflow(Movable):
     @workflow.init
     def __init__(self, input: ClusterQueueInput) -> None:
         self.name = input.name
@@ -197,20 +188,20 @@ class ClusterQueueWorkflow:
             # stream of messages, long before Temporal's 10,000-signals-per-run limit.
             await workflow.wait_condition(
                 lambda: bool(self.inbox)
-                or self.outbox.needs_attention(holding=continue_as_new_suggested())
-                or (self._quiet() and continue_as_new_suggested())
+                or self.outbox.needs_attention(holding=continue_as_new_due())
+                or (self._quiet() and continue_as_new_due())
                 or self.retelling.woke()
                 or self.memo.woke()
             )
             now = workflow.now()
             self._drain_inbox(now)
-            delivered = self.outbox.step(holding=continue_as_new_suggested(), in_task=self._in_task)
+            delivered = self.outbox.step(holding=continue_as_new_due(), in_task=self._in_task)
             if delivered is not None:
                 self._execute(self.home.gone(self.owner.forget_missing(delivered)), now)
             self._execute(self.home.place(), now)
             if self.owner.pass_due(self.outbox):
-                self.owner.run_pass()
-                self.outbox.step(holding=continue_as_new_suggested(), in_task=self._in_task)
+                run_pass(self.owner)
+                self.outbox.step(holding=continue_as_new_due(), in_task=self._in_task)
             self.owner.answer_all(self._holder())
             # After the pass, which may have answered reservations; what it tells again goes out with
             # the next round of the loop (the outbox then needs attention).
@@ -221,12 +212,12 @@ class ClusterQueueWorkflow:
             else:
                 root = self.home.away.root
                 workflow.set_current_details(f"in cohort tree {root}: its queue is scheduled by `{ids.cohort_id(root)}`")
-            if continue_as_new_suggested() and self._quiet():
+            if continue_as_new_due() and self._quiet():
                 # An update that waits for its answer (take_messages, force_release) finishes only once
                 # the loop has taken what it brought: go round again then.
                 await workflow.wait_condition(lambda: workflow.all_handlers_finished() or bool(self.inbox))
                 if self._quiet():
-                    workflow.continue_as_new(
+                    continue_as_new(
                         ClusterQueueInput(
                             name=self.name, state=self.home.state, undelivered=self.outbox.undelivered(),
                             away=self.home.away, handovers=self.home.handovers,
@@ -246,7 +237,7 @@ class ClusterQueueWorkflow:
         where they are."""
         if self.home.away is not None:
             return {memos.MOVED_TO: ids.cohort_id(self.home.away.root)}
-        return self.owner.memo()
+        return memo_of(self.owner)
 
     def _holder(self) -> str | None:
         """The cohort tree that holds this queue's state and takes its messages itself, if one does."""

@@ -18,7 +18,7 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from admitflow import contract, ids
-    from admitflow.messages import Delivery, DeliveryBatch, DeliveryReport
+    from admitflow.admission.protocol import Delivery, DeliveryBatch, DeliveryReport
 
 # Keeps one activity's input well under Temporal's 512 KiB payload warning.
 MAX_BATCH = 200
@@ -54,11 +54,6 @@ def in_task_signals(batch: list[Delivery]) -> bool:
         and not (d.start_cluster_queue or d.start_cohort or d.start_autoscaler or d.start_pods_ready_gate)
         for d in batch
     )
-
-
-def continue_as_new_suggested() -> bool:
-    """Entity workflows hold their outbox once the server suggests continuing as new."""
-    return workflow.info().is_continue_as_new_suggested()
 
 
 class Outbox:

@@ -14,15 +14,17 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from admitflow import contract, ids
-    from admitflow.admission import pods_ready
-    from admitflow.admission.pods_ready import GateAnswer, GateState
-    from admitflow.messages import GateInput, GateRequest, GateSettled, GateUse
+    from admitflow.admission import pods_ready_gate
+    from admitflow.admission.pods_ready_gate import GateAnswer, GateState
+    from admitflow.messages import GateInput
+    from admitflow.admission.protocol import GateRequest, GateSettled, GateUse
 
     from admitflow.workflows import arguments
+    from admitflow.workflows.versions import Movable, continue_as_new, continue_as_new_due
 
 
 @workflow.defn(name=contract.PODS_READY_GATE_WORKFLOW)
-class PodsReadyGateWorkflow:
+class PodsReadyGateWorkflow(Movable):
     @workflow.init
     def __init__(self, input: GateInput) -> None:
         self.state = input.state or GateState()
@@ -35,31 +37,31 @@ class PodsReadyGateWorkflow:
     def request(self, *payload: Any) -> None:
         m = arguments.signal(contract.GATE_REQUEST, payload, GateRequest, check=_answerable)
         if m is not None:
-            self.answers.update(pods_ready.gate_request(self.state, m.cluster_queue))
+            self.answers.update(pods_ready_gate.request(self.state, m.cluster_queue))
 
     @workflow.signal(name=contract.GATE_USED)
     def used(self, *payload: Any) -> None:
         m = arguments.signal(contract.GATE_USED, payload, GateUse)
         if m is not None:
-            self.answers.update(pods_ready.gate_used(self.state, m.cluster_queue, m.key, m.uid, m.ticket))
+            self.answers.update(pods_ready_gate.used(self.state, m.cluster_queue, m.key, m.uid, m.ticket))
 
     @workflow.signal(name=contract.GATE_RETURNED)
     def returned(self, *payload: Any) -> None:
         m = arguments.signal(contract.GATE_RETURNED, payload, GateRequest)
         if m is not None:
-            self.answers.update(pods_ready.gate_returned(self.state, m.cluster_queue))
+            self.answers.update(pods_ready_gate.returned(self.state, m.cluster_queue))
 
     @workflow.signal(name=contract.GATE_SETTLED)
     def settled(self, *payload: Any) -> None:
         m = arguments.signal(contract.GATE_SETTLED, payload, GateSettled)
         if m is not None:
-            self.answers.update(pods_ready.gate_settled(self.state, m.key, m.uid, m.ticket))
+            self.answers.update(pods_ready_gate.settled(self.state, m.key, m.uid, m.ticket))
 
     @workflow.signal(name=contract.GATE_UNSETTLED)
     def unsettled(self, *payload: Any) -> None:
         m = arguments.signal(contract.GATE_UNSETTLED, payload, GateSettled)
         if m is not None:
-            self.answers.update(pods_ready.gate_unsettled(self.state, m.key, m.uid, m.ticket))
+            self.answers.update(pods_ready_gate.unsettled(self.state, m.key, m.uid, m.ticket))
 
     @workflow.query(name=contract.GATE_STATUS)
     def status(self, *payload: Any) -> GateState:
@@ -69,7 +71,7 @@ class PodsReadyGateWorkflow:
     @workflow.run
     async def run(self, input: GateInput) -> None:
         while True:
-            await workflow.wait_condition(lambda: bool(self.answers) or workflow.info().is_continue_as_new_suggested())
+            await workflow.wait_condition(lambda: bool(self.answers) or continue_as_new_due())
             while self.answers:
                 cluster_queue, answer = self.answers.popitem()
                 try:
@@ -78,12 +80,12 @@ class PodsReadyGateWorkflow:
                     if "NotFound" not in (err.type or ""):
                         raise
                     # That ClusterQueue no longer runs: its grant, if it had one, comes back.
-                    self.answers.update(pods_ready.gate_returned(self.state, cluster_queue))
+                    self.answers.update(pods_ready_gate.returned(self.state, cluster_queue))
             workflow.set_current_details(_details(self.state))
-            if workflow.info().is_continue_as_new_suggested() and not self.answers:
+            if continue_as_new_due() and not self.answers:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self.answers:
-                    workflow.continue_as_new(GateInput(state=self.state))
+                    continue_as_new(GateInput(state=self.state))
 
 
 def _answerable(m: GateRequest) -> str | None:

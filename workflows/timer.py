@@ -1,4 +1,4 @@
-"""The one durable timer of a decide-then-execute loop (workflows/workload.py, workflows/provisioning.py).
+"""The one durable timer of a decide-then-execute loop (workflows/lifecycle.py, workflows/provisioning_attempt.py).
 
 The loop's pure `next_wake` names the one moment it must wake without a message; `Timer` keeps one
 Temporal timer for it, kept while that moment is unchanged (so one wait shows as one timer in the

@@ -4,11 +4,17 @@ official Kubernetes Python package (`kubernetes.aio`, shipped in `kubernetes` on
 
 What it writes (docs/kubernetes-backend.md shows whole objects):
 
+- Nothing when a PodTemplate fails core/v1 validation (admitflow/api/pod_template_validation.py):
+  the call fails, not retried, with the API server's kind of message.
 - PodTemplates `ppt-<request>-<podSet>` first, then the ProvisioningRequest, in the request's
   namespace, all labelled `kueue.x-k8s.io/managed: "true"` (Kueue's order and label). An object
   that already exists under its name is kept as it is (a retried activity, or Kueue's reuse).
 - Then every PodTemplate gets a controller ownerReference to the ProvisioningRequest, as Kueue
-  hands them over, so that deleting the request garbage-collects its templates.
+  hands them over, so that deleting the request garbage-collects its templates: a JSON merge patch
+  of its ownerReferences with the resourceVersion they were read at, read again and patched anew
+  on 409 Conflict. Until then a template has no owner: Kueue's first owner, the Workload, is no
+  Kubernetes object here, and the request must not exist before its templates (the autoscaler
+  may fail a request whose templates it cannot find, kueue#3957).
 - The ProvisioningRequest itself has no ownerReference: admitflow's Workload is a Temporal
   workflow, not a Kubernetes object, and the garbage collector deletes objects whose owner does
   not exist. The `admitflow.io/workload` annotation says whom it is for instead.
@@ -17,36 +23,45 @@ What it writes (docs/kubernetes-backend.md shows whole objects):
   between the two steps), and never those of another request whose name merely starts the same.
 
 How it waits: one watch of every ProvisioningRequest in the cluster per backend (per worker), kept
-by an informer (activities/provisioning/informer.py: list, watch from the list's resourceVersion,
+by an informer (activities/informer.py: list, watch from the list's resourceVersion,
 list again on 410 Gone, open the watch again when it ends); each `watch` call is a waiter on it.
 Everything runs on the worker's event loop: no thread per request, no thread per call.
 
-Requests go through the client's `ApiClient` (authentication, TLS, proxy) as raw JSON: the
-backend's pydantic models are its schema, and the client's own models would rewrite the bodies.
-`kubernetes` is imported only when a backend is made, so the rest of admitflow imports without it.
+Requests go through the asyncio client admitflow's cluster-facing parts share
+(activities/kubernetes_api.py: credentials, raw JSON bodies, one-line errors). `kubernetes` is
+imported only when a backend is made, so the rest of admitflow imports without it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import types
-from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from admitflow.activities.provisioning.informer import Disconnected, Expired, Informer, Page
+from admitflow.activities.informer import Informer
+from admitflow.activities.kubernetes_api import (
+    MERGE_PATCH,
+    NON_RETRYABLE,
+    Collection,
+    KubernetesApi,
+    KubernetesApiError,
+    KubernetesCredentialsError,
+    load_configuration,
+    object_not_found,
+    one_line,
+    parse_stored,
+)
+from admitflow.api.pod_template_validation import pod_template_errors
 from admitflow.api.provisioning_request import API_VERSION, MANAGED_LABEL, PodTemplate, ProvisioningRequest
-from admitflow.wire import first_error
 
 if TYPE_CHECKING:
-    from aiohttp import ClientResponse
     from kubernetes.aio.client import Configuration
+
+__all__ = [
+    "NON_RETRYABLE", "KubernetesApiError", "KubernetesBackend", "KubernetesCredentialsError", "load_configuration",
+]
 
 GROUP = "autoscaling.x-k8s.io"
 VERSION = "v1"
@@ -54,65 +69,11 @@ PLURAL = "provisioningrequests"
 KIND = "ProvisioningRequest"
 # On each PodTemplate: the request it was made for (names are not enough, see the module doc).
 REQUEST_ANNOTATION = "admitflow.io/provisioning-request"
-JSON = "application/json"
-MERGE_PATCH = "application/merge-patch+json"
 ALL_REQUESTS = "ProvisioningRequests in all namespaces"
+# Reads and patches of one template's owners before a handover that keeps conflicting is left to
+# the activity's retry.
+HANDOVER_TRIES = 5
 
-# Statuses after which retrying the same request cannot succeed: the worker is not allowed
-# (403), or the server refuses the object (400 malformed, 422 invalid). Everything else (401 with
-# a token about to be refreshed, 409 conflicts, 429, 5xx, network errors) is retried by Temporal.
-NON_RETRYABLE = {400: "BadRequest", 403: "Forbidden", 422: "Invalid"}
-
-
-class KubernetesCredentialsError(RuntimeError):
-    """No usable kubeconfig or in-cluster service account; the message is one line."""
-
-
-class KubernetesApiError(RuntimeError):
-    """An API call failed in a way a retry may fix; the message names the object and the status."""
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def load_configuration(kubeconfig: str | None = None, context: str | None = None) -> Configuration:
-    """Client configuration the way kubectl finds it: `kubeconfig` if given, else `$KUBECONFIG`
-    (a `:`-separated list is merged), else `~/.kube/config`, else the pod's service account
-    (in-cluster); `context` picks a kubeconfig context other than its current-context. Raises
-    `KubernetesCredentialsError` with one line when none is usable.
-
-    The package's synchronous loaders fill the asyncio client's `Configuration` (the two share
-    their fields): they run once, at the worker's start, and they install the hook that refreshes
-    an expiring token (a service account's, an exec plugin's), which the asyncio client calls
-    before each request. The asyncio loader would need a task of its own to refresh."""
-    from kubernetes import config
-    from kubernetes.aio.client import Configuration
-
-    configuration = Configuration()
-    if kubeconfig and not Path(kubeconfig).expanduser().is_file():
-        raise KubernetesCredentialsError(f"kubeconfig {kubeconfig} does not exist")
-    default = Path("~/.kube/config").expanduser()
-    source = kubeconfig or os.environ.get("KUBECONFIG") or (str(default) if default.is_file() else None)
-    try:
-        if source:
-            # persist_config=False: a worker never rewrites the user's kubeconfig.
-            config.load_kube_config(
-                config_file=os.path.expanduser(source), context=context, client_configuration=configuration, persist_config=False
-            )
-            return configuration
-        if os.environ.get("KUBERNETES_SERVICE_HOST"):
-            if context:
-                raise KubernetesCredentialsError(f"context {context} needs a kubeconfig; in a pod only the service account is used")
-            config.load_incluster_config(client_configuration=configuration)
-            return configuration
-    except config.ConfigException as exc:
-        where = f"kubeconfig {source}" if source else "the in-cluster service account"
-        raise KubernetesCredentialsError(f"cannot load Kubernetes credentials from {where}: {_one_line(str(exc))}") from None
-    raise KubernetesCredentialsError(
-        "no Kubernetes credentials: pass --kubeconfig or set KUBECONFIG, create ~/.kube/config, "
-        "or run the worker in a pod with a service account"
-    )
 
 
 class KubernetesBackend:
@@ -137,16 +98,13 @@ class KubernetesBackend:
         call_seconds: float = 60.0,
         page_size: int = 500,
     ) -> None:
-        from kubernetes.aio import client
-
-        _look_up_the_environment_once(configuration)
-        self._api = client.ApiClient(configuration)
+        self._api = KubernetesApi(configuration, call_seconds=call_seconds)
+        self._call = self._api.call
         self._heartbeat_seconds = heartbeat_seconds
-        self._watch_seconds = watch_seconds
-        self._call_seconds = call_seconds
         self._page_size = page_size
         self.host = configuration.host
-        self.informer = Informer(_RequestSource(self), what=ALL_REQUESTS, on_stop=self._api.close)
+        requests = Collection(self._api, ALL_REQUESTS, _requests_path(None), page_size, watch_seconds, _missing_requests)
+        self.informer = Informer(requests, what=ALL_REQUESTS, on_stop=self._api.close)
 
     @classmethod
     def from_config(cls, kubeconfig: str | None = None, context: str | None = None, **options: Any) -> KubernetesBackend:
@@ -170,6 +128,13 @@ class KubernetesBackend:
                     f"namespace of ProvisioningRequest {request.key}",
                     type="InvalidProvisioningRequest",
                     non_retryable=True,
+                )
+        for template in pod_templates:
+            # Never send what an API server would refuse: say why instead, once, as it would.
+            errors = pod_template_errors(template.template.to_wire(), "template")
+            if errors:
+                raise ApplicationError(
+                    f'PodTemplate "{template.metadata.name}" is invalid: {errors[0]}', type="InvalidPodTemplate", non_retryable=True
                 )
         templates = [await self._create_template(t, request.metadata.name) for t in pod_templates]
         what = f"ProvisioningRequest {request.key}"
@@ -195,7 +160,7 @@ class KubernetesBackend:
         status, body = await self._call(
             "delete", what, "DELETE", _requests_path(namespace, name), query={"propagationPolicy": "Background"}, ok=(404,)
         )
-        if status == 404 and not _object_not_found(body, name):
+        if status == 404 and not object_not_found(body, name):
             raise _missing_resource_error("delete", what, body)
         deleted = status != 404
         # The garbage collector would delete handed-over templates, but it may lag, and a
@@ -262,56 +227,6 @@ class KubernetesBackend:
 
     # --- requests --------------------------------------------------------------------------------
 
-    async def _send(
-        self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None, content_type: str = JSON, seconds: float
-    ) -> ClientResponse:
-        """One request through the client's ApiClient; the caller reads and releases the response."""
-        headers = {"Accept": JSON}
-        if body is not None:
-            headers["Content-Type"] = content_type
-        method, url, headers, body, _ = await self._api.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=list((query or {}).items()),
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-        )
-        response = await self._api.call_api(method, url, headers, body, _request_timeout=seconds)
-        return response.response
-
-    async def _call(
-        self,
-        verb: str,
-        what: str,
-        method: str,
-        path: str,
-        *,
-        query: dict[str, str] | None = None,
-        body: Any = None,
-        content_type: str = JSON,
-        ok: tuple[int, ...] = (),
-    ) -> tuple[int, Any]:
-        """One API call. Returns (HTTP status, JSON body); an error status in `ok` is returned
-        with the server's Status body instead of raised."""
-        from aiohttp import ClientError
-
-        try:
-            response = await self._send(method, path, query=query, body=body, content_type=content_type, seconds=self._call_seconds)
-            try:
-                data = await response.read()
-            finally:
-                response.release()
-        except (ClientError, TimeoutError) as exc:
-            raise KubernetesApiError(f"{verb} {what}: cannot reach the API server at {self.host}: {_describe(exc)}") from None
-        status = response.status
-        found = _json_or_none(data)
-        if status >= 400:
-            if status in ok:
-                return status, found or {}
-            raise _api_error(verb, what, status, response.reason, found)
-        return status, found or {}
-
     async def _create_template(self, template: PodTemplate, request_name: str) -> dict[str, Any]:
         meta = template.metadata
         what = f"PodTemplate {meta.namespace}/{meta.name}"
@@ -324,119 +239,40 @@ class KubernetesBackend:
         return stored
 
     async def _hand_over(self, template: dict[str, Any], owner: dict[str, Any]) -> None:
-        """Make the request the template's controller, keeping other non-controller owners."""
+        """Make the request the template's controller, keeping its other, non-controller owners.
+        The merge patch replaces the whole list, so it carries the resourceVersion the list was
+        read at: the server answers 409 Conflict when someone wrote the template since (an owner
+        added meanwhile would otherwise be lost), and the template is read again and the patch
+        made anew, as Kueue's Update of the template retries on a conflict."""
         meta = template["metadata"]
-        refs = meta.get("ownerReferences") or []
-        wanted = [r for r in refs if not r.get("controller") and r.get("uid") != owner["uid"]] + [owner]
-        if refs == wanted:
-            return
-        await self._call(
-            "set owner of",
-            f"PodTemplate {meta['namespace']}/{meta['name']}",
-            "PATCH",
-            _templates_path(meta["namespace"], meta["name"]),
-            body={"metadata": {"ownerReferences": wanted}},
-            content_type=MERGE_PATCH,
-        )
+        namespace, name = meta["namespace"], meta["name"]
+        what = f"PodTemplate {namespace}/{name}"
+        for _ in range(HANDOVER_TRIES):
+            refs = meta.get("ownerReferences") or []
+            wanted = [r for r in refs if not r.get("controller") and r.get("uid") != owner["uid"]] + [owner]
+            if refs == wanted:
+                return
+            patch = {"metadata": {"resourceVersion": meta["resourceVersion"], "ownerReferences": wanted}}
+            path = _templates_path(namespace, name)
+            status, _ = await self._call("set owner of", what, "PATCH", path, body=patch, content_type=MERGE_PATCH, ok=(409,))
+            if status != 409:
+                return
+            status, current = await self._call("read", what, "GET", path, ok=(404,))
+            if status == 404:
+                raise KubernetesApiError(f"set owner of {what}: it was deleted meanwhile; will try again", 404)
+            meta = current["metadata"]
+        raise KubernetesApiError(f"set owner of {what}: still written by someone else after {HANDOVER_TRIES} tries; will try again", 409)
 
     async def _read_request(self, namespace: str, name: str) -> dict[str, Any] | None:
         what = f"ProvisioningRequest {namespace}/{name}"
         status, obj = await self._call("read", what, "GET", _requests_path(namespace, name), ok=(404,))
         if status == 404:
-            if not _object_not_found(obj, name):
+            if not object_not_found(obj, name):
                 raise _missing_resource_error("read", what, obj)
             return None
         return obj
 
     # --- what the informer lists and watches -----------------------------------------------------
-
-    async def list_requests(self, continue_token: str | None) -> Page:
-        """One page of every ProvisioningRequest in the cluster."""
-        query = {"limit": str(self._page_size)}
-        if continue_token:
-            query["continue"] = continue_token
-        status, body = await self._call("list", ALL_REQUESTS, "GET", _requests_path(None), query=query, ok=(404, 410))
-        if status == 410:
-            raise Expired(_one_line(body.get("message") or "continue token expired"))
-        if status == 404:
-            raise _missing_resource_error("list", ALL_REQUESTS, body)
-        meta = body.get("metadata") or {}
-        return Page(items=body.get("items") or [], resource_version=meta.get("resourceVersion") or "", continue_token=meta.get("continue") or None)
-
-    async def watch_requests(self, resource_version: str) -> AsyncIterator[dict[str, Any]]:
-        """The events of every ProvisioningRequest after `resource_version`, until the server
-        ends the watch after `watch_seconds` (the client gives up 30 s later: a silent connection)."""
-        from aiohttp import ClientError
-
-        query = {
-            "watch": "true",
-            "resourceVersion": resource_version,
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(self._watch_seconds),
-        }
-        try:
-            response = await self._send("GET", _requests_path(None), query=query, seconds=self._watch_seconds + 30)
-        except (ClientError, TimeoutError) as exc:
-            raise Disconnected(f"watch {ALL_REQUESTS}: cannot reach the API server at {self.host}: {_describe(exc)}") from None
-        try:
-            if response.status != 200:
-                body = _json_or_none(await response.read())
-                if response.status == 410:
-                    raise Expired(_one_line((body or {}).get("message") or "resource version too old"))
-                if response.status == 404:
-                    raise _missing_resource_error("watch", ALL_REQUESTS, body)
-                raise _api_error("watch", ALL_REQUESTS, response.status, response.reason, body)
-            while True:
-                line = await response.content.readline()
-                if not line:
-                    return
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                if event.get("type") == "ERROR":
-                    status = event.get("object") or {}
-                    if status.get("code") == 410:
-                        raise Expired(_one_line(status.get("message") or "resource version too old"))
-                    raise _api_error("watch", ALL_REQUESTS, status.get("code"), status.get("reason"), status)
-                yield event
-        except (ClientError, TimeoutError, ValueError) as exc:
-            raise Disconnected(f"watch {ALL_REQUESTS}: {_describe(exc)}") from None
-        finally:
-            # Never back to the pool: a watch read only part of may still be streaming.
-            response.close()
-
-
-class _RequestSource:
-    """The informer's view of the backend (activities/provisioning/informer.py's `Source`)."""
-
-    def __init__(self, backend: KubernetesBackend) -> None:
-        self._backend = backend
-
-    async def list(self, continue_token: str | None) -> Page:
-        return await self._backend.list_requests(continue_token)
-
-    def watch(self, resource_version: str) -> AsyncIterator[dict[str, Any]]:
-        return self._backend.watch_requests(resource_version)
-
-
-def _look_up_the_environment_once(configuration: Configuration) -> None:
-    """The client's aiohttp session trusts the environment, and so looks up the proxy variables
-    and ~/.netrc in a thread of its own on every request. The API server's address does not
-    change: look the proxy up once, here, with aiohttp's own function, and turn the lookups off
-    (kubectl reads no ~/.netrc either)."""
-    from aiohttp.helpers import get_env_proxy_for_url
-    from yarl import URL
-
-    if configuration.proxy is None:
-        try:
-            proxy, auth = get_env_proxy_for_url(URL(configuration.host))
-        except LookupError:
-            pass
-        else:
-            configuration.proxy = str(proxy)
-            if auth is not None and not configuration.proxy_headers:
-                configuration.proxy_headers = {"Proxy-Authorization": auth.encode()}
-    configuration.client_session_kwargs = {"trust_env": False, **(configuration.client_session_kwargs or {})}
 
 
 def _requests_path(namespace: str | None, name: str | None = None) -> str:
@@ -456,12 +292,6 @@ def _existing(what: str, obj: dict[str, Any] | None) -> dict[str, Any]:
     if obj["metadata"].get("deletionTimestamp"):
         raise KubernetesApiError(f"create {what}: an object of that name is being deleted; will try again")
     return obj
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError) and not str(exc):
-        return "timed out"
-    return _one_line(str(exc) or type(exc).__name__)
 
 
 # --- objects ---------------------------------------------------------------------------------------
@@ -503,87 +333,17 @@ def _rv(obj: dict[str, Any]) -> str:
 
 
 def _parse_request(obj: dict[str, Any]) -> ProvisioningRequest:
-    try:
-        return ProvisioningRequest.model_validate(_known(ProvisioningRequest, obj))
-    except ValidationError as exc:
-        meta = obj.get("metadata") or {}
-        raise KubernetesApiError(
-            f"ProvisioningRequest {meta.get('namespace')}/{meta.get('name')} as stored does not parse: {first_error(exc)}"
-        ) from None
-
-
-def _known(model: type[BaseModel], data: Any) -> Any:
-    """`data` without the fields a strict model (`extra="forbid"`) does not know, at any depth:
-    the server may return fields newer than our models (a newer CRD, vendor status)."""
-    if not isinstance(data, dict):
-        return data
-    if model.model_config.get("extra") != "forbid":
-        return data
-    out = {}
-    for name, info in model.model_fields.items():
-        for key in (info.alias, name):
-            if key and key in data:
-                out[key] = _known_in(info.annotation, data[key])
-                break
-    return out
-
-
-def _known_in(annotation: Any, value: Any) -> Any:
-    origin = get_origin(annotation)
-    args = get_args(annotation)
-    if origin is Annotated:
-        return _known_in(args[0], value)
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return _known(annotation, value)
-    if origin in (Union, types.UnionType):
-        for arg in args:
-            if arg is not type(None):
-                value = _known_in(arg, value)
-        return value
-    if origin is list and isinstance(value, list) and args:
-        return [_known_in(args[0], v) for v in value]
-    if origin is dict and isinstance(value, dict) and len(args) == 2:
-        return {k: _known_in(args[1], v) for k, v in value.items()}
-    return value
+    return parse_stored(ProvisioningRequest, {"kind": KIND, **obj})
 
 
 # --- errors ----------------------------------------------------------------------------------------
 
 
-def _one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _json_or_none(text: Any) -> dict[str, Any] | None:
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    try:
-        found = json.loads(text) if text else None
-    except ValueError:
-        return None
-    return found if isinstance(found, dict) else None
-
-
-def _object_not_found(status: dict[str, Any] | None, name: str) -> bool:
-    """A 404 about this object, as opposed to one about the whole resource (CRD not installed,
-    wrong URL), which must never be read as "the request is gone"."""
-    return bool(status) and (status.get("details") or {}).get("name") == name
-
-
-def _api_error(verb: str, what: str, status: int | None, reason: str | None, body: dict[str, Any] | None) -> Exception:
-    body = body or {}
-    why = body.get("reason") or reason or ""
-    message = f"{verb} {what}: HTTP {status} {why}".rstrip()
-    if body.get("message"):
-        message += f": {body['message']}"
-    message = _one_line(message)
-    if status in NON_RETRYABLE:
-        return ApplicationError(message, type=f"Kubernetes{NON_RETRYABLE[status]}", non_retryable=True)
-    return KubernetesApiError(message, status)
+def _missing_requests(verb: str, body: dict[str, Any] | None) -> KubernetesApiError:
+    return _missing_resource_error(verb, ALL_REQUESTS, body)
 
 
 def _missing_resource_error(verb: str, what: str, body: dict[str, Any] | None) -> KubernetesApiError:
     detail = (body or {}).get("message") or "not found"
     namespace = "" if what == ALL_REQUESTS else ", and does the namespace exist"
-    return KubernetesApiError(_one_line(f"{verb} {what}: HTTP 404: {detail} (is the {PLURAL}.{GROUP} CRD installed{namespace}?)"), 404)
+    return KubernetesApiError(one_line(f"{verb} {what}: HTTP 404: {detail} (is the {PLURAL}.{GROUP} CRD installed{namespace}?)"), 404)

@@ -17,7 +17,6 @@ annotation, as Kueue's workload controller does.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -26,13 +25,12 @@ from pydantic import Field
 
 from admitflow.admission import conditions as cond
 from admitflow.admission import workload as wl
-from admitflow.admission.checks import parse_payload
 from admitflow.admission.workload import WorkloadState
 from admitflow.api import Workload
 from admitflow.api import field_error as fe
 from admitflow.api.field_error import FieldError
-from admitflow.api.names import dns1123_subdomain_errors, regex_error
-from admitflow.wire import WireModel
+from admitflow.api.names import domain_prefixed_path_errors
+from admitflow.wire import PayloadRefused, WireModel, parse_model
 
 ANNOTATION = "kueue.x-k8s.io/admission-gated-by"
 PATH = f"metadata.annotations[{ANNOTATION}]"
@@ -46,10 +44,6 @@ CLEARED_MESSAGE = "AdmissionGatedBy cleared, waiting for quota reservation"
 CLEARED_NOTE = "Admission gate cleared, workload is now admissible"
 # The Warning event of a removal that was refused (a signal: an update's validator answers instead).
 REFUSED = "InvalidAdmissionGateRemoval"
-
-# apimachinery's IsDomainPrefixedPath: an RFC 1123 subdomain, "/", then RFC 3986 path characters.
-_HTTP_PATH_FMT = r"[A-Za-z0-9/\-._~%!$&'()*+,;=:]+"
-_HTTP_PATH = re.compile("^" + _HTTP_PATH_FMT + "$")
 
 
 class GateRemoval(WireModel):
@@ -113,19 +107,9 @@ def format_errors(value: str | None) -> list[FieldError]:
             errors.append(fe.invalid(PATH, value, f"duplicate gate name: {gate}"))
             continue
         seen.add(gate)
-        errors += _domain_prefixed_path_errors(gate)
+        errors += [fe.invalid(PATH, part, msg) for part, msg in domain_prefixed_path_errors(gate)]
         if len(gate) > MAX_GATE_LENGTH:
             errors.append(FieldError(PATH, fe.too_long_body(MAX_GATE_LENGTH)))
-    return errors
-
-
-def _domain_prefixed_path_errors(gate: str) -> list[FieldError]:
-    host, slash, path = gate.partition("/")
-    if not slash or not host or not path:
-        return [fe.invalid(PATH, gate, 'must be a domain-prefixed path (such as "acme.io/foo")')]
-    errors = [fe.invalid(PATH, host, msg) for msg in dns1123_subdomain_errors(host)]
-    if not _HTTP_PATH.match(path):
-        errors.append(fe.invalid(PATH, path, regex_error("Invalid path", _HTTP_PATH_FMT)))
     return errors
 
 
@@ -149,9 +133,13 @@ def removed_by_update(old: str | None, new: str | None) -> list[str]:
 # --- removal -------------------------------------------------------------------------------------
 
 
-def parse(payload: Any) -> GateRemoval:
-    """The removal in a signal or update payload, or a GateError saying what is wrong with it."""
-    removal = parse_payload(payload, GateRemoval, "admission gate removal", "removal", GateError)
+def parse(value: Any) -> GateRemoval:
+    """The removal a signal or an update carries (its one decoded argument), or a GateError saying
+    what is wrong with it."""
+    try:
+        removal = parse_model(value, GateRemoval, "removal")
+    except PayloadRefused as err:
+        raise GateError(f"invalid admission gate removal: {err}") from None
     if removal.all and removal.gates:
         raise GateError("invalid admission gate removal: give either gates or all, not both")
     if not removal.all and not removal.gates:
@@ -185,11 +173,11 @@ def validate(state: WorkloadState, removal: GateRemoval) -> list[str]:
     return remaining(gates(state.workload), removal, state.key)
 
 
-def receive(state: WorkloadState, payload: Any, now: datetime) -> str:
-    """A removal from a signal or an update: applied if valid, else a Warning event says why and
-    nothing changes. Never raises. Returns what became of it, in words."""
+def receive(state: WorkloadState, removal: GateRemoval, now: datetime) -> str:
+    """A removal from a signal or an update: applied if it applies to the workload, else a Warning
+    event says why and nothing changes. Never raises. Returns what became of it, in words."""
     try:
-        left = validate(state, parse(payload))
+        left = validate(state, removal)
     except GateError as err:
         wl.record(state, REFUSED, str(err), now, "Warning")
         return str(err)

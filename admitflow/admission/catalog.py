@@ -1,8 +1,8 @@
 """The catalog: cluster-scoped configuration, applied like `kubectl apply` and resolved for queues.
 
 `CatalogState` holds every ResourceFlavor, Cohort, ClusterQueue, LocalQueue, AdmissionCheck,
-ProvisioningRequestConfig, SimulatedNodeGroup, WorkloadPriorityClass (read by the client when it
-submits workloads, never sent to a queue) and the Configuration. `apply` and `delete` answer per
+ProvisioningRequestConfig, SimulatedNodeGroup, WorkloadPriorityClass and PriorityClass (read by the
+client when it submits workloads, never sent to a queue) and the Configuration. `apply` and `delete` answer per
 object like kubectl (`created`, `configured`, `unchanged`, `deleted`), and `terminating` for a
 deleted AdmissionCheck that a ClusterQueue still uses (Kueue's `kueue.x-k8s.io/resource-in-use`
 finalizer keeps it until none does); `views` resolves, for each
@@ -17,7 +17,7 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, overload
 
 from pydantic import Field
 
@@ -40,18 +40,24 @@ from admitflow.api import (
     Cohort,
     CohortSpec,
     LocalQueue,
+    ResourceFlavor,
     parse_quantity,
 )
 from admitflow.api import field_error as fe
 from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
 from admitflow.api.configuration import SINGLETON_KEY, Configuration, ObjectRetentionPolicies, WaitForPodsReady
+from admitflow.api.manifest import ConfigObject
 from admitflow.api.meta import ObjectMeta
 from admitflow.api.workload import RUNNER_ANNOTATION
 from admitflow.api.node_group import SimulatedNodeGroup
+from admitflow.api.provisioning_request_config import ProvisioningRequestConfig
 from admitflow.kinds import PLURALS
-from admitflow.wire import WireModel
+from admitflow.wire import CarriedState, WireModel
 
 CATALOG_KINDS = tuple(t.__name__ for t in CONFIG_TYPES)
+
+# One of the catalog's kinds, by its model.
+C = TypeVar("C", bound=ConfigObject)
 
 
 Action = Literal["created", "configured", "unchanged", "deleted", "terminating"]
@@ -104,7 +110,7 @@ class QueueResolution(WireModel):
     )
 
 
-class CatalogState(WireModel):
+class CatalogState(CarriedState):
     revision: int = 0
     objects: dict[str, dict[str, CatalogObject]] = Field(default_factory=dict, description="kind -> key -> object")
     published: dict[str, str] = Field(
@@ -125,14 +131,35 @@ class CatalogState(WireModel):
         ),
     )
 
-    def get(self, kind: str, key: str):
-        return self.objects.get(kind, {}).get(key)
+    @overload
+    def get(self, kind: type[C], key: str) -> C | None: ...
+    @overload
+    def get(self, kind: str, key: str) -> CatalogObject | None: ...
 
-    def all(self, kind: str) -> list:
-        return list(self.objects.get(kind, {}).values())
+    def get(self, kind: type[C] | str, key: str) -> CatalogObject | None:
+        """The object of `kind` (its name, or its model for an answer of that type) at `key`."""
+        if isinstance(kind, str):
+            return self.objects.get(kind, {}).get(key)
+        obj = self.objects.get(kind.__name__, {}).get(key)
+        return obj if isinstance(obj, kind) else None
+
+    @overload
+    def all(self, kind: type[C]) -> list[C]: ...
+    @overload
+    def all(self, kind: str) -> list[CatalogObject]: ...
+
+    def all(self, kind: type[C] | str) -> list[C] | list[CatalogObject]:
+        """Every object of `kind` (its name, or its model for answers of that type)."""
+        if isinstance(kind, str):
+            return list(self.objects.get(kind, {}).values())
+        found: list[C] = []
+        for obj in self.objects.get(kind.__name__, {}).values():
+            if isinstance(obj, kind):
+                found.append(obj)
+        return found
 
 
-def _content(obj) -> dict:
+def _content(obj: CatalogObject) -> dict[str, Any]:
     """What `apply` compares: spec plus user-owned metadata, never status or server-set fields."""
     wire = obj.to_wire()
     meta = wire.get("metadata", {})
@@ -144,12 +171,12 @@ def _content(obj) -> dict:
     }
 
 
-def _immutable(kind: str) -> list[tuple[str, Callable]]:
-    """Fields Kueue's webhooks refuse to change on update."""
-    if kind == "AdmissionCheck":
-        return [("spec.controllerName", lambda o: o.spec.controller_name)]
-    if kind == "LocalQueue":
-        return [("spec.clusterQueue", lambda o: o.spec.cluster_queue)]
+def _immutable(old: CatalogObject, new: CatalogObject) -> list[tuple[str, str | None, str | None]]:
+    """Fields Kueue's webhooks refuse to change on update: (path, stored value, applied value)."""
+    if isinstance(old, AdmissionCheck) and isinstance(new, AdmissionCheck):
+        return [("spec.controllerName", old.spec.controller_name, new.spec.controller_name)]
+    if isinstance(old, LocalQueue) and isinstance(new, LocalQueue):
+        return [("spec.clusterQueue", old.spec.cluster_queue, new.spec.cluster_queue)]
     return []
 
 
@@ -160,10 +187,10 @@ def validate_apply(state: CatalogState, objects: Sequence[CatalogObject]) -> Non
         old = state.get(obj.kind, obj.key)
         if old is None:
             continue
-        for path, read in _immutable(obj.kind):
-            if read(old) != read(obj):
+        for path, stored, applied in _immutable(old, obj):
+            if stored != applied:
                 raise CatalogError(
-                    i, f'{obj.kind} "{obj.key}" is invalid: {path}: Invalid value: "{read(obj)}": field is immutable'
+                    i, f'{obj.kind} "{obj.key}" is invalid: {path}: Invalid value: "{applied}": field is immutable'
                 )
     _refuse_cohort_cycles(state, objects)
 
@@ -205,6 +232,7 @@ def apply(
             if _content(old) == _content(new):
                 outcomes.append(Outcome(kind=obj.kind, key=obj.key, action="unchanged"))
                 continue
+            assert old.metadata is not None  # stored by an apply, which gives every object one
             new.metadata.uid = old.metadata.uid
             new.metadata.creation_timestamp = old.metadata.creation_timestamp
             spec_changed = _content(old)["spec"] != _content(new)["spec"]
@@ -212,8 +240,10 @@ def apply(
             action = "configured"
         status_field = type(new).model_fields.get("status")
         if status_field is not None:
-            # Status belongs to the controllers, as with `kubectl apply` on a status subresource.
-            new.status = old.status if old is not None else status_field.default_factory()
+            # Status belongs to the controllers, as with `kubectl apply` on a status subresource:
+            # whichever kinds have one (old is of new's kind).
+            status = getattr(old, "status") if old is not None else status_field.get_default(call_default_factory=True)
+            setattr(new, "status", status)
         state.objects.setdefault(obj.kind, {})[obj.key] = new
         outcomes.append(Outcome(kind=obj.kind, key=obj.key, action=action))
         changed = True
@@ -238,7 +268,7 @@ def validate_delete(state: CatalogState, refs: Sequence[ObjectRef]) -> None:
 def cluster_queues_using_check(state: CatalogState, name: str) -> list[str]:
     """Kueue's ClusterQueuesUsingAdmissionCheck: the ClusterQueues whose admissionChecksStrategy
     names the check, whatever flavors the rule is for."""
-    return sorted(cq.key for cq in state.all("ClusterQueue") if name in check_rules(cq.spec))
+    return sorted(cq.key for cq in state.all(ClusterQueue) if name in check_rules(cq.spec))
 
 
 # The kinds a ClusterQueue's use protects from deletion, and who uses an object of that kind.
@@ -315,11 +345,13 @@ PARAMETER_KINDS = {
 }
 
 
-def parameters_of(state: CatalogState, ac: AdmissionCheck) -> dict | None:
+def parameters_of(state: CatalogState, ac: AdmissionCheck) -> dict[str, Any] | None:
     """The `spec` of the object the check's parameters refer to, or None (no reference, or nothing
     there: its controller reports that as `BadParametersRef`)."""
     ref = ac.spec.parameters
-    kind = PARAMETER_KINDS.get((ref.api_group, ref.kind)) if ref is not None else None
+    if ref is None:
+        return None
+    kind = PARAMETER_KINDS.get((ref.api_group, ref.kind))
     obj = state.get(kind, ref.name) if kind is not None else None
     return obj.to_wire().get("spec", {}) if obj is not None else None
 
@@ -343,7 +375,7 @@ def provisioning_config_error(state: CatalogState, ac: AdmissionCheck) -> str:
         return "missing parameters reference"
     if (ref.api_group, ref.kind) != ("kueue.x-k8s.io", "ProvisioningRequestConfig"):
         return "bad parameters reference"
-    if state.get("ProvisioningRequestConfig", ref.name) is None:
+    if state.get(ProvisioningRequestConfig, ref.name) is None:
         return f'provisioningrequestconfigs.kueue.x-k8s.io "{ref.name}" not found'
     return ""
 
@@ -352,7 +384,7 @@ def sync_provisioning_checks(state: CatalogState, now: datetime) -> None:
     """The built-in ProvisioningRequest controller's AdmissionCheck reconciler: `Active=True` when
     the parameters lead to a ProvisioningRequestConfig, else `Active=False` with reason
     `BadParametersRef`; written only when the status changes, as Kueue does."""
-    for ac in state.all("AdmissionCheck"):
+    for ac in state.all(AdmissionCheck):
         if ac.spec.controller_name != PROVISIONING_REQUEST_CONTROLLER_NAME:
             continue
         error = provisioning_config_error(state, ac)
@@ -368,7 +400,7 @@ def sync_provisioning_checks(state: CatalogState, now: datetime) -> None:
 
 
 def validate_set_admission_check_active(state: CatalogState, name: str) -> AdmissionCheck:
-    ac: AdmissionCheck | None = state.get("AdmissionCheck", name)
+    ac = state.get(AdmissionCheck, name)
     if ac is None:
         raise CatalogError(0, f'admissionchecks "{name}" not found')
     if ac.spec.controller_name == PROVISIONING_REQUEST_CONTROLLER_NAME:
@@ -397,24 +429,20 @@ def set_admission_check_active(
 def view_of(state: CatalogState, name: str, forest: CohortForest | None = None) -> ClusterQueueView:
     """What the ClusterQueue `name` is sent. `forest` shares the cohort trees among the views of
     one publication (each is built once, not once per ClusterQueue)."""
-    cq: ClusterQueue | None = state.get("ClusterQueue", name)
+    cq = state.get(ClusterQueue, name)
     if cq is None:
         return ClusterQueueView(name=name, revision=state.revision)
     spec = cq.spec
     flavor_names = {fq.name for rg in spec.resource_groups or () for fq in rg.flavors}
     strategy = spec.admission_checks_strategy
     check_names = {r.name for r in (strategy.admission_checks if strategy else None) or ()}
-    flavors = {n: state.get("ResourceFlavor", n).spec for n in sorted(flavor_names) if state.get("ResourceFlavor", n)}
-    checks = {
-        n: admission_check_info(state, state.get("AdmissionCheck", n))
-        for n in sorted(check_names)
-        if state.get("AdmissionCheck", n)
-    }
+    flavors = {n: rf.spec for n in sorted(flavor_names) if (rf := state.get(ResourceFlavor, n))}
+    checks = {n: admission_check_info(state, ac) for n in sorted(check_names) if (ac := state.get(AdmissionCheck, n))}
     local_queues = {
         lq.key: LocalQueueInfo(
             stop_policy=lq.spec.stop_policy or "None", runner=(lq.metadata.annotations or {}).get(RUNNER_ANNOTATION, "")
         )
-        for lq in state.all("LocalQueue")
+        for lq in state.all(LocalQueue)
         if lq.spec.cluster_queue == name
     }
     return ClusterQueueView(
@@ -428,7 +456,7 @@ def view_of(state: CatalogState, name: str, forest: CohortForest | None = None) 
 
 def _configuration(state: CatalogState) -> Configuration:
     """The applied Configuration, or Kueue's defaults without one."""
-    return state.get("Configuration", SINGLETON_KEY) or Configuration()
+    return state.get(Configuration, SINGLETON_KEY) or Configuration()
 
 
 def wait_for_pods_ready(state: CatalogState) -> WaitForPodsReady | None:
@@ -443,7 +471,7 @@ def wait_for_pods_ready(state: CatalogState) -> WaitForPodsReady | None:
 
 def _cohort_parents(state: CatalogState) -> dict[str, str | None]:
     """Each Cohort object's parentName (None at a root)."""
-    return {c.key: c.spec.parent_name for c in state.all("Cohort")}
+    return {c.key: c.spec.parent_name for c in state.all(Cohort)}
 
 
 def _parent_chain(parents: dict[str, str | None], start: str) -> list[str]:
@@ -498,7 +526,7 @@ class CohortForest:
         named = (
             set(self._parents)
             | {p for p in self._parents.values() if p is not None}
-            | {cq.spec.cohort_name for cq in state.all("ClusterQueue") if cq.spec.cohort_name}
+            | {cq.spec.cohort_name for cq in state.all(ClusterQueue) if cq.spec.cohort_name}
         )
         self._roots = {n: cohort_root(self._parents, n) for n in named}
         self._trees: dict[str, CohortTree] = {}
@@ -512,7 +540,7 @@ class CohortForest:
         root = self._roots[name]
         if root not in self._trees:
             members = sorted(n for n, r in self._roots.items() if r == root)
-            cohorts = {n: cohort_info(n, self._state.get("Cohort", n)) for n in members}
+            cohorts = {n: cohort_info(n, self._state.get(Cohort, n)) for n in members}
             self._trees[root] = CohortTree(root=root, cohorts=cohorts)
         return self._trees[root]
 
@@ -544,7 +572,7 @@ def changed_views(state: CatalogState) -> list[ClusterQueueView]:
 
 
 def node_groups(state: CatalogState) -> list[SimulatedNodeGroup]:
-    return sorted(state.all("SimulatedNodeGroup"), key=lambda g: g.key)
+    return sorted(state.all(SimulatedNodeGroup), key=lambda g: g.key)
 
 
 def changed_node_groups(state: CatalogState) -> list[SimulatedNodeGroup] | None:
@@ -560,11 +588,11 @@ def changed_node_groups(state: CatalogState) -> list[SimulatedNodeGroup] | None:
 
 
 def resolve_local_queue(state: CatalogState, namespace: str, name: str) -> QueueResolution:
-    lq: LocalQueue | None = state.get("LocalQueue", f"{namespace}/{name}")
+    lq = state.get(LocalQueue, f"{namespace}/{name}")
     if lq is None:
         return QueueResolution(reason="Misconfigured", message=f"LocalQueue {name} is terminating or missing")
     cq = lq.spec.cluster_queue
-    if state.get("ClusterQueue", cq) is None:
+    if cq is None or state.get(ClusterQueue, cq) is None:
         return QueueResolution(
             cluster_queue=cq, reason="Misconfigured", message=f"ClusterQueue {cq} is terminating or missing"
         )

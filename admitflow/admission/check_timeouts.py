@@ -51,7 +51,9 @@ def deadlines(state: WorkloadState) -> dict[str, datetime]:
             length = parse_duration(timeout.duration)
         except ValueError:
             continue  # refused at apply; a state from elsewhere changes nothing
-        out[c.name] = checks.waited_since(state, c) + max(length, timedelta(seconds=1))
+        since = checks.waited_since(state, c)
+        assert since is not None  # the reservation's time, or later
+        out[c.name] = since + max(length, timedelta(seconds=1))
     return out
 
 
@@ -71,6 +73,7 @@ def due(state: WorkloadState, now: datetime, random: float) -> list[Verdict]:
         if at > now:
             continue
         timeout = pending_timeout(state, name)
+        assert timeout is not None  # deadlines found it
         check = next(c for c in state.status.admission_checks or () if c.name == name)
         message = (
             f"Pending for longer than its pendingTimeout ({timeout.duration}): treated as {timeout.verdict}"

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from admitflow.admission import conditions as cond
 from admitflow.admission import workload as wl
 from admitflow.admission.conditions import MAX_CONDITION_MESSAGE, second, truncate
-from admitflow.admission.workload import VerdictRecord, WorkloadState
+from admitflow.admission.workload import VerdictOutcome, VerdictRecord, WorkloadState
 from admitflow.api import AdmissionCheckState, RequeueState
 from admitflow.api.duration import format_duration, parse_duration
 from admitflow.api.bounds import INT32_MAX
@@ -32,7 +32,7 @@ from admitflow.api import field_error as fe
 from admitflow.api.duration import format_duration_nanos
 from admitflow.api.pod import toleration_rule_errors
 from admitflow.api.workload import PodSetUpdate, pod_set_update_errors
-from admitflow.wire import Undecodable, WireModel, first_error
+from admitflow.wire import PayloadRefused, WireModel, parse_model
 
 STATES = ("Pending", "Ready", "Retry", "Rejected")
 DEACTIVATION_TARGET = "DeactivationTarget"
@@ -78,31 +78,13 @@ class CheckRequest(WireModel):
     workflow_id: str = Field(description="Where verdicts go: signal or update this workflow.")
 
 
-M = TypeVar("M", bound=WireModel)
-
-
-class WrongArguments(WireModel):
-    """A message sent with no argument or several, where one payload was expected."""
-
-    count: int
-
-
-def parse_payload(payload: Any, model: type[M], what: str, field: str, error: type[Exception]) -> M:
-    """The one payload of a signal or an update as `model`, or `error` saying in one line what is
-    wrong with it (`invalid <what>: ...`, a field named from `field`)."""
-    if isinstance(payload, WrongArguments):
-        raise error(f"invalid {what}: expected one payload, got {payload.count} arguments")
-    if isinstance(payload, Undecodable):
-        raise error(f"invalid {what}: {payload.reason}")
+def parse(value: Any) -> Verdict:
+    """The verdict a message carries (its one decoded argument), or a VerdictError saying what is
+    wrong with it."""
     try:
-        return model.model_validate(payload)
-    except ValidationError as err:
-        raise error(f"invalid {what}: {first_error(err, field)}") from None
-
-
-def parse(payload: Any) -> Verdict:
-    """The verdict in a signal or update payload, or a VerdictError saying what is wrong with it."""
-    return parse_payload(payload, Verdict, "verdict", "verdict", VerdictError)
+        return parse_model(value, Verdict, "verdict")
+    except PayloadRefused as err:
+        raise VerdictError(f"invalid verdict: {err}") from None
 
 
 def attempt_of(check: AdmissionCheckState) -> int:
@@ -149,7 +131,7 @@ def is_late_retry(state: WorkloadState, v: Verdict) -> bool:
     return (
         v.state == "Retry"
         and v.attempt is not None
-        and v.attempt == state.handed.get(v.name)
+        and v.attempt == state.asks.handed.get(v.name)
         and after_check_eviction(state)
     )
 
@@ -168,7 +150,7 @@ def after_check_eviction(state: WorkloadState) -> bool:
 
 
 def remember(
-    state: WorkloadState, v: Verdict | None, raw_name: str, raw_state: str, outcome: str, detail: str, now: datetime,
+    state: WorkloadState, v: Verdict | None, raw_name: str, raw_state: str, outcome: VerdictOutcome, detail: str, now: datetime,
     asked_since: datetime | None = None,
 ) -> None:
     state.verdicts.append(
@@ -184,27 +166,28 @@ def remember(
     del state.verdicts[:-MAX_VERDICTS]
 
 
-def receive(state: WorkloadState, payload: Any, now: datetime, random: float = 0.0) -> str:
-    """A verdict from a signal: applied if valid, recorded either way; never raises. Returns what
-    became of it, in words."""
-    raw = payload if isinstance(payload, dict) else {}
+def receive(state: WorkloadState, v: Verdict, now: datetime, random: float = 0.0) -> str:
+    """A verdict from a signal or an update: applied if it applies to the workload as it stands,
+    recorded either way; never raises. Returns what became of it, in words."""
     try:
-        v = parse(payload)
         validate(state, v)
     except VerdictError as err:
-        outcome = "ignored" if err.stale else "rejected"
-        remember(state, None, str(raw.get("name", "?")), str(raw.get("state", "?")), outcome, str(err), now)
+        outcome: VerdictOutcome = "ignored" if err.stale else "rejected"
+        remember(state, None, v.name, v.state, outcome, str(err), now)
         return str(err)
     return apply(state, v, now, random)
 
 
 def apply(state: WorkloadState, v: Verdict, now: datetime, random: float = 0.0) -> str:
     """Apply a validated verdict. `random` in [0, 1) draws the jitter of a retry strategy."""
-    index, check = next((i, c) for i, c in enumerate(state.status.admission_checks) if c.name == v.name)
+    admission_checks = state.status.admission_checks
+    assert admission_checks is not None  # validate found the check there
+    index, check = next((i, c) for i, c in enumerate(admission_checks) if c.name == v.name)
     v = _with_strategy(state, check, v, now, random)
     holding = wl.has_quota(state)
     backoff = in_backoff(state) or after_check_eviction(state)
     if not holding and v.state in ("Retry", "Rejected"):
+        outcome: VerdictOutcome
         if backoff and v.state == "Retry":
             outcome, detail = "applied", _push_backoff(state, index, v, now)
         else:
@@ -222,13 +205,13 @@ def apply(state: WorkloadState, v: Verdict, now: datetime, random: float = 0.0) 
             "pod_set_updates": v.pod_set_updates,
         }
     )
-    state.status.admission_checks[index] = new
+    admission_checks[index] = new
     asked_since = waited_since(state, check) if holding and check.state == "Pending" and v.state != "Pending" else None
     if v.state != check.state:
         note = f"Admission check {v.name} updated state from {check.state} to {v.state}"
         wl.record(state, "AdmissionCheckUpdated", note + (f" with message: {v.message}" if v.message else ""), now)
     if holding:
-        state.answered[v.name] = wl.current_attempt(state, v.name)  # the controller spoke: no need to ask it
+        state.asks.answered[v.name] = wl.current_attempt(state, v.name)  # the controller spoke: no need to ask it
     detail = reconcile(state, now) if holding else "kept until quota is reserved"
     remember(state, v, v.name, v.state, "applied", detail, now, asked_since)
     return detail
@@ -252,7 +235,7 @@ def _with_strategy(state: WorkloadState, check: AdmissionCheckState, v: Verdict,
     strategy = info.retry_strategy if info is not None else None
     if v.state != "Retry" or strategy is None:
         return v
-    first = state.first_retry.get(v.name)
+    first = state.asks.first_retry.get(v.name)
     if strategy.backoff_limit_timeout is not None and first is not None and wl.has_quota(state):
         budget = parse_duration(strategy.backoff_limit_timeout)
         if now - first >= budget:
@@ -333,7 +316,7 @@ def deactivate(state: WorkloadState, now: datetime, cause: str = "", message: st
             st.conditions = cond.set_condition(st.conditions, wl.EVICTED, True, reason, message, now)
         st.conditions = cond.set_condition(st.conditions, wl.REQUEUED, False, reason, message, now)
         wl.record(state, f"EvictedDueTo{reason}", message, now)
-    state.queued = False
+    state.claim.queued = False
     st.requeue_state = None
     st.conditions = cond.remove_condition(st.conditions, DEACTIVATION_TARGET)
     st.conditions = cond.set_condition(st.conditions, wl.QUOTA_RESERVED, False, "Deactivated", "The workload is deactivated", now)
@@ -360,7 +343,7 @@ def evict_for_retry(state: WorkloadState, retrying: Sequence[AdmissionCheckState
     for c in retrying:
         info = state.checks_info.get(c.name)
         if info is not None and info.retry_strategy is not None and info.retry_strategy.backoff_limit_timeout is not None:
-            state.first_retry.setdefault(c.name, second(now))  # its retry time budget counts from here
+            state.asks.first_retry.setdefault(c.name, second(now))  # its retry time budget counts from here
     wl.evict(state, "AdmissionCheck", f"Evicted due to {checks_message(retrying, 'Retry')}", now)
     finish_backoff_if_due(state, now)
 
@@ -389,16 +372,18 @@ def _push_requeue_at(state: WorkloadState, at: datetime | None, now: datetime) -
 def _push_backoff(state: WorkloadState, index: int, v: Verdict, now: datetime) -> str:
     """A Retry that arrives while the workload waits out its backoff: it may push the requeue
     later, never earlier, and the check stays Pending so nothing can leave the workload stuck."""
-    check = state.status.admission_checks[index]
+    admission_checks = state.status.admission_checks
+    assert admission_checks is not None  # apply found the check there
+    check = admission_checks[index]
     if v.requeue_after_seconds is not None:
-        state.status.admission_checks[index] = check.model_copy(update={"requeue_after_seconds": v.requeue_after_seconds})
+        admission_checks[index] = check.model_copy(update={"requeue_after_seconds": v.requeue_after_seconds})
     at = now + timedelta(seconds=v.requeue_after_seconds or 0)
     if _push_requeue_at(state, at, now):
         requeued = cond.find(state.status.conditions, wl.REQUEUED)
         if requeued is not None and requeued.status == "True":
             # Already requeued (an earlier Retry had no delay): it leaves its queue again and waits
             # for the longest delay, whatever the order the verdicts came in.
-            state.queued = False
+            state.claim.queued = False
             st = state.status
             message = f"Evicted due to {checks_message([check.model_copy(update={'message': v.message})], 'Retry')}"
             st.conditions = cond.set_condition(st.conditions, wl.REQUEUED, False, "AdmissionCheck", message, now)
@@ -462,13 +447,13 @@ def to_ask(state: WorkloadState) -> list[str]:
     out = []
     for c in state.status.admission_checks or ():
         info = state.checks_info.get(c.name)
-        attempt = state.asked_now.get(c.name, 0)
+        attempt = state.asks.asked_now.get(c.name, 0)
         if (
             c.state == "Pending"
             and info is not None
             and info.controller_name != PROVISIONING_REQUEST_CONTROLLER_NAME
-            and state.answered.get(c.name) != attempt
-            and c.name not in state.ask_again_at
+            and state.asks.answered.get(c.name) != attempt
+            and c.name not in state.asks.ask_again_at
         ):
             out.append(c.name)
     return out
@@ -477,12 +462,12 @@ def to_ask(state: WorkloadState) -> list[str]:
 def hand_out(state: WorkloadState, name: str) -> int:
     """The attempt to ask a check's controller about in this reservation: the same one again after
     it failed, else one it has never been asked about."""
-    if name in state.asked_now:
-        return state.asked_now[name]
-    n = state.attempts.get(name, 1)
-    if state.handed.get(name, 0) >= n:
-        n = state.handed[name] + 1
-    state.attempts[name] = state.handed[name] = state.asked_now[name] = n
+    if name in state.asks.asked_now:
+        return state.asks.asked_now[name]
+    n = state.asks.attempts.get(name, 1)
+    if state.asks.handed.get(name, 0) >= n:
+        n = state.asks.handed[name] + 1
+    state.asks.attempts[name] = state.asks.handed[name] = state.asks.asked_now[name] = n
     return n
 
 
@@ -498,27 +483,22 @@ def request(state: WorkloadState, name: str, workflow_id: str, attempt: int) -> 
 
 
 def answer(
-    state: WorkloadState, name: str, attempt: int, result: Any, error: str, now: datetime, random: float = 0.0
+    state: WorkloadState, name: str, attempt: int, v: Verdict | None, said: str, error: str, now: datetime,
+    random: float = 0.0,
 ) -> str:
-    """What a controller's activity came back with: its first verdict for that attempt (`Pending`:
-    it will send one later), or the message of its non-retryable error. `name` and `attempt` are
-    filled in when the result leaves them out. An answer that comes after a verdict for that
-    attempt, or after the workload lost its quota, is recorded and ignored. A failure, or a result
-    that is not a valid verdict, is recorded and the controller asked again after a backoff
-    (`controller_backoff`)."""
-    if isinstance(result, Undecodable) and not error:
-        error, result = f"its answer cannot be decoded: {result.reason}", None
-    payload = dict(result) if isinstance(result, dict) else {"state": result}
-    payload.setdefault("name", name)
-    payload.setdefault("attempt", attempt)
-    awaited = state.asked_now.get(name) == attempt and name in to_ask(state)
+    """What a controller's activity came back with (admission.intake.controller_answer): its first
+    verdict for that attempt (`Pending`: it will send one later), or why it is none (its
+    non-retryable error, or an answer that is no verdict); `said` is the state it answered, as it
+    said it. An answer that comes after a verdict for that attempt, or after the workload lost its
+    quota, is recorded and ignored. A failure, or a verdict that does not apply, is recorded and the
+    controller asked again after a backoff (`controller_backoff`)."""
+    awaited = state.asks.asked_now.get(name) == attempt and name in to_ask(state)
     if not awaited:
         detail = "ignored: a verdict for this attempt came first, or the workload no longer holds quota"
-        remember(state, None, name, "Error" if error else str(payload.get("state", "?")), "ignored", detail, now)
+        remember(state, None, name, said, "ignored", detail, now)
         return detail
-    if not error:
+    if v is not None and not error:
         try:
-            v = parse(payload)
             if v.name != name:
                 raise VerdictError(f'answered for check "{v.name}"')
             if v.attempt != attempt:
@@ -527,8 +507,8 @@ def answer(
         except VerdictError as err:
             error = f"invalid verdict from the controller: {err}"
         else:
-            state.controller_failures.pop(name, None)
-            state.ask_again_at.pop(name, None)
+            state.asks.controller_failures.pop(name, None)
+            state.asks.ask_again_at.pop(name, None)
             return apply(state, v, now, random)
     return _controller_failed(state, name, attempt, error, now)
 
@@ -541,14 +521,15 @@ CONTROLLER_FAILED = "AdmissionCheckControllerFailed"
 
 
 def controller_backoff(failures: int) -> int:
-    """Seconds before a controller that failed `failures` times in a row is asked again."""
-    return min(CONTROLLER_BACKOFF_BASE * 2 ** min(failures - 1, 16), CONTROLLER_BACKOFF_MAX)
+    """Seconds before a controller that failed `failures` (at least 1) times in a row is asked again."""
+    growth: int = 2 ** min(failures - 1, 16)
+    return min(CONTROLLER_BACKOFF_BASE * growth, CONTROLLER_BACKOFF_MAX)
 
 
 def _controller_failed(state: WorkloadState, name: str, attempt: int, error: str, now: datetime) -> str:
-    failures = state.controller_failures[name] = state.controller_failures.get(name, 0) + 1
+    failures = state.asks.controller_failures[name] = state.asks.controller_failures.get(name, 0) + 1
     delay = controller_backoff(failures)
-    state.ask_again_at[name] = second(now) + timedelta(seconds=delay)
+    state.asks.ask_again_at[name] = second(now) + timedelta(seconds=delay)
     detail = f"{error}; asked again in {delay}s ({failures} in a row)"
     wl.record(state, CONTROLLER_FAILED, f'Controller of check "{name}" failed on attempt {attempt}: {detail}', now, "Warning")
     remember(state, None, name, "Error", "rejected", detail, now)

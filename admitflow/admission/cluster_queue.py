@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from admitflow.wire import WireModel
+from admitflow.wire import CarriedState, WireModel
 
 from admitflow.admission import conditions as cond
 from admitflow.admission.flavor_assignment import (
@@ -200,7 +200,7 @@ class ForceReleaseOutcome(WireModel):
     moved_to: str = Field(default="", description="Its cohort tree's workflow ID, which holds the queue's state: ask there.")
 
 
-class ClusterQueueState(WireModel):
+class ClusterQueueState(CarriedState):
     name: str
     view: ClusterQueueView | None = None
     conditions: list[Condition] = Field(default_factory=list)
@@ -647,6 +647,12 @@ def current_details(state: ClusterQueueState, head: int = 10) -> str:
             break
         lines.append(f"{position}. {e.key} (priority {e.priority})")
     return "\n\n".join(lines)
+
+
+def local_queue_statuses(state: ClusterQueueState) -> dict[str, LocalQueueStatus]:
+    """The status of each LocalQueue that leads to the queue, by namespace/name."""
+    keys = sorted(set(state.view.local_queues) if state.view else set())
+    return {k: local_queue_status(state, k) for k in keys}
 
 
 def local_queue_status(state: ClusterQueueState, lq_key: str) -> LocalQueueStatus:

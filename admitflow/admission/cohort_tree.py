@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import Field
 
-from admitflow.wire import Fact, WireModel
+from admitflow.wire import CarriedState, Fact, WireModel
 
 from admitflow import contract, ids
 from admitflow.admission import cluster_queue as cq
@@ -73,7 +73,7 @@ class Away(WireModel):
     held: list[Forwarded] = Field(default_factory=list, description="Messages that came while recalling, in order.")
 
 
-class CohortTreeState(WireModel):
+class CohortTreeState(CarriedState):
     """The durable state of one tree's entity: its ClusterQueues' states, and the last handover
     each home made to it (a late repeat of an adopt or a recall is recognised)."""
 

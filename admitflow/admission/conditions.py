@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from admitflow.api import Condition
+from admitflow.api import Condition, ConditionStatus
 
 # Kueue truncates condition messages at 32 KiB and event notes at 1 KiB, marking the cut with " ..."
 # (pkg/util/api/api.go).
@@ -45,7 +45,7 @@ def set_condition(
     now: datetime,
 ) -> list[Condition]:
     """Return the conditions with `type_` set; the transition time moves only when the status flips."""
-    status_str = "True" if status else "False"
+    status_str: ConditionStatus = "True" if status else "False"
     message = truncate(message, MAX_CONDITION_MESSAGE)
     out: list[Condition] = []
     found = False

@@ -19,10 +19,10 @@ what the workflow's current details need to stay deterministic).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Literal, TypedDict, get_args
 
 from pydantic import Field
 
@@ -34,7 +34,7 @@ from admitflow.admission.workload import WorkloadState
 from admitflow.api import Workload, format_resource, resource_value
 from admitflow.api.cluster_queue import ClusterQueueSpec
 from admitflow.api.duration import format_duration_nanos
-from admitflow.messages import PendingWorkload, ReservingWorkload
+from admitflow.admission.protocol import PendingWorkload, ReservingWorkload
 from admitflow.wire import WireModel
 
 CauseName = Literal[
@@ -53,7 +53,7 @@ CauseName = Literal[
     "Queued",
 ]
 # The causes in the order they are tried: the first that holds is the cause.
-CAUSES: tuple[str, ...] = CauseName.__args__
+CAUSES: tuple[str, ...] = get_args(CauseName)
 # Not waiting for admission: nothing to explain, and not counted as pending.
 NOT_WAITING = frozenset({"Deleted", "Finished", "Admitted"})
 # Waiting in its ClusterQueue's queue for quota: what `estimate` models.
@@ -237,7 +237,7 @@ def _state(subject: WorkloadState | Workload) -> WorkloadState:
     return WorkloadState(workload=subject, deleted=bool(getattr(subject, "deleted", None)))
 
 
-def _common(seen: _Seen, found: Cause) -> dict:
+def _common(seen: _Seen, found: Cause) -> dict[str, str]:
     st = seen.st
     admission = st.status.admission
     holder = admission.cluster_queue if admission is not None and wl.has_quota(st) else ""
@@ -356,9 +356,9 @@ def _gated(seen: _Seen) -> Cause | None:
 
 def _backoff(seen: _Seen) -> Cause | None:
     st = seen.st
-    if not checks.in_backoff(st):
+    at = checks.requeue_at(st)  # set while in backoff
+    if not checks.in_backoff(st) or at is None:
         return None
-    at = checks.requeue_at(st)
     evicted = cond.find(st.status.conditions, wl.EVICTED)
     reason = evicted.reason if evicted is not None else ""
     remaining = max(0, int((at - seen.now).total_seconds())) if seen.now is not None else None
@@ -376,7 +376,7 @@ def _queue_missing(seen: _Seen) -> Cause | None:
     m = _MISSING.match(message) if reason == "Misconfigured" else None
     # The message stays until the queue says something else: once the workload is back in its
     # queue (its state or its position says so), the queue is there again.
-    if not st.waiting_for_queue and (m is None or st.queued or seen.position is not None):
+    if not st.claim.waiting_for_queue and (m is None or st.claim.queued or seen.position is not None):
         return None
     cq = m.group(2) if m is not None and m.group(1) == "ClusterQueue" else ""
     return Cause(
@@ -390,7 +390,12 @@ def _pending(seen: _Seen, name: CauseName, summary: str) -> Cause:
     return Cause(cause=name, condition=condition, reason=reason, message=message, since=since, summary=summary, **_place(seen))
 
 
-def _place(seen: _Seen) -> dict:
+class _Place(TypedDict, total=False):
+    position: int
+    position_in_local_queue: int
+
+
+def _place(seen: _Seen) -> _Place:
     p = seen.position
     if p is None:
         return {}
@@ -484,10 +489,11 @@ def shortfalls(message: str) -> list[Shortfall]:
 
 def current_details(state: WorkloadState) -> str:
     """What the workflow shows in the UI: `workload.current_details`, with the line on why it is
-    not admitted second, after the phase."""
+    not admitted second, after the phase, and the line on its admission gates last."""
     lines = wl.current_details(state).split("\n\n")
     why = details_line(state)
-    return "\n\n".join(lines[:1] + ([why] if why else []) + lines[1:])
+    gated = admission_gates.details(state)
+    return "\n\n".join(lines[:1] + ([why] if why else []) + lines[1:] + ([gated] if gated else []))
 
 
 def details_line(state: WorkloadState) -> str | None:
@@ -515,7 +521,7 @@ def capacity(spec: ClusterQueueSpec) -> dict[str, int]:
     return out
 
 
-def contender(workload: Workload, quota: Mapping[str, int] = ()) -> Contender:
+def contender(workload: Workload, quota: Collection[str] = ()) -> Contender:
     """A workload as the estimate sees it: its requests (with `pods` where the queue counts pods),
     and how long it may run (its maximumExecutionTimeSeconds less what earlier admissions used)."""
     pod_sets = [pod_set_request(ps.to_wire()) for ps in workload.spec.pod_sets]

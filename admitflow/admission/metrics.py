@@ -6,7 +6,11 @@ state and outcome, and how long each check was asked before its verdict.
 Pure: a workload workflow keeps a `Seen` snapshot and, after each change, asks
 `workload_observations` what happened since; it emits those counters and histograms through
 Temporal's workflow metric meter, which records nothing while a history is replayed, so every event
-is counted once by the worker that ran it and the sum over workers is right. Gauges are not emitted
+is counted once by the worker that ran it and the sum over workers is right. A counter series
+appears in a scrape when it is first added to; `rate` and `increase` need a sample before an event
+to see it, so the series a workload may add to later are added 0 first, as soon as their labels
+are known: its ClusterQueue's when it learns it, its checks' and evictions' when it reserves quota
+(as Kueue reports every status of a ClusterQueue, 0 for all but one). Gauges are not emitted
 by workflow code: a worker that stops running a ClusterQueue would go on exporting the last value it
 set. A ClusterQueue answers `cluster_queue_gauges` of its current state when asked (query
 `gauges`), and one process, admitflow's exporter (admitflow/gauges.py), asks each ClusterQueue of
@@ -23,9 +27,17 @@ from typing import Literal
 from pydantic import Field
 
 from admitflow.admission import conditions as cond
-from admitflow.admission import priority
+from admitflow.admission import pods_ready, priority
 from admitflow.admission import workload as wl
-from admitflow.admission.cluster_queue import ClusterQueueState, active_condition, local_queue_status, usage
+from admitflow.admission.cluster_queue import (
+    FORCE_RELEASED,
+    ClusterQueueState,
+    Reservation,
+    active_condition,
+    local_queue_status,
+    usage,
+)
+from admitflow.admission.pending_queue import QueueEntry
 from admitflow.admission.workload import VerdictRecord, WorkloadState
 from admitflow.wire import WireModel, after
 
@@ -37,7 +49,8 @@ def _buckets(count: int) -> list[float]:
     return [1.0] + [2.5 * 2**i for i in range(count - 1)]
 
 
-# name -> (kind, description); histograms also get their buckets (the worker's Prometheus config).
+# name -> (kind, description); every histogram also has its buckets in BUCKETS (the worker's
+# Prometheus config): without them the SDK's would apply, made for milliseconds.
 METRICS: dict[str, tuple[str, str]] = {
     "quota_reserved_workloads_total": ("counter", "Workloads that got quota reserved, per ClusterQueue"),
     "quota_reserved_wait_time_seconds": ("histogram", "Time from creation or the last requeue to quota reservation"),
@@ -81,7 +94,10 @@ METRICS.update({
     "local_queue_" + name: (kind, what.replace("per ClusterQueue", "per LocalQueue") if "per ClusterQueue" in what else what + ", per LocalQueue")
     for name, (kind, what) in ((n, METRICS[n]) for n in LOCAL_QUEUE_TWINS)
 })
+# Prometheus' default buckets (client_golang's DefBuckets), which Kueue's scheduler histogram keeps.
+DEFAULT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]
 BUCKETS: dict[str, list[float]] = {
+    PREFIX + "admission_attempt_duration_seconds": DEFAULT_BUCKETS,
     PREFIX + "quota_reserved_wait_time_seconds": _buckets(14),
     PREFIX + "admission_wait_time_seconds": _buckets(16),
     PREFIX + "admission_checks_wait_time_seconds": _buckets(14),
@@ -93,6 +109,23 @@ BUCKETS: dict[str, list[float]] = {
 BUCKETS.update({PREFIX + "local_queue_" + n.removeprefix(PREFIX): b for n, b in list(BUCKETS.items())
                 if n.removeprefix(PREFIX) in LOCAL_QUEUE_TWINS})
 CHECK_STATES = ("Pending", "Ready", "Retry", "Rejected")
+ANY, CHECKS, PODS_READY, MAX_EXECUTION = "any", "checks", "pods-ready", "max-execution"
+# Every (reason, underlying_cause) an eviction is counted under (schedulingStats.evictions), and
+# which workloads it can happen to: any, one with admission checks, one under waitForPodsReady, one
+# with a maximum execution time.
+EVICTIONS: tuple[tuple[str, str, str], ...] = (
+    (wl.PREEMPTED, "", ANY),
+    ("ClusterQueueStopped", "", ANY),
+    ("LocalQueueStopped", "", ANY),
+    ("Deactivated", "", ANY),
+    (FORCE_RELEASED, "", ANY),
+    ("AdmissionCheck", "", CHECKS),
+    ("Deactivated", "AdmissionCheck", CHECKS),
+    (pods_ready.TIMEOUT_REASON, wl.WAIT_FOR_START, PODS_READY),
+    (pods_ready.TIMEOUT_REASON, pods_ready.WAIT_FOR_RECOVERY, PODS_READY),
+    ("Deactivated", pods_ready.LIMIT_CAUSE, PODS_READY),
+    ("Deactivated", "MaximumExecutionTimeExceeded", MAX_EXECUTION),
+)
 
 
 class Observation(WireModel):
@@ -113,6 +146,7 @@ class Gauges(WireModel):
 class Seen(WireModel):
     """What was already counted for one workload (kept by its workflow run, not in its state)."""
 
+    cluster_queue: str = Field(default="", description="The ClusterQueue whose series were set up at 0")
     reserved: datetime | None = None
     admitted: datetime | None = None
     finished: bool = False
@@ -137,8 +171,8 @@ def _queued_since(state: WorkloadState) -> datetime:
     """Kueue's wait times count from creation, or from the last requeue."""
     requeued = cond.find(state.status.conditions, wl.REQUEUED)
     if requeued is not None and requeued.status == "True" and requeued.last_transition_time:
-        return max(requeued.last_transition_time, state.workload.metadata.creation_timestamp)
-    return state.workload.metadata.creation_timestamp
+        return max(requeued.last_transition_time, state.created)
+    return state.created
 
 
 def workload_observations(seen: Seen, state: WorkloadState, emit: bool = True) -> tuple[Seen, list[Observation]]:
@@ -159,9 +193,14 @@ def workload_observations(seen: Seen, state: WorkloadState, emit: bool = True) -
     def since(start: datetime, end: datetime) -> float:
         return max(0.0, (end - start).total_seconds())
 
+    if cq and cq != seen.cluster_queue:
+        now_seen.cluster_queue = cq
+        for name in ("quota_reserved_workloads_total", "admitted_workloads_total", "finished_workloads_total"):
+            kueue("counter", name, 0)
     reserved = _ltt(state, wl.QUOTA_RESERVED)
     if reserved is not None and reserved != seen.reserved:
         now_seen.reserved = reserved
+        out += _ahead_of_events(state, base, lq)
         kueue("counter", "quota_reserved_workloads_total", 1)
         kueue("histogram", "quota_reserved_wait_time_seconds", since(_queued_since(state), reserved))
     admitted = _ltt(state, wl.ADMITTED)
@@ -212,6 +251,36 @@ def workload_observations(seen: Seen, state: WorkloadState, emit: bool = True) -
     return now_seen, (out if emit else [])
 
 
+def _ahead_of_events(state: WorkloadState, base: dict[str, str], lq: dict[str, str]) -> list[Observation]:
+    """At 0, the counters a reserved workload may add to later: its evictions of every reason and
+    cause it can have (with their LocalQueue variants, and once), its checks' retries and applied
+    verdicts."""
+    can = {ANY}
+    if state.status.admission_checks:
+        can.add(CHECKS)
+    if state.wait_for_pods_ready is not None:
+        can.add(PODS_READY)
+    if state.workload.spec.maximum_execution_time_seconds:
+        can.add(MAX_EXECUTION)
+    out = []
+    for reason, cause, who in EVICTIONS:
+        if who in can:
+            labels = {"reason": reason, "underlying_cause": cause}
+            for name, owner in (("evicted_workloads_total", base), ("local_queue_evicted_workloads_total", lq),
+                                ("evicted_workloads_once_total", base)):
+                out.append(Observation(kind="counter", name=PREFIX + name, value=0, labels={**owner, **labels}))
+    cq = state.cluster_queue or ""
+    for check in state.status.admission_checks or ():
+        labels = {"cluster_queue": cq, "admission_check": check.name}
+        out.append(Observation(kind="counter", name=PREFIX + "admission_check_retries_total", value=0, labels=labels))
+        out += [
+            Observation(kind="counter", name=PREFIX + "admission_check_verdicts_total", value=0,
+                        labels={**labels, "state": s, "outcome": "applied"})
+            for s in CHECK_STATES
+        ]
+    return out
+
+
 def _verdicts(seen: Seen, now_seen: Seen, state: WorkloadState) -> list[Observation]:
     """Beyond Kueue: each verdict received (by check, state and outcome: applied, ignored as stale,
     or rejected as invalid), and for each applied one that ended a check's Pending, how long the
@@ -247,13 +316,15 @@ def admission_attempt(had_heads: bool, reserved: int, took: float) -> list[Obser
     pass (a ClusterQueue's, or its cohort tree's for all its queues) that took `took` seconds:
     `success` when it reserved quota for at least one workload, `inadmissible` when it had
     workloads to try and reserved none; a pass with nothing to try (no workload queued, or only ones
-    set aside as inadmissible) is no attempt."""
+    set aside as inadmissible) is no attempt. The other result's counter is added 0, so that its
+    series is there before its first attempt."""
     if not had_heads:
         return []
-    labels = {"result": "success" if reserved else "inadmissible"}
+    result, other = ("success", "inadmissible") if reserved else ("inadmissible", "success")
     return [
-        Observation(kind="counter", name=PREFIX + "admission_attempts_total", value=1, labels=labels),
-        Observation(kind="histogram", name=PREFIX + "admission_attempt_duration_seconds", value=took, labels=labels),
+        Observation(kind="counter", name=PREFIX + "admission_attempts_total", value=1, labels={"result": result}),
+        Observation(kind="histogram", name=PREFIX + "admission_attempt_duration_seconds", value=took, labels={"result": result}),
+        Observation(kind="counter", name=PREFIX + "admission_attempts_total", value=0, labels={"result": other}),
     ]
 
 
@@ -294,7 +365,7 @@ def _quantity(resource: str, value: int) -> float:
 
 
 def _resource_gauges(
-    state: ClusterQueueState, reserving: list, prefix: str = "cluster_queue_", owner: dict[str, str] | None = None
+    state: ClusterQueueState, reserving: list[Reservation], prefix: str = "cluster_queue_", owner: dict[str, str] | None = None
 ) -> list[Observation]:
     """Kueue's cluster_queue_resource_reservation and _usage (or, with a LocalQueue's `owner`
     labels, the local_queue_ ones): every flavor and resource of the queue's spec, reserved by the
@@ -315,7 +386,7 @@ def _resource_gauges(
     return out
 
 
-def _unadmitted(state: ClusterQueueState, reserving: list) -> list[Observation]:
+def _unadmitted(state: ClusterQueueState, reserving: list[Reservation]) -> list[Observation]:
     """Kueue's unadmitted_workloads (v0.19) for the workloads the queue knows, and its LocalQueue
     variant: pending ones are `NoReservation` with their last pending reason as the cause
     (`PendingEvaluation` before the first pass); reserved ones waiting for checks are
@@ -345,7 +416,7 @@ def _unadmitted(state: ClusterQueueState, reserving: list) -> list[Observation]:
     return out
 
 
-def _local_queue_gauges(state: ClusterQueueState, reserving: list) -> list[Observation]:
+def _local_queue_gauges(state: ClusterQueueState, reserving: list[Reservation]) -> list[Observation]:
     """Kueue's LocalQueue gauges, for every LocalQueue pointing at this ClusterQueue."""
     out = []
     for key in sorted(state.view.local_queues if state.view else ()):
@@ -363,7 +434,7 @@ def _local_queue_gauges(state: ClusterQueueState, reserving: list) -> list[Obser
     return out
 
 
-def _workload_gauges(prefix: str, labels: dict[str, str], pending: list, held: list) -> list[Observation]:
+def _workload_gauges(prefix: str, labels: dict[str, str], pending: list[QueueEntry], held: list[Reservation]) -> list[Observation]:
     """Kueue's pending (active, inadmissible), reserving and admitted counts of a ClusterQueue
     (`prefix` "") or of one of its LocalQueues ("local_queue_")."""
     inadmissible = sum(1 for e in pending if e.inadmissible)

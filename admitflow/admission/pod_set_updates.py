@@ -76,7 +76,7 @@ def _pod_set_info(
             continue
         for key, value in (spec.node_labels or {}).items():
             info.node_selector.setdefault(key, value)
-        _add_tolerations(info.tolerations, spec.tolerations)
+        add_tolerations(info.tolerations, spec.tolerations)
     for check in checks:
         update = next((u for u in check.pod_set_updates or () if u.name == assignment.name), None)
         if update is not None:
@@ -94,18 +94,29 @@ def _apply(info: PodSetInfo, update: PodSetUpdate, check: str) -> None:
     for field, have, extra in pairs:
         # Kueue reports whichever conflicting key its map iteration meets first; we take the
         # check's first, so the message is the same on every replay.
-        for key, value in extra.items():
-            if key in have and have[key] != value:
-                raise PodSetUpdateConflict(
-                    f'in admission check "{check}": invalid admission check PodSetUpdate: '
-                    f"conflict for {field}: conflict for key={key}, value1={have[key]}, value2={value}"
-                )
+        found = first_conflict(field, have, extra)
+        if found:
+            raise PodSetUpdateConflict(f'in admission check "{check}": {found}')
     for _, have, extra in pairs:
         have.update(extra)
-    _add_tolerations(info.tolerations, update.tolerations)
+    add_tolerations(info.tolerations, update.tolerations)
 
 
-def _add_tolerations(into: list[Toleration], tolerations: Sequence[Toleration] | None) -> None:
+def conflict(field: str, key: str, value1: str, value2: str) -> str:
+    """Kueue's words for two values of one key (podset.BadPodSetsUpdateError, maps.HaveConflict)."""
+    return f"invalid admission check PodSetUpdate: conflict for {field}: conflict for key={key}, value1={value1}, value2={value2}"
+
+
+def first_conflict(field: str, have: dict[str, str], extra: dict[str, str]) -> str:
+    """The conflict of the first key of `extra` that `have` holds with another value, or ""."""
+    for key, value in extra.items():
+        if key in have and have[key] != value:
+            return conflict(field, key, have[key], value)
+    return ""
+
+
+def add_tolerations(into: list[Toleration], tolerations: Sequence[Toleration] | None) -> None:
+    """Append each toleration `into` does not hold yet."""
     for toleration in tolerations or ():
         if toleration not in into:
             into.append(toleration)

@@ -1,10 +1,9 @@
-"""WaitForPodsReady (KEP-1282, docs/pods-ready.md): the PodsReady condition, the timeouts that evict an
-admitted workload whose pods do not come up, the requeue backoff and limit, and the gate that
-enforces `blockAdmission` across ClusterQueues.
+"""WaitForPodsReady (KEP-1282, docs/pods-ready.md): the PodsReady condition, and the timeouts that
+evict an admitted workload whose pods do not come up, with the requeue backoff and limit. The gate
+that enforces `blockAdmission` across ClusterQueues is `admission.pods_ready_gate`.
 
 The workload workflow keeps one durable timer on `deadline(...)`; when it fires, `time_out` evicts
-(or deactivates) the workload exactly as Kueue's workload controller does. The gate's rules are the
-`Gate*` functions at the end; `workflows/pods_ready_gate.py` only carries them out.
+(or deactivates) the workload exactly as Kueue's workload controller does.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from admitflow.admission import checks
 from admitflow.admission import conditions as cond
@@ -23,7 +22,7 @@ from admitflow.admission.workload import NOT_READY_MESSAGE, PODS_READY, WAIT_FOR
 from admitflow.api import RequeueState
 from admitflow.api.configuration import WaitForPodsReady
 from admitflow.api.duration import format_duration, parse_duration
-from admitflow.wire import WireModel, first_error
+from admitflow.wire import PayloadRefused, WireModel, parse_model
 
 STARTED = "Started"
 WAIT_FOR_RECOVERY = "WaitForRecovery"
@@ -64,13 +63,13 @@ class PodsReadyReport(WireModel):
     )
 
 
-def parse(payload: Any) -> PodsReadyReport:
-    if isinstance(payload, checks.WrongArguments):
-        raise PodsReadyError(f"invalid pods-ready report: expected one payload, got {payload.count} arguments")
+def parse(value: Any) -> PodsReadyReport:
+    """The report a `set_pods_ready` carries (its one decoded argument), or a PodsReadyError saying
+    what is wrong with it."""
     try:
-        report = PodsReadyReport.model_validate(payload)
-    except ValidationError as err:
-        raise PodsReadyError(f"invalid pods-ready report: {first_error(err, 'report')}") from None
+        report = parse_model(value, PodsReadyReport, "report")
+    except PayloadRefused as err:
+        raise PodsReadyError(f"invalid pods-ready report: {err}") from None
     if report.reason is not None and report.reason not in REASONS[report.ready]:
         allowed = " or ".join(REASONS[report.ready])
         raise PodsReadyError(f"invalid pods-ready report: reason {report.reason!r} with ready={str(report.ready).lower()}: use {allowed}")
@@ -90,14 +89,13 @@ def condition_for(state: WorkloadState, report: PodsReadyReport) -> tuple[bool, 
     return False, WAIT_FOR_START, NOT_READY_MESSAGE
 
 
-def report(state: WorkloadState, payload: Any, now: datetime) -> str:
+def report(state: WorkloadState, r: PodsReadyReport, now: datetime) -> str:
     """Apply a `set_pods_ready` report. Only an admitted workload has pods; for any other the report
-    changes nothing. Returns what became of it, in one line. Raises PodsReadyError for bad input."""
-    r = parse(payload)
+    changes nothing. Returns what became of it, in one line."""
     if wl.is_finished(state) or not wl.is_admitted(state):
         return f"ignored: the workload is {wl.phase(state)}, not admitted"
-    if r.admission is not None and r.admission != state.ticket:
-        return f"ignored: about admission {r.admission}, and the workload is at admission {state.ticket}"
+    if r.admission is not None and r.admission != state.claim.ticket:
+        return f"ignored: about admission {r.admission}, and the workload is at admission {state.claim.ticket}"
     status, reason, message = condition_for(state, r)
     st = state.status
     st.conditions = cond.set_condition(st.conditions, PODS_READY, status, reason, message, now)
@@ -121,7 +119,7 @@ def runner_command(state: WorkloadState, running: bool) -> Literal["start", "sto
     not been asked to run in this admission; stop a run whose admission is over (evicted,
     deactivated, finished, deleted). `running`: its `start_workload` is still in flight."""
     wanted = bool(wl.runner_of(state)) and wl.is_admitted(state) and not wl.is_finished(state) and not state.deleted
-    if wanted and not running and state.runner_started != state.ticket:
+    if wanted and not running and state.run.started != state.claim.ticket:
         return "start"
     if not wanted and running:
         return "stop"
@@ -173,10 +171,10 @@ def time_out(state: WorkloadState, settings: WaitForPodsReady, cause: str, now: 
         checks.deactivate(state, now, cause=LIMIT_CAUSE, message=LIMIT_MESSAGE)
         return held
     # Kueue's backoffLimitTimeout: the first eviction starts the clock; one past it deactivates.
-    budget = strategy.backoff_limit_timeout_seconds
+    timeout, budget = strategy.backoff_limit_timeout, strategy.backoff_limit_timeout_seconds
     first = st.requeue_state.first_evicted_at if st.requeue_state else None
-    if budget is not None and first is not None and (now - first).total_seconds() >= budget:
-        checks.deactivate(state, now, cause=LIMIT_CAUSE, message=time_limit_message(strategy.backoff_limit_timeout))
+    if timeout is not None and budget is not None and first is not None and (now - first).total_seconds() >= budget:
+        checks.deactivate(state, now, cause=LIMIT_CAUSE, message=time_limit_message(timeout))
         return held
     delay = backoff_seconds(strategy.backoff_base_seconds, strategy.backoff_max_seconds, count, random)
     # Kubernetes keeps times to the second: the eviction's transition time plus the whole delay.
@@ -200,91 +198,3 @@ def timer_summary(settings: WaitForPodsReady, cause: str) -> str:
     if cause == WAIT_FOR_RECOVERY:
         return f"PodsReady recovery timeout {settings.recovery_timeout}"
     return f"PodsReady timeout {settings.timeout}"
-
-
-# --- blockAdmission: the gate -------------------------------------------------------------------
-#
-# Kueue's scheduler, with blockAdmission, admits nothing while any workload holding quota lacks
-# PodsReady=True, across every ClusterQueue it schedules. admitflow's ClusterQueues are separate
-# workflows, so the one global fact (which workloads reserved under blockAdmission are not ready
-# yet) has one durable writer: the gate. A ClusterQueue that would reserve quota asks it first; the
-# gate grants one reservation at a time, and only while no granted workload is still unready. A
-# grant is used by the reservation it was asked for or handed back by the same pass; the workload
-# itself tells the gate when it is ready or gives its quota back. Nobody waits while holding
-# anything, so no crash or deletion can leave the rule stuck.
-
-GATE_SUMMARY = "blockAdmission gate: which workloads admitted under blockAdmission are not ready yet"
-
-# How many settled (key, uid, ticket) the gate remembers, so that a `used` arriving after its
-# workload already settled is not taken for a new unready workload.
-SETTLED_MEMORY = 1000
-
-
-class GateState(WireModel):
-    not_ready: dict[str, tuple[str, int]] = Field(
-        default_factory=dict, description="Workloads reserved with a grant and not ready yet: key -> (uid, ticket)."
-    )
-    holder: str | None = Field(default=None, description="The ClusterQueue holding the one outstanding grant.")
-    waiting: list[str] = Field(default_factory=list, description="ClusterQueues asking for a grant, first come first.")
-    settled: list[tuple[str, str, int]] = Field(default_factory=list, description="The last settled (key, uid, ticket).")
-
-
-class GateAnswer(WireModel):
-    """What the gate tells a ClusterQueue: granted, or wait (its head is told why)."""
-
-    granted: bool
-
-
-def gate_request(gate: GateState, cluster_queue: str) -> dict[str, GateAnswer]:
-    """A ClusterQueue has a workload that fits. Returns the answers to send, by ClusterQueue."""
-    if gate.holder == cluster_queue:
-        return {cluster_queue: GateAnswer(granted=True)}  # a repeated ask: the grant stands
-    if cluster_queue not in gate.waiting:
-        gate.waiting.append(cluster_queue)
-    answers = _grant(gate)
-    if cluster_queue not in answers:
-        answers[cluster_queue] = GateAnswer(granted=False)
-    return answers
-
-
-def gate_used(gate: GateState, cluster_queue: str, key: str, uid: str, ticket: int) -> dict[str, GateAnswer]:
-    """The holder reserved quota for `key` with its grant."""
-    if gate.holder == cluster_queue:
-        gate.holder = None
-    if (key, uid, ticket) not in {tuple(s) for s in gate.settled}:
-        gate.not_ready[key] = (uid, ticket)
-    return _grant(gate)
-
-
-def gate_returned(gate: GateState, cluster_queue: str) -> dict[str, GateAnswer]:
-    """The holder had nothing left to reserve, or no longer runs."""
-    if gate.holder == cluster_queue:
-        gate.holder = None
-    if cluster_queue in gate.waiting:
-        gate.waiting.remove(cluster_queue)
-    return _grant(gate)
-
-
-def gate_settled(gate: GateState, key: str, uid: str, ticket: int) -> dict[str, GateAnswer]:
-    """A workload reserved with a grant is ready, or gave its quota back."""
-    held = gate.not_ready.get(key)
-    if held is not None and tuple(held) == (uid, ticket):
-        del gate.not_ready[key]
-    gate.settled.append((key, uid, ticket))
-    del gate.settled[:-SETTLED_MEMORY]
-    return _grant(gate)
-
-
-def gate_unsettled(gate: GateState, key: str, uid: str, ticket: int) -> dict[str, GateAnswer]:
-    """A workload that settled as ready is no longer ready while it holds its quota (its pods wait
-    for recovery): as in Kueue, nothing more is admitted until it is ready again or leaves."""
-    gate.not_ready[key] = (uid, ticket)
-    gate.settled = [s for s in gate.settled if tuple(s) != (key, uid, ticket)]
-    return {}
-
-
-def _grant(gate: GateState) -> dict[str, GateAnswer]:
-    if gate.holder is not None or gate.not_ready or not gate.waiting:
-        return {}
-    gate.holder = gate.waiting.pop(0)
-    return {gate.holder: GateAnswer(granted=True)}

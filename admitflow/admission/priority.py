@@ -39,14 +39,13 @@ from typing import Any
 from pydantic import Field
 
 from admitflow.admission import workload as wl
-from admitflow.admission.checks import parse_payload
 from admitflow.admission.workload import WorkloadState
 from admitflow.api import field_error as fe
 from admitflow.api.bounds import INT32_MAX, INT32_MIN
 from admitflow.api.field_error import FieldError
 from admitflow.api.workload import PriorityClassRef, WorkloadSpec
 from admitflow.api.workload_priority_class import GROUP, RESOURCE
-from admitflow.wire import WireModel
+from admitflow.wire import PayloadRefused, WireModel, parse_model
 
 KIND = "WorkloadPriorityClass"
 POD_PRIORITY_CLASS = ("scheduling.k8s.io", "PriorityClass")
@@ -145,9 +144,13 @@ class PriorityChange(WireModel):
     priority_class_ref: PriorityClassRef | None = Field(default=None, description="The class it comes from, if any.")
 
 
-def parse(payload: Any) -> PriorityChange:
-    """The change in an update's payload, or a PriorityError saying what is wrong with it."""
-    return parse_payload(payload, PriorityChange, "priority change", "change", PriorityError)
+def parse(value: Any) -> PriorityChange:
+    """The change an update carries (its one decoded argument), or a PriorityError saying what is
+    wrong with it."""
+    try:
+        return parse_model(value, PriorityChange, "change")
+    except PayloadRefused as err:
+        raise PriorityError(f"invalid priority change: {err}") from None
 
 
 def validate(state: WorkloadState, change: PriorityChange) -> WorkloadSpec:
@@ -163,12 +166,12 @@ def validate(state: WorkloadState, change: PriorityChange) -> WorkloadSpec:
     return wanted
 
 
-def receive(state: WorkloadState, payload: Any, now: datetime) -> bool:
-    """A change from an update: made if valid (a Normal event `PriorityChanged` says from what to
-    what), else a Warning event says why and nothing changes. Never raises. Returns whether the
+def receive(state: WorkloadState, change: PriorityChange, now: datetime) -> bool:
+    """A change from an update: made if it applies (a Normal event `PriorityChanged` says from what
+    to what), else a Warning event says why and nothing changes. Never raises. Returns whether the
     priority or its class changed."""
     try:
-        wanted = validate(state, parse(payload))
+        wanted = validate(state, change)
     except PriorityError as err:
         wl.record(state, REFUSED, str(err), now, "Warning")
         return False

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from admitflow import ids
-from admitflow.admission import backoff, checks, pod_set_updates
+from admitflow.admission import backoff, checks, pod_set_updates, semantic_equality
 from admitflow.admission import workload as wl
 from admitflow.admission.checks import Verdict
 from admitflow.admission.workload import ProvisioningAttempt as Attempt
@@ -37,17 +37,19 @@ from admitflow.api.provisioning_request import (
     CONSUME_ANNOTATION,
     FAILED,
     MANAGED_LABEL,
-    PARAMETER_ANNOTATION_PREFIX,
     PROVISIONED,
     WORKLOAD_ANNOTATION,
     PodTemplate,
     ProvisioningRequest,
+    annotation_parameters,
+    parameter_errors,
 )
 from admitflow.api.provisioning_request_config import ProvisioningRequestConfigSpec, ProvisioningRequestRetryStrategy
 from admitflow.api.workload import PodSet, PodSetUpdate
-from admitflow.wire import WireModel
+from admitflow.wire import WireModel, first_error
 
 NOT_NEEDED_MESSAGE = "the provisioning request is not needed"
+PARAMETERS_FROM = "the ProvisioningRequestConfig's parameters with the workload's provreq.kueue.x-k8s.io/ annotations"
 INACTIVE_MESSAGE = "the check is not active"
 WORKFLOW_PREFIX = "provisioning/"
 
@@ -58,6 +60,13 @@ class Plan(WireModel):
     attempt: Attempt
     request: ProvisioningRequest
     pod_templates: list[PodTemplate]
+
+
+class Unsendable(WireModel):
+    """An attempt whose request an API server would refuse (`message` says why): none is made, and
+    the check says so."""
+
+    message: str
 
 
 class Commands(WireModel):
@@ -78,8 +87,17 @@ OBJECT_NAME_MAX_PREFIX_LENGTH = DNS1123_SUBDOMAIN_MAX_LENGTH - 1 - OBJECT_NAME_H
 def limit_object_name(full: str) -> str:
     """Kueue's limitObjectName: a name of up to 247 characters is kept; a longer one (even one of
     248 to 253, which would fit) becomes its first 247 characters, `-` and the first 5 hex digits
-    of the SHA-1 of the whole name: 253 characters."""
-    return ids.shorten(full, DNS1123_SUBDOMAIN_MAX_LENGTH, OBJECT_NAME_HASH_LENGTH, keep=OBJECT_NAME_MAX_PREFIX_LENGTH)
+    of the SHA-1 of the whole name: 253 characters.
+
+    One difference, so that every name is one an API server takes: a head that ends in `.` (a
+    check `p.rov` cut after its `p.`) loses its trailing dots, as `p.-819fe` is not a DNS
+    subdomain (`.` must be followed by an alphanumeric). Kueue would send that name and record
+    the API server's refusal. A `-` at the cut is kept (`p--819fe` is valid)."""
+    cut = ids.shorten(full, DNS1123_SUBDOMAIN_MAX_LENGTH, OBJECT_NAME_HASH_LENGTH, keep=OBJECT_NAME_MAX_PREFIX_LENGTH)
+    if cut == full:
+        return full
+    head, _, digest = cut.rpartition("-")
+    return f"{head.rstrip('.')}-{digest}"
 
 
 def newer(seen: ProvisioningRequest, than: ProvisioningRequest) -> bool:
@@ -128,11 +146,7 @@ def config_of(state: WorkloadState, check: str) -> ProvisioningRequestConfigSpec
 
 def parameters(config: ProvisioningRequestConfigSpec, annotations: dict[str, str] | None) -> dict[str, str]:
     """The config's parameters, overridden by `provreq.kueue.x-k8s.io/<key>` workload annotations."""
-    out = dict(config.parameters or {})
-    for key, value in (annotations or {}).items():
-        if key.startswith(PARAMETER_ANNOTATION_PREFIX) and len(key) > len(PARAMETER_ANNOTATION_PREFIX):
-            out[key[len(PARAMETER_ANNOTATION_PREFIX) :]] = value
-    return out
+    return {**(config.parameters or {}), **annotation_parameters(annotations)}
 
 
 def in_sync(attempt: Attempt, config: ProvisioningRequestConfigSpec) -> bool:
@@ -165,7 +179,7 @@ def _needs(pod_set: PodSet, managed: Sequence[str]) -> bool:
     return False
 
 
-def _template(pod_set: PodSet, node_selector: dict[str, str], tolerations: list) -> PodTemplateSpec:
+def _template(pod_set: PodSet, node_selector: dict[str, str], tolerations: list[dict[str, Any]]) -> PodTemplateSpec:
     """The podSet's template with its flavors' node labels and tolerations merged in, and limits
     standing in for missing requests (Kueue's podset.Merge and UseLimitsAsMissingRequestsInPod)."""
     wire = pod_set.template.to_wire()
@@ -187,55 +201,97 @@ def _template(pod_set: PodSet, node_selector: dict[str, str], tolerations: list)
     return PodTemplateSpec.model_validate(wire)
 
 
-def _scheduling_requirements(t: PodTemplateSpec) -> Any:
-    spec = t.to_wire()["spec"]
-    requests = lambda cs: [((c.get("resources") or {}).get("requests") or {}) for c in cs or ()]  # noqa: E731
+def _scheduling_requirements(template: dict[str, Any]) -> tuple[object, ...]:
+    """What Kueue's arePodSetsSimilar compares: each container's and init container's requests,
+    the pod's resources, nodeSelector, tolerations, affinity and resourceClaims."""
+    spec = template.get("spec") or {}
     return (
-        requests(spec.get("containers")),
-        requests(spec.get("initContainers")),
-        spec.get("resources"),
-        spec.get("nodeSelector"),
-        spec.get("tolerations"),
-        spec.get("affinity"),
-        spec.get("resourceClaims"),
+        _requests(spec.get("containers")),
+        _requests(spec.get("initContainers")),
+        *(spec.get(k) for k in ("resources", "nodeSelector", "tolerations", "affinity", "resourceClaims")),
     )
 
 
-def _same(policy: str | None, a: PodTemplateSpec, b: PodTemplateSpec) -> bool:
+def _requests(containers: list[dict[str, Any]] | None) -> list[object]:
+    """Each container's requests (wire JSON)."""
+    return [(c.get("resources") or {}).get("requests") for c in containers or ()]
+
+
+def _same(policy: str | None, a: PodSet, b: PodSet) -> bool:
+    """Kueue's canMergePodSets: the podSets' templates as written (before flavors and limits are
+    merged in), compared with Kubernetes' semantic equality (quantities by value)."""
+    if policy is None:
+        return False
+    ta, tb = semantic_equality.normalized(a.template.to_wire()), semantic_equality.normalized(b.template.to_wire())
     if policy == "IdenticalPodTemplates":
-        return a.to_wire() == b.to_wire()
-    if policy == "IdenticalWorkloadSchedulingRequirements":
-        return _scheduling_requirements(a) == _scheduling_requirements(b)
-    return False
+        return ta == tb
+    return _scheduling_requirements(ta) == _scheduling_requirements(tb)
 
 
-def plan(state: WorkloadState, check: str, attempt: int, config: ProvisioningRequestConfigSpec) -> Plan | None:
+def plan(state: WorkloadState, check: str, attempt: int, config: ProvisioningRequestConfigSpec) -> Plan | Unsendable | None:
     """The request an attempt creates, or None when no podSet needs one (then the check is Ready
-    without a request). Podsets of interest: admitted with pods, and (with managedResources)
-    asking for one of them; merged by podSetMergePolicy, the first one standing for the group."""
+    without a request), or Unsendable when the request would be refused (more than 100 parameters
+    or a value over 255 characters, from the config and the workload's annotations together).
+    Podsets of interest: admitted with pods, and (with managedResources) asking for one of them;
+    merged by podSetMergePolicy, the first one standing for the group."""
     meta = state.workload.metadata
     admission = state.status.admission
     if admission is None:
         return None
     assigned = {a.name: a for a in admission.pod_set_assignments}
     infos = {i.name: i for i in pod_set_updates.merge(admission, state.flavors, [])}
-    groups: list[tuple[str, PodTemplateSpec, int]] = []
+    merged: list[tuple[PodSet, int]] = []
     for ps in state.workload.spec.pod_sets:
         a = assigned.get(ps.name)
         count = a.count if a is not None and a.count is not None else ps.count
         if ps.count <= 0 or count <= 0 or not _needs(ps, config.managed_resources or []):
             continue
-        info = infos.get(ps.name)
-        template = _template(ps, info.node_selector if info else {}, [t.to_wire() for t in info.tolerations] if info else [])
-        for i, (name, t, n) in enumerate(groups):
-            if _same(config.pod_set_merge_policy, t, template):
-                groups[i] = (name, t, n + count)
+        for i, (first, n) in enumerate(merged):
+            if _same(config.pod_set_merge_policy, first, ps):
+                merged[i] = (first, n + count)
                 break
         else:
-            groups.append((ps.name, template, count))
-    if not groups:
+            merged.append((ps, count))
+    if not merged:
         return None
+    groups: list[tuple[str, PodTemplateSpec, int]] = []
+    for ps, count in merged:
+        # A merged group's template is its first podSet's, with that podSet's flavors (Kueue's).
+        info = infos.get(ps.name)
+        template = _template(ps, info.node_selector if info else {}, [t.to_wire() for t in info.tolerations] if info else [])
+        groups.append((ps.name, template, count))
     name = request_name(meta.name, check, attempt)
+    params = parameters(config, meta.annotations)
+    refused = parameter_errors(params, "spec.parameters", why=PARAMETERS_FROM)
+    if refused:
+        return Unsendable(message=f'ProvisioningRequest "{name}" is not created, it would be invalid: {refused[0]}')
+    try:
+        templates, request = _objects(state, name, params, config, groups)
+    except ValidationError as err:
+        return Unsendable(message=f'ProvisioningRequest "{name}" is not created, it would be invalid: {first_error(err)}')
+    return Plan(
+        attempt=Attempt(
+            check=check,
+            attempt=attempt,
+            name=name,
+            workflow_id=workflow_id(meta.namespace, meta.name, check, attempt),
+            class_name=config.provisioning_class_name,
+            parameters=params,
+            pod_sets=[ps for ps, _, _ in groups],
+        ),
+        request=request,
+        pod_templates=templates,
+    )
+
+
+def _objects(
+    state: WorkloadState,
+    name: str,
+    params: dict[str, str],
+    config: ProvisioningRequestConfigSpec,
+    groups: list[tuple[str, PodTemplateSpec, int]],
+) -> tuple[list[PodTemplate], ProvisioningRequest]:
+    meta = state.workload.metadata
     labels = {MANAGED_LABEL: "true"}
     templates = [
         PodTemplate.model_validate(
@@ -246,7 +302,6 @@ def plan(state: WorkloadState, check: str, attempt: int, config: ProvisioningReq
         )
         for ps, t, _ in groups
     ]
-    params = parameters(config, meta.annotations)
     request = ProvisioningRequest.model_validate(
         {
             "metadata": {
@@ -264,19 +319,7 @@ def plan(state: WorkloadState, check: str, attempt: int, config: ProvisioningReq
             },
         }
     )
-    return Plan(
-        attempt=Attempt(
-            check=check,
-            attempt=attempt,
-            name=name,
-            workflow_id=workflow_id(meta.namespace, meta.name, check, attempt),
-            class_name=config.provisioning_class_name,
-            parameters=params,
-            pod_sets=[ps for ps, _, _ in groups],
-        ),
-        request=request,
-        pod_templates=templates,
-    )
+    return templates, request
 
 
 # --- reconcile ---------------------------------------------------------------------------------------
@@ -284,13 +327,13 @@ def plan(state: WorkloadState, check: str, attempt: int, config: ProvisioningReq
 
 def reconcile(state: WorkloadState) -> tuple[Commands, list[Verdict]]:
     """Kueue's provisioning Reconcile for this workload: the attempts to start and to delete, and
-    the verdicts for checks that need no request. `state.provisioning` and `state.stopping` are
+    the verdicts for checks that need no request. `state.provisioning.current` and `state.provisioning.stopping` are
     updated; the verdicts are for the caller to apply. An attempt whose workflow ID is still
     stopping (the same attempt number again, after a config change or a preemption) starts on a
     later call, once that workflow has ended."""
     cmds = Commands()
     verdicts: list[Verdict] = []
-    current = state.provisioning
+    current = state.provisioning.current
     if not wl.has_quota(state) or wl.is_finished(state) or state.deleted:
         # Finished, evicted, deactivated or deleted: every request goes (Kueue's cleanup on
         # eviction is on by default). Quota released without an eviction keeps them.
@@ -319,6 +362,10 @@ def reconcile(state: WorkloadState) -> tuple[Commands, list[Verdict]]:
             attempt = None
         if check.state == "Ready":
             continue  # a request deleted after Ready is not made again
+        if isinstance(p, Unsendable):
+            if attempt is None:
+                verdicts += _change(check, "Pending", p.message)
+            continue
         if attempt is None:
             number = (check.retry_count or 0) + 1
         elif check.state == "Pending" and attempt.request is not None and (
@@ -329,6 +376,9 @@ def reconcile(state: WorkloadState) -> tuple[Commands, list[Verdict]]:
         else:
             continue
         p = p if number == p.attempt.attempt else plan(state, name, number, config)
+        if isinstance(p, Unsendable):
+            verdicts += _change(check, "Pending", p.message)
+            continue
         if p is None or _still_stopping(state, p.attempt):
             continue
         current[name] = p.attempt
@@ -337,11 +387,11 @@ def reconcile(state: WorkloadState) -> tuple[Commands, list[Verdict]]:
 
 
 def _stop(state: WorkloadState, cmds: Commands, check: str) -> None:
-    attempt = state.provisioning.pop(check, None)
+    attempt = state.provisioning.current.pop(check, None)
     if attempt is not None:
         cmds.stop.append(attempt)
-        if attempt.workflow_id not in state.stopping:
-            state.stopping.append(attempt.workflow_id)
+        if attempt.workflow_id not in state.provisioning.stopping:
+            state.provisioning.stopping.append(attempt.workflow_id)
 
 
 def _attempt_id(state: WorkloadState, check: str, attempt: int) -> str:
@@ -350,7 +400,7 @@ def _attempt_id(state: WorkloadState, check: str, attempt: int) -> str:
 
 
 def _still_stopping(state: WorkloadState, attempt: Attempt) -> bool:
-    return _attempt_id(state, attempt.check, attempt.attempt) in state.stopping
+    return _attempt_id(state, attempt.check, attempt.attempt) in state.provisioning.stopping
 
 
 def stopped(state: WorkloadState, check: str, attempt: int) -> None:
@@ -358,8 +408,8 @@ def stopped(state: WorkloadState, check: str, attempt: int) -> None:
     attempt that vanished is made again by the next reconcile."""
     current = attempt_for(state, check, attempt)
     if current is not None:
-        del state.provisioning[check]
-    state.stopping = [wid for wid in state.stopping if wid != _attempt_id(state, check, attempt)]
+        del state.provisioning.current[check]
+    state.provisioning.stopping = [wid for wid in state.provisioning.stopping if wid != _attempt_id(state, check, attempt)]
 
 
 def _change(check: AdmissionCheckState, state: str, message: str) -> list[Verdict]:
@@ -504,5 +554,5 @@ def report(
 
 def attempt_for(state: WorkloadState, check: str, number: int) -> Attempt | None:
     """The current attempt of a check, if it is that one."""
-    a = state.provisioning.get(check)
+    a = state.provisioning.current.get(check)
     return a if a is not None and a.attempt == number else None

@@ -17,6 +17,7 @@ an event it cannot apply leaves the state as it was and is recorded in `not_appl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, Union
 
@@ -251,7 +252,7 @@ Command = Annotated[
 # --- the transition -------------------------------------------------------------------------------
 
 
-def step(state: AttemptState, event: Any, now: datetime, random: float) -> tuple[AttemptState, list[Any]]:
+def step(state: AttemptState, event: Event, now: datetime, random: float) -> tuple[AttemptState, list[Command]]:
     """The state after `event` at `now`, and what to do. Total: any event in any state returns; one
     it cannot apply leaves the state as it was, recorded in `not_applied`. A finished attempt takes
     no event."""
@@ -266,32 +267,32 @@ def step(state: AttemptState, event: Any, now: datetime, random: float) -> tuple
         return kept, []
 
 
-def _started(st: AttemptState, ev: Started, now: datetime) -> list[Any]:
+def _started(st: AttemptState, ev: Started, now: datetime) -> list[Command]:
     # What an earlier run had under way did not come along; Settle orders it again.
     st.creating = st.watching = st.scheduled_telling = False
     return []
 
 
-def _created(st: AttemptState, ev: Created, now: datetime) -> list[Any]:
+def _created(st: AttemptState, ev: Created, now: datetime) -> list[Command]:
     st.creating = False
     st.retry_create_at = None
     st.latest, st.push = ev.request, ev.push
     return [Report(request=ev.request)]
 
 
-def _create_failed(st: AttemptState, ev: CreateFailed, now: datetime) -> list[Any]:
+def _create_failed(st: AttemptState, ev: CreateFailed, now: datetime) -> list[Command]:
     st.creating = False
     st.create_failures += 1
     st.retry_create_at = now + AFTER_REFUSAL
     return [Report(error=f'Error creating ProvisioningRequest "{st.request.metadata.name}": {ev.error}')]
 
 
-def _pushed(st: AttemptState, ev: Pushed, now: datetime) -> list[Any]:
+def _pushed(st: AttemptState, ev: Pushed, now: datetime) -> list[Command]:
     st.pushed.append(ev.request)  # Settle takes the batch: the last push newer than the known is news
     return []
 
 
-def _watched(st: AttemptState, ev: Watched, now: datetime) -> list[Any]:
+def _watched(st: AttemptState, ev: Watched, now: datetime) -> list[Command]:
     if not st.watching:
         return []  # stopped: its result is no news
     st.watching = False
@@ -305,7 +306,7 @@ def _watched(st: AttemptState, ev: Watched, now: datetime) -> list[Any]:
     return []
 
 
-def _watch_failed(st: AttemptState, ev: WatchFailed, now: datetime) -> list[Any]:
+def _watch_failed(st: AttemptState, ev: WatchFailed, now: datetime) -> list[Command]:
     if not st.watching:
         return []
     st.watching = False
@@ -314,28 +315,28 @@ def _watch_failed(st: AttemptState, ev: WatchFailed, now: datetime) -> list[Any]
     return [Finish(error=st.failed)]
 
 
-def _delete_asked(st: AttemptState, ev: DeleteAsked, now: datetime) -> list[Any]:
+def _delete_asked(st: AttemptState, ev: DeleteAsked, now: datetime) -> list[Command]:
     st.delete_asked = True
     return []
 
 
-def _scheduled_asked(st: AttemptState, ev: PodsScheduledAsked, now: datetime) -> list[Any]:
+def _scheduled_asked(st: AttemptState, ev: PodsScheduledAsked, now: datetime) -> list[Command]:
     st.scheduled_asked = True
     return []
 
 
-def _scheduled_told(st: AttemptState, ev: PodsScheduledTold, now: datetime) -> list[Any]:
+def _scheduled_told(st: AttemptState, ev: PodsScheduledTold, now: datetime) -> list[Command]:
     st.scheduled_telling = False
     st.scheduled_told = True
     return []
 
 
-def _parent_gone(st: AttemptState, ev: ParentGone, now: datetime) -> list[Any]:
+def _parent_gone(st: AttemptState, ev: ParentGone, now: datetime) -> list[Command]:
     st.parent_gone = True
     return []
 
 
-def _deleted(st: AttemptState, ev: Deleted, now: datetime) -> list[Any]:
+def _deleted(st: AttemptState, ev: Deleted, now: datetime) -> list[Command]:
     if not st.deleting:
         return []
     st.deleted = st.done = True
@@ -343,7 +344,7 @@ def _deleted(st: AttemptState, ev: Deleted, now: datetime) -> list[Any]:
     return [Report(), Finish()]
 
 
-def _timer(st: AttemptState, ev: TimerFired, now: datetime) -> list[Any]:
+def _timer(st: AttemptState, ev: TimerFired, now: datetime) -> list[Command]:
     at = ev.at or now
     if st.retry_create_at is not None and st.retry_create_at <= at:
         st.retry_create_at = None  # Settle creates again
@@ -353,24 +354,25 @@ def _timer(st: AttemptState, ev: TimerFired, now: datetime) -> list[Any]:
 # --- Settle: what the state calls for, against what is under way ----------------------------------
 
 
-def _settle(st: AttemptState, ev: Settle, now: datetime) -> list[Any]:
-    out: list[Any] = []
+def _settle(st: AttemptState, ev: Settle, now: datetime) -> list[Command]:
+    out: list[Command] = []
     if st.deleting:
         return out  # its Deleted ends the attempt
     if st.parent_gone and not st.creating:
         return _delete(st)
-    if st.created and st.push and st.pushed:
+    latest = st.latest  # None until created
+    if latest is not None and st.push and st.pushed:
         # Each push is compared with the request known before the batch, as the loop before did.
-        fresh = [r for r in st.pushed if provisioning.newer(r, st.latest)]
+        fresh = [r for r in st.pushed if provisioning.newer(r, latest)]
         st.pushed = []
         if fresh:
-            st.latest = fresh[-1]
-            out.append(Report(request=st.latest))
-    elif st.created:
+            st.latest = latest = fresh[-1]
+            out.append(Report(request=latest))
+    elif latest is not None:
         st.pushed = []  # a backend that is watched pushes nothing worth keeping
     if st.delete_asked and not st.creating:
         return out + _delete(st)
-    if not st.created:
+    if latest is None:
         if not st.creating and st.retry_create_at is None and not st.delete_asked:
             st.creating = True
             out.append(Create(request=st.request, pod_templates=st.pod_templates))
@@ -384,13 +386,13 @@ def _settle(st: AttemptState, ev: Settle, now: datetime) -> list[Any]:
         return out + [ContinueAsNew()]
     if not st.push and not st.watching:
         st.watching = True
-        out.append(Watch(resource_version=st.latest.metadata.resource_version or ""))
+        out.append(Watch(resource_version=latest.metadata.resource_version or ""))
     return out
 
 
-def _delete(st: AttemptState) -> list[Any]:
+def _delete(st: AttemptState) -> list[Command]:
     st.deleting = True
-    out: list[Any] = []
+    out: list[Command] = []
     if st.watching:
         st.watching = False
         out.append(StopWatching())
@@ -433,7 +435,8 @@ def way_forward(st: AttemptState) -> str | None:
     return None
 
 
-_HANDLERS: dict[type, Any] = {
+# Each event type's handler takes that type: a table by type cannot say so, hence the Any.
+_HANDLERS: dict[type[Fact], Callable[[AttemptState, Any, datetime], list[Command]]] = {
     Started: _started,
     Created: _created,
     CreateFailed: _create_failed,

@@ -32,12 +32,17 @@ def deactivated_by_the_engine(state: WorkloadState) -> datetime | None:
     return evicted.last_transition_time
 
 
+def _after_deactivated(state: WorkloadState) -> str | None:
+    """The afterDeactivatedByKueue its ClusterQueue last gave it, or None (kept)."""
+    policy = state.workload_retention
+    return policy.after_deactivated_by_kueue if policy is not None else None
+
+
 def deletion_due(state: WorkloadState) -> tuple[datetime, str] | None:
     """When its retention runs out, with the timer's summary."""
-    policy = state.workload_retention
-    after = policy.after_deactivated_by_kueue if policy is not None else None
+    after = _after_deactivated(state)
     since = deactivated_by_the_engine(state) if after is not None else None
-    if since is None:
+    if after is None or since is None:
         return None
     return since + parse_duration(after), f"delete: deactivated {after} ago (afterDeactivatedByKueue)"
 
@@ -47,7 +52,7 @@ def delete_if_due(state: WorkloadState, at: datetime, now: datetime) -> bool:
     due = deletion_due(state)
     if due is None or due[0] > at:
         return False
-    after = state.workload_retention.after_deactivated_by_kueue
+    after = _after_deactivated(state)
     wl.record(state, REASON, f"Deleted {after} after it was deactivated (objectRetentionPolicies.workloads.afterDeactivatedByKueue)", now)
     wl.delete(state)
     return True

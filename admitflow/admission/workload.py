@@ -8,12 +8,13 @@ workflow only carries out what a transition says must happen (enqueue, release, 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
-from typing import Any, Literal
+from datetime import datetime, timedelta
+from typing import Literal, get_args
 
 from pydantic import Field
+from temporalio.common import SearchAttributeKey
 
-from admitflow.wire import WireModel
+from admitflow.wire import CarriedState, WireModel
 
 from admitflow import search_attributes as sa
 from admitflow.admission import conditions as cond
@@ -42,19 +43,25 @@ WAIT_FOR_START = "WaitForStart"
 NOT_READY_MESSAGE = "Not all pods are ready or succeeded"
 
 Phase = Literal["Pending", "QuotaReserved", "Admitted", "Backoff", "Inactive", "Finished"]
-PHASES: tuple[str, ...] = Phase.__args__
+PHASES: tuple[str, ...] = get_args(Phase)
 
 # Events are kept for `describe`; the full story is the workflow history, so a bounded tail is enough.
 MAX_EVENTS = 100
 
 
+EventType = Literal["Normal", "Warning"]
+
+
 class Event(WireModel):
     """A Kubernetes-style event on the workload (events.k8s.io: type, reason, note)."""
 
-    type: Literal["Normal", "Warning"] = "Normal"
+    type: EventType = "Normal"
     reason: str
     message: str
     time: datetime
+
+
+VerdictOutcome = Literal["applied", "ignored", "rejected"]
 
 
 class VerdictRecord(WireModel):
@@ -63,7 +70,7 @@ class VerdictRecord(WireModel):
     time: datetime
     check: str
     state: str
-    outcome: Literal["applied", "ignored", "rejected"]
+    outcome: VerdictOutcome
     detail: str = ""
     waited: float | None = Field(
         default=None, description="Seconds the check had been asked (Pending, quota reserved) when this verdict ended that."
@@ -101,48 +108,15 @@ class WorkloadReport(Workload):
     )
 
 
-class WorkloadState(WireModel):
-    workload: Workload
-    events: list[Event] = Field(default_factory=list)
-    cluster_queue: str | None = Field(default=None, description="Resolved from the LocalQueue.")
+class QueueClaim(WireModel):
+    """What the workload's ClusterQueue holds for it, by ticket: its place in the queue or its
+    reservation, and what the queue was told of it."""
+
     ticket: int = Field(default=0, description="Counts enqueues; the ClusterQueue answers per ticket.")
     queued: bool = Field(default=False, description="The current ticket sits in the ClusterQueue.")
     sent_back: bool = Field(default=False, description="The queue sent it back: look the queue up afresh.")
     waiting_for_queue: bool = Field(
         default=False, description="Its LocalQueue or ClusterQueue is missing; the catalog will wake it."
-    )
-    deleted: bool = False
-    verdicts: list[VerdictRecord] = Field(default_factory=list, description="The last check verdicts received.")
-    checks_info: dict[str, AdmissionCheckInfo] = Field(
-        default_factory=dict, description="Its checks' controllers, parameters and retry strategies, by check name."
-    )
-    answered: dict[str, int] = Field(
-        default_factory=dict,
-        description="Checks whose controller has answered in this reservation, with the attempt it answered.",
-    )
-    first_retry: dict[str, datetime] = Field(
-        default_factory=dict,
-        description="When each check's first Retry since the workload was last admitted was applied "
-        "(its retryStrategy's backoffLimitTimeout counts from it).",
-    )
-    flavors: dict[str, ResourceFlavorSpec] = Field(default_factory=dict, description="The flavors it was assigned.")
-    pod_sets_info: list[PodSetInfo] | None = Field(default=None, description="Set when admitted.")
-    provisioning: dict[str, ProvisioningAttempt] = Field(
-        default_factory=dict, description="The current ProvisioningRequest attempt of each provisioning check."
-    )
-    stopping: list[str] = Field(
-        default_factory=list, description="ProvisioningCheckWorkflows told to delete their request, not yet ended."
-    )
-    wait_for_pods_ready: WaitForPodsReady | None = Field(
-        default=None, description="The waitForPodsReady settings its ClusterQueue last gave it; None: off."
-    )
-    workload_retention: WorkloadRetentionPolicy | None = Field(
-        default=None, description="The workload retention policy its ClusterQueue last gave it; None: kept."
-    )
-    runner: str = Field(default="", description="Its LocalQueue's runner task queue, as of its last reservation.")
-    runner_started: int = Field(default=0, description="The ticket (admission) its runner was last asked to start.")
-    gated: bool = Field(
-        default=False, description="The blockAdmission gate counts it as not ready; it is told when it is ready or leaves."
     )
     holder: int | None = Field(
         default=None, description="The ticket its ClusterQueue holds (queued or reserved) until it is released."
@@ -150,10 +124,21 @@ class WorkloadState(WireModel):
     holder_queue: str = Field(default="", description="The ClusterQueue holding `holder`.")
     enqueuing: int | None = Field(default=None, description="The ticket being enqueued now.")
     told_admitted: int = Field(default=0, description="The ticket whose admission its ClusterQueue was told of.")
-    admission_done: int = Field(default=0, description="The ticket whose admission was carried out (pods' info).")
-    gate_member: bool = Field(
-        default=False, description="Reserved with a blockAdmission grant: the gate counts it whenever it is not ready."
+    admitted_due: datetime | None = Field(
+        default=None,
+        description="The `admitted` notice of `told_admitted` waits to go with the next workflow task, at the latest then.",
     )
+    admission_done: int = Field(default=0, description="The ticket whose admission was carried out (pods' info).")
+    early_notices: list[Notice] = Field(
+        default_factory=list,
+        description="Queue notices about the ticket being enqueued (or the next one) that came before the enqueue's "
+        "answer, applied once it comes.",
+    )
+
+
+class CheckAsks(WireModel):
+    """What the workload's admission check controllers were asked, and answered, by check name."""
+
     attempts: dict[str, int] = Field(
         default_factory=dict, description="The attempt each check is at (1 when absent); never goes back."
     )
@@ -166,32 +151,84 @@ class WorkloadState(WireModel):
     asking: dict[str, int] = Field(
         default_factory=dict, description="Controllers being asked now (check -> attempt); cleared when a run starts."
     )
+    answered: dict[str, int] = Field(
+        default_factory=dict,
+        description="Checks whose controller has answered in this reservation, with the attempt it answered.",
+    )
     controller_failures: dict[str, int] = Field(
         default_factory=dict, description="Failed or invalid controller answers in a row, by check."
     )
     ask_again_at: dict[str, datetime] = Field(
         default_factory=dict, description="When a check's controller that failed is asked again."
     )
-    runner_running: int | None = Field(
-        default=None, description="The admission whose `start_workload` runs on its runner now."
+    first_retry: dict[str, datetime] = Field(
+        default_factory=dict,
+        description="When each check's first Retry since the workload was last admitted was applied "
+        "(its retryStrategy's backoffLimitTimeout counts from it).",
     )
-    runner_lost: int | None = Field(
+
+
+class RunnerRun(WireModel):
+    """The runner's `start_workload` for the workload's admissions (docs/runners.md), by admission."""
+
+    task_queue: str = Field(default="", description="Its LocalQueue's runner task queue, as of its last reservation.")
+    started: int = Field(default=0, description="The admission its runner was last asked to start.")
+    running: int | None = Field(default=None, description="The admission whose `start_workload` runs on its runner now.")
+    lost: int | None = Field(
         default=None, description="The admission whose `start_workload` failed (its runner may still run it): told to stop when it is over."
     )
-    runner_restart: int | None = Field(
+    restart: int | None = Field(
         default=None, description="The admission whose `start_workload` its runner lost (its heartbeats stopped, or the runner shut down): started again."
     )
-    runner_restarts: int = Field(
+    restarts: int = Field(
         default=0, description="How many times `start_workload` was started again for the admission its runner was last asked to start."
     )
-    early_notices: list[dict[str, Any]] = Field(
-        default_factory=list,
-        description="Queue notices about the ticket being enqueued (or the next one) that came before the enqueue's "
-        "answer, applied once it comes.",
+
+
+class ProvisioningAttempts(WireModel):
+    """The built-in ProvisioningRequest check's attempts (admitflow.admission.provisioning)."""
+
+    current: dict[str, ProvisioningAttempt] = Field(
+        default_factory=dict, description="The current ProvisioningRequest attempt of each provisioning check."
+    )
+    stopping: list[str] = Field(
+        default_factory=list, description="ProvisioningCheckWorkflows told to delete their request, not yet ended."
     )
     probe_at: datetime | None = Field(
         default=None, description="When its ProvisioningRequest attempts' workflows are next checked for being alive."
     )
+
+
+class WorkloadState(CarriedState):
+    """Everything the workload workflow keeps: the Workload in Kueue's shape, what its ClusterQueue gave
+    it with its last reservation, and what is under way, grouped by what it is about."""
+
+    workload: Workload
+    events: list[Event] = Field(default_factory=list)
+    verdicts: list[VerdictRecord] = Field(default_factory=list, description="The last check verdicts received.")
+    deleted: bool = False
+    cluster_queue: str | None = Field(default=None, description="Resolved from the LocalQueue.")
+    checks_info: dict[str, AdmissionCheckInfo] = Field(
+        default_factory=dict, description="Its checks' controllers, parameters and retry strategies, by check name."
+    )
+    flavors: dict[str, ResourceFlavorSpec] = Field(default_factory=dict, description="The flavors it was assigned.")
+    pod_sets_info: list[PodSetInfo] | None = Field(default=None, description="Set when admitted.")
+    wait_for_pods_ready: WaitForPodsReady | None = Field(
+        default=None, description="The waitForPodsReady settings its ClusterQueue last gave it; None: off."
+    )
+    workload_retention: WorkloadRetentionPolicy | None = Field(
+        default=None, description="The workload retention policy its ClusterQueue last gave it; None: kept."
+    )
+    gated: bool = Field(
+        default=False, description="The blockAdmission gate counts it as not ready; it is told when it is ready or leaves."
+    )
+    gate_member: bool = Field(
+        default=False, description="Reserved with a blockAdmission grant: the gate counts it whenever it is not ready."
+    )
+    claim: QueueClaim = Field(default_factory=QueueClaim)
+    asks: CheckAsks = Field(default_factory=CheckAsks)
+    run: RunnerRun = Field(default_factory=RunnerRun)
+    provisioning: ProvisioningAttempts = Field(default_factory=ProvisioningAttempts)
 
     @property
     def key(self) -> str:
@@ -200,6 +237,20 @@ class WorkloadState(WireModel):
     @property
     def status(self) -> WorkloadStatus:
         return self.workload.status
+
+    @property
+    def uid(self) -> str:
+        """The workload's uid: new_state sets it, as Kubernetes' API server would."""
+        uid = self.workload.metadata.uid
+        assert uid is not None, f"workload {self.key} has no uid"
+        return uid
+
+    @property
+    def created(self) -> datetime:
+        """Its creationTimestamp: new_state sets it, as Kubernetes' API server would."""
+        created = self.workload.metadata.creation_timestamp
+        assert created is not None, f"workload {self.key} has no creationTimestamp"
+        return created
 
     def pod_set_requests(self) -> list[PodSetRequest]:
         return [pod_set_request(ps.to_wire()) for ps in self.workload.spec.pod_sets]
@@ -211,7 +262,7 @@ class WorkloadState(WireModel):
                 "events": [e.to_wire() for e in self.events],
                 "verdicts": [v.to_wire() for v in self.verdicts],
                 "podSetsInfo": [p.to_wire() for p in self.pod_sets_info] if self.pod_sets_info is not None else None,
-                "provisioningRequests": [a.to_wire() for a in self.provisioning.values()],
+                "provisioningRequests": [a.to_wire() for a in self.provisioning.current.values()],
                 "deleted": True if self.deleted else None,
                 "checkAttempts": {c.name: current_attempt(self, c.name) for c in self.status.admission_checks or ()},
             }
@@ -237,14 +288,14 @@ def stamp_submission(state: WorkloadState, submitted: Workload, accepted: dateti
     state.workload.metadata.creation_timestamp = submitted.metadata.creation_timestamp or second(accepted)
 
 
-def record(state: WorkloadState, reason: str, message: str, now: datetime, type_: str = "Normal") -> None:
+def record(state: WorkloadState, reason: str, message: str, now: datetime, type_: EventType = "Normal") -> None:
     state.events.append(Event(type=type_, reason=reason, message=truncate(message, MAX_EVENT_MESSAGE), time=second(now)))
     del state.events[:-MAX_EVENTS]
 
 
 def runner_of(state: WorkloadState) -> str:
     """The task queue of the runner that starts it: its own annotation, else its LocalQueue's."""
-    return (state.workload.metadata.annotations or {}).get(RUNNER_ANNOTATION) or state.runner
+    return (state.workload.metadata.annotations or {}).get(RUNNER_ANNOTATION) or state.run.task_queue
 
 
 def current_attempt(state: WorkloadState, check: str) -> int:
@@ -254,7 +305,7 @@ def current_attempt(state: WorkloadState, check: str) -> int:
     in Kueue."""
     info = state.checks_info.get(check)
     if not (info is not None and info.controller_name == PROVISIONING_REQUEST_CONTROLLER_NAME):
-        return state.attempts.get(check, 1)
+        return state.asks.attempts.get(check, 1)
     c = next((c for c in state.status.admission_checks or () if c.name == check), None)
     return (c.retry_count or 0) + 1 if c is not None else 1
 
@@ -262,10 +313,10 @@ def current_attempt(state: WorkloadState, check: str) -> int:
 def next_attempts(state: WorkloadState) -> None:
     """The reservation is over: an attempt a controller was asked about is never asked again, so
     each check so asked moves to the next one."""
-    for check, handed in state.handed.items():
-        if handed >= state.attempts.get(check, 1):
-            state.attempts[check] = handed + 1
-    state.asked_now = {}
+    for check, handed in state.asks.handed.items():
+        if handed >= state.asks.attempts.get(check, 1):
+            state.asks.attempts[check] = handed + 1
+    state.asks.asked_now = {}
 
 
 def has_quota(state: WorkloadState) -> bool:
@@ -301,11 +352,16 @@ def phase(state: WorkloadState) -> Phase:
     return "Pending"
 
 
-def search_attributes(state: WorkloadState) -> dict:
+# The keys of the attributes the workflow keeps current (search_attributes.MANAGED), and their values.
+ManagedKey = SearchAttributeKey[str] | SearchAttributeKey[int] | SearchAttributeKey[Sequence[str]]
+ManagedValue = str | int | list[str]
+
+
+def search_attributes(state: WorkloadState) -> dict[ManagedKey, ManagedValue]:
     """The contract's search attributes for this workload (docs/contract.md), by key; an attribute with
     nothing to say is left out (unset)."""
     spec = state.workload.spec
-    out: dict = {sa.PHASE: phase(state), sa.LOCAL_QUEUE: spec.queue_name or "", sa.PRIORITY: spec.priority or 0}
+    out: dict[ManagedKey, ManagedValue] = {sa.PHASE: phase(state), sa.LOCAL_QUEUE: spec.queue_name or "", sa.PRIORITY: spec.priority or 0}
     pending_checks = [c.name for c in state.status.admission_checks or () if c.state != "Ready"]
     if pending_checks:
         out[sa.PENDING_CHECKS] = pending_checks
@@ -344,8 +400,8 @@ def to_admission(cluster_queue: str, assignment: Assignment) -> Admission:
 def sent_back(state: WorkloadState, reason: str, message: str, now: datetime) -> None:
     """The ClusterQueue does not take it (its LocalQueue does not lead there): pending with the
     reason, and the next enqueue looks the queue up afresh."""
-    state.queued = False
-    state.sent_back = True
+    state.claim.queued = False
+    state.claim.sent_back = True
     set_pending(state, reason, message, now)
 
 
@@ -354,7 +410,7 @@ def accepts_eviction(state: WorkloadState, notice: Notice) -> bool:
     (its quota is on its way back already: a finish and a preemption in one workflow task end as
     Finished, not Evicted)."""
     return (
-        notice.uid == state.workload.metadata.uid and notice.ticket == state.ticket and has_quota(state)
+        notice.uid == state.workload.metadata.uid and notice.ticket == state.claim.ticket and has_quota(state)
         and not is_finished(state)
     )
 
@@ -452,15 +508,15 @@ def queue_timestamp(state: WorkloadState) -> datetime:
             evicted.reason == "PodsReadyTimeout" and requeuing_timestamp == "Eviction"
         ):
             return evicted.last_transition_time
-    return state.workload.metadata.creation_timestamp
+    return state.created
 
 
 def accepts(state: WorkloadState, notice: Notice) -> bool:
     """A ClusterQueue notice counts only for this run and the ticket it is about."""
     return (
         notice.uid == state.workload.metadata.uid
-        and notice.ticket == state.ticket
-        and state.queued
+        and notice.ticket == state.claim.ticket
+        and state.claim.queued
         and not is_finished(state)
     )
 
@@ -479,11 +535,11 @@ def reserve_quota(state: WorkloadState, notice: Notice, now: datetime) -> None:
             st.conditions = cond.set_condition(st.conditions, type_, False, "QuotaReserved", f"Previously: {old.message}", now)
     st.admission_checks = sync_admission_checks(st.admission_checks, notice.admission_checks, now)
     state.checks_info = dict(notice.checks_info)
-    state.answered = {}
+    state.asks.answered = {}
     state.flavors = dict(notice.flavors)
     state.wait_for_pods_ready = notice.wait_for_pods_ready
     state.workload_retention = notice.workload_retention
-    state.runner = notice.runner
+    state.run.task_queue = notice.runner
     state.gated = notice.gated
     record(
         state,
@@ -491,13 +547,13 @@ def reserve_quota(state: WorkloadState, notice: Notice, now: datetime) -> None:
         f"Quota reserved in ClusterQueue {cq}, wait time since queued was {_seconds(now - queued_since(state))}s",
         now,
     )
-    state.queued = False
+    state.claim.queued = False
     sync_admitted(state, now)
 
 
 def queued_since(state: WorkloadState) -> datetime:
     """Kueue's queued wait time starts at creation (or at the last requeue, once there are any)."""
-    return state.workload.metadata.creation_timestamp
+    return state.created
 
 
 def sync_admission_checks(
@@ -548,7 +604,7 @@ def sync_admitted(state: WorkloadState, now: datetime) -> None:
     checks = st.admission_checks or []
     if all(c.state == "Ready" for c in checks):
         st.conditions = cond.set_condition(st.conditions, ADMITTED, True, "Admitted", "The workload is admitted", now)
-        state.first_retry = {}  # admitted: each check's retry time budget counts afresh
+        state.asks.first_retry = {}  # admitted: each check's retry time budget counts afresh
         if not cond.is_true(st.conditions, PODS_READY):
             # What Kueue's job controller writes for an admitted workload whose pods are not up yet.
             st.conditions = cond.set_condition(st.conditions, PODS_READY, False, WAIT_FOR_START, NOT_READY_MESSAGE, now)
@@ -564,8 +620,8 @@ def sync_admitted(state: WorkloadState, now: datetime) -> None:
 def leaves_queue(state: WorkloadState) -> bool:
     """The workload stops waiting or holding quota; returns whether its ClusterQueue must be told
     (it held quota there, or a place in the queue)."""
-    was_there = has_quota(state) or state.queued
-    state.queued = False
+    was_there = has_quota(state) or state.claim.queued
+    state.claim.queued = False
     return was_there and state.cluster_queue is not None
 
 
@@ -591,9 +647,9 @@ def delete(state: WorkloadState) -> bool:
 def current_details(state: WorkloadState) -> str:
     """The UI's current details (markdown): the phase and why, the checks still waited for, the
     backoff's end, and the PodsReady condition once admitted (`explain.current_details` adds the
-    one cause of its not being admitted)."""
+    one cause of its not being admitted, and its admission gates)."""
     lines = [f"**{phase(state)}** {condition_summary(state)}"]
-    if state.queued and state.cluster_queue:
+    if state.claim.queued and state.cluster_queue:
         lines.append(f"queued in ClusterQueue {state.cluster_queue}: its current details show the positions")
     waiting = [f"{c.name} ({c.state})" for c in state.status.admission_checks or () if c.state != "Ready"]
     if waiting and not is_finished(state):
@@ -604,12 +660,6 @@ def current_details(state: WorkloadState) -> str:
     pods = cond.find(state.status.conditions, PODS_READY)
     if pods is not None and is_admitted(state) and not is_finished(state):
         lines.append(f"PodsReady={pods.status} ({pods.reason})")
-    # Imported here: admission_gates builds on this module.
-    from admitflow.admission import admission_gates
-
-    gated = admission_gates.details(state)
-    if gated:
-        lines.append(gated)
     return "\n\n".join(lines)
 
 
@@ -642,5 +692,5 @@ def condition_summary(state: WorkloadState) -> str:
     return ""
 
 
-def _seconds(delta) -> int:
+def _seconds(delta: timedelta) -> int:
     return max(0, int(delta.total_seconds()))

@@ -1,4 +1,5 @@
-"""Pydantic models of the Kueue kinds admitflow accepts, and the manifest loader.
+"""Pydantic models of the Kueue kinds admitflow accepts (and of Kubernetes' batch/v1 Job and
+scheduling.k8s.io/v1 PriorityClass, which Kueue reads), and the manifest loader.
 
 Objects are held in Kueue's v1beta2 shape; v1beta1 manifests are converted when loaded
 (see `admitflow.api.conversion`). `Model.to_wire()` gives Kueue-shaped JSON.
@@ -37,6 +38,7 @@ from .cohort import Cohort, CohortSpec, CohortStatus
 from .configuration import Configuration, FairSharingConfig, RequeuingStrategy, WaitForPodsReady
 from .duration import GoDuration, format_duration, parse_duration
 from .field_error import FieldError
+from .job import Job, JobCondition, JobMeta, JobSpec, JobStatus, UncountedTerminatedPods
 from .loader import LoadedManifest, ManifestError, load_manifests, parse_manifest
 from .local_queue import LocalQueue, LocalQueueFlavorUsage, LocalQueueResourceUsage, LocalQueueSpec, LocalQueueStatus
 from .manifest import CONFIG_TYPES, MANIFEST_TYPES, CatalogObject, Manifest
@@ -47,6 +49,7 @@ from .meta import (
     LabelSelectorRequirement,
     NamespacedObjectMeta,
     ObjectMeta,
+    OwnerReference,
     Time,
 )
 from .node_group import SimulatedNodeGroup, SimulatedNodeGroupSpec
@@ -64,6 +67,7 @@ from .pod import (
     Taint,
     Toleration,
 )
+from .priority_class import PriorityClass
 from .provisioning_request_config import (
     ProvisioningRequestConfig,
     ProvisioningRequestConfigSpec,
@@ -132,6 +136,11 @@ __all__ = [
     "FlavorQuotas",
     "FlavorUsage",
     "GoDuration",
+    "Job",
+    "JobCondition",
+    "JobMeta",
+    "JobSpec",
+    "JobStatus",
     "KueueModel",
     "LabelSelector",
     "LabelSelectorRequirement",
@@ -152,6 +161,7 @@ __all__ = [
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
     "ObjectMeta",
+    "OwnerReference",
     "PodSet",
     "PodSetAssignment",
     "PodSetRequest",
@@ -160,6 +170,7 @@ __all__ = [
     "PodSpec",
     "PodTemplateMetadata",
     "PodTemplateSpec",
+    "PriorityClass",
     "PriorityClassRef",
     "ProvisioningRequestConfig",
     "ProvisioningRequestConfigSpec",
@@ -185,6 +196,7 @@ __all__ = [
     "Taint",
     "Time",
     "Toleration",
+    "UncountedTerminatedPods",
     "WaitForPodsReady",
     "Workload",
     "WorkloadSpec",

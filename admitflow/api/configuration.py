@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .base import KueueModel
-from .bounds import INT32_MAX
+from .bounds import INT32_MAX, NEGATIVE_MESSAGE, non_negative_int32
 from .duration import GoDuration, format_duration_nanos, parse_duration_nanos
 from .field_error import k8s_error
 from .meta import ObjectMeta
@@ -30,10 +30,8 @@ SINGLETON_KEY = "config"
 
 DEFAULT_WAIT_FOR_PODS_READY_TIMEOUT = "30m"
 DISABLE_WAIT_FOR_PODS_READY_GATE = "DisableWaitForPodsReady"
-NEGATIVE_MESSAGE = "must be greater than or equal to 0"
 # Kueue's backoff fields are *int32; its timeouts end up as seconds in timers and datetimes, so they
 # are held to the same 2147483647 seconds (about 68 years).
-INT32_MESSAGE = f"must be less than or equal to {INT32_MAX}"
 MAX_DURATION_NANOS = INT32_MAX * 1_000_000_000
 MAX_DURATION_MESSAGE = f"must be less than or equal to {format_duration_nanos(MAX_DURATION_NANOS)}"
 
@@ -77,14 +75,6 @@ VALID_STRATEGY_SETS = (
     (LESS_THAN_INITIAL_SHARE,),
     (LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, LESS_THAN_INITIAL_SHARE),
 )
-
-
-def _non_negative_int32(value: int | None) -> int | None:
-    if value is not None and value < 0:
-        raise k8s_error(f"Invalid value: {value}: {NEGATIVE_MESSAGE}")
-    if value is not None and value > INT32_MAX:
-        raise k8s_error(f"Invalid value: {value}: {INT32_MESSAGE}")
-    return value
 
 
 def _bounded_duration(value: str | None) -> str | None:
@@ -132,7 +122,7 @@ class RequeuingStrategy(KueueModel):
     @field_validator("backoff_limit_count", "backoff_base_seconds", "backoff_max_seconds")
     @classmethod
     def _int32(cls, value: int | None) -> int | None:
-        return _non_negative_int32(value)
+        return non_negative_int32(value)
 
     @field_validator("backoff_limit_timeout")
     @classmethod

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from .configuration import KUEUE_FIELDS_V1BETA1, KUEUE_FIELDS_V1BETA2, Configuration, drop_unused_fields
 from .conversion import CONFIG_V1BETA1, ConversionError, convert
 from .field_error import FieldError, from_pydantic, json_type, required
-from .manifest import CONFIG_TYPES, NAMESPACED_TYPES, Manifest, model_for
+from .manifest import GENERATE_NAME_TYPES, NAMESPACED_TYPES, STATUS_IGNORED_TYPES, Manifest, model_for
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 STDIN_SOURCE = "<stdin>"
@@ -88,7 +88,7 @@ def parse_manifest(
     api_version, kind = data.get("apiVersion"), data.get("kind")
     metadata = data.get("metadata")
     kind_shown = _display(kind)
-    name_shown = _display(metadata.get("name") if isinstance(metadata, dict) else None)
+    name_shown = _display((metadata.get("name") or metadata.get("generateName")) if isinstance(metadata, dict) else None)
     if kind == "Configuration" and name_shown == "?":
         name_shown = "config"  # a singleton without metadata
 
@@ -116,14 +116,15 @@ def parse_manifest(
         data, dropped = drop_unused_fields(data, known)
         warnings += dropped
     elif not isinstance(metadata, dict) or not metadata.get("name"):
-        if metadata is None or isinstance(metadata, dict):
+        generated = model in GENERATE_NAME_TYPES and isinstance(metadata, dict) and metadata.get("generateName")
+        if (metadata is None or isinstance(metadata, dict)) and not generated:
             raise fail(required("metadata.name", "name or generateName is required"))
     try:
         data, converted = convert(data)
     except ConversionError as err:
         raise fail(err.error) from None
     warnings += converted
-    if model in CONFIG_TYPES:
+    if model in STATUS_IGNORED_TYPES:
         data.pop("status", None)
     if model not in NAMESPACED_TYPES and isinstance(data.get("metadata"), dict):
         data["metadata"].pop("namespace", None)  # cluster-scoped: kubectl ignores it too

@@ -86,9 +86,22 @@ def _raise_first(errors: list[FieldError]) -> None:
         raise k8s_error(errors[0].message)
 
 
+class OwnerReference(KueueModel):
+    """A metav1.OwnerReference: the object this one belongs to (a Workload's Job)."""
+
+    api_version: str = Field(min_length=1, description="API version of the owner (`batch/v1`). Required.")
+    kind: str = Field(min_length=1, description="Kind of the owner (`Job`). Required.")
+    name: str = Field(min_length=1, description="Name of the owner, in this object's namespace. Required.")
+    uid: str = Field(min_length=1, description="UID of the owner. Required.")
+    controller: bool | None = Field(default=None, description="True for the managing controller; at most one reference.")
+    block_owner_deletion: bool | None = Field(
+        default=None, description="The owner's foreground deletion waits for this object to be deleted."
+    )
+
+
 class ObjectMeta(KueueModel):
     """Standard object metadata. Fields Kubernetes adds that we do not use (managedFields,
-    ownerReferences, finalizers, ...) are dropped, so objects exported with kubectl apply as-is."""
+    finalizers, ...) are dropped, so objects exported with kubectl apply as-is."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -128,6 +141,10 @@ class ObjectMeta(KueueModel):
         default=None,
         description="Annotations: keys are qualified names; keys and values total at most 256 KiB.",
     )
+    owner_references: list[OwnerReference] | None = Field(
+        default=None,
+        description="Objects this one belongs to (a Workload's Job); at most one is its controller.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -156,6 +173,20 @@ class ObjectMeta(KueueModel):
     @classmethod
     def _valid_annotations(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         _raise_first(annotation_errors(value, ""))
+        return value
+
+    @field_validator("owner_references")
+    @classmethod
+    def _one_controller(cls, value: list[OwnerReference] | None) -> list[OwnerReference] | None:
+        controllers = [f"{r.kind}/{r.name}" for r in value or () if r.controller]
+        if len(controllers) > 1:
+            raise k8s_error(
+                invalid_body(
+                    [],
+                    "Only one reference can have Controller set to true. "
+                    f'Found "true" in references for {controllers[0]} and {controllers[1]}',
+                )
+            )
         return value
 
 

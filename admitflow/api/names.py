@@ -121,3 +121,44 @@ def label_value_errors(value: str) -> list[str]:
     if not _LABEL_VALUE_RE.match(value):
         errs.append(regex_error(_LABEL_VALUE_MSG, LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
     return errs
+
+
+# apimachinery's IsDomainPrefixedPath: an RFC 1123 subdomain, "/", then RFC 3986 path characters.
+HTTP_PATH_FMT = r"[A-Za-z0-9/\-._~%!$&'()*+,;=:]+"
+_HTTP_PATH_RE = re.compile("^" + HTTP_PATH_FMT + "$")
+DOMAIN_PREFIXED_PATH_MSG = 'must be a domain-prefixed path (such as "acme.io/foo")'
+
+
+def domain_prefixed_path_errors(value: str) -> list[tuple[str, str]]:
+    """apimachinery's IsDomainPrefixedPath (`example.com/budget`, a Job's `spec.managedBy`): each
+    error as (the part refused, the message), in the apiserver's order."""
+    host, slash, path = value.partition("/")
+    if not slash or not host or not path:
+        return [(value, DOMAIN_PREFIXED_PATH_MSG)]
+    errors = [(host, msg) for msg in dns1123_subdomain_errors(host)]
+    if not _HTTP_PATH_RE.match(path):
+        errors.append((path, regex_error("Invalid path", HTTP_PATH_FMT)))
+    return errors
+
+
+def generate_name_errors(prefix: str) -> list[str]:
+    """A `metadata.generateName` checked as the apiserver checks it: the name rule (here an RFC 1123
+    subdomain) on the prefix, a trailing '-' allowed (apimachinery's maskTrailingDash)."""
+    masked = prefix[:-1] + "a" if len(prefix) > 1 and prefix.endswith("-") else prefix
+    return dns1123_subdomain_errors(masked)
+
+
+# apiserver's names.SimpleNameGenerator: the prefix cut to 58 characters, then 5 random ones from
+# apimachinery's rand alphabet (no vowels, no 0, 1 or 3), so a generated name has at most 63.
+GENERATED_SUFFIX_LENGTH = 5
+MAX_GENERATED_PREFIX_LENGTH = DNS1123_LABEL_MAX_LENGTH - GENERATED_SUFFIX_LENGTH
+GENERATED_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def generated_name(prefix: str, choice) -> str:
+    """The name the apiserver gives an object created with `generateName: prefix`; `choice` picks
+    one character from a string (`random.Random(...).choice`), so callers decide where randomness
+    comes from."""
+    return prefix[:MAX_GENERATED_PREFIX_LENGTH] + "".join(
+        choice(GENERATED_NAME_ALPHABET) for _ in range(GENERATED_SUFFIX_LENGTH)
+    )

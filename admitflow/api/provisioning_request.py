@@ -9,12 +9,15 @@ Sources: `cluster-autoscaler/apis/provisioningrequest/autoscaling.x-k8s.io/v1/ty
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import Field
 
+from . import field_error as fe
 from .base import KueueModel
 from .bounds import INT32_MAX
+from .field_error import FieldError
 from .meta import Condition, NamespacedObjectMeta
 from .pod import PodTemplateSpec
 
@@ -40,6 +43,34 @@ PARAMETER_ANNOTATION_PREFIX = "provreq.kueue.x-k8s.io/"
 WORKLOAD_ANNOTATION = "admitflow.io/workload"
 
 
+# The CRD's bounds on spec.parameters (maxProperties, and maxLength of each value; keys have none).
+MAX_PARAMETERS = 100
+MAX_PARAMETER_LENGTH = 255
+
+
+def parameter_errors(parameters: Mapping[str, str], path: str, prefix: str = "", why: str = "") -> list[FieldError]:
+    """What the CRD refuses in a request's parameters: more than 100, or a value over 255
+    characters. `path` is where the parameters are; an entry is `path[<prefix><key>]`; `why`, when
+    given, is added to each message in parentheses."""
+    note = f" ({why})" if why else ""
+    errors = []
+    if len(parameters) > MAX_PARAMETERS:
+        errors.append(FieldError(path, fe.too_many_body(len(parameters), MAX_PARAMETERS) + note))
+    for key, value in parameters.items():
+        if len(value) > MAX_PARAMETER_LENGTH:
+            errors.append(FieldError(f"{path}[{prefix}{key}]", fe.too_long_body(MAX_PARAMETER_LENGTH) + note))
+    return errors
+
+
+def annotation_parameters(annotations: Mapping[str, str] | None) -> dict[str, str]:
+    """The parameters a workload's `provreq.kueue.x-k8s.io/<key>` annotations give (prefix stripped)."""
+    return {
+        key[len(PARAMETER_ANNOTATION_PREFIX) :]: value
+        for key, value in (annotations or {}).items()
+        if key.startswith(PARAMETER_ANNOTATION_PREFIX) and len(key) > len(PARAMETER_ANNOTATION_PREFIX)
+    }
+
+
 class PodTemplateReference(KueueModel):
     name: str = Field(description="A PodTemplate in the request's namespace.")
 
@@ -53,7 +84,9 @@ class ProvisioningRequestSpec(KueueModel):
     """Immutable once created: a changed request is deleted and created again."""
 
     provisioning_class_name: str = Field(description="The provisioning class, e.g. check-capacity.autoscaling.x-k8s.io.")
-    parameters: dict[str, str] | None = Field(default=None, description="Class parameters, at most 100.")
+    parameters: dict[str, str] | None = Field(
+        default=None, description="Class parameters: at most 100, values at most 255 characters (parameter_errors)."
+    )
     pod_sets: list[ProvisioningRequestPodSet] = Field(min_length=1, max_length=32, description="1 to 32 pod sets.")
 
 

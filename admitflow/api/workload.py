@@ -19,7 +19,9 @@ from .cluster_queue import ClusterQueueReference, ResourceFlavorReference
 from .field_error import FieldError
 from .meta import Condition, NamespacedObjectMeta, Time, annotation_errors, label_errors
 from .names import DNS1123_LABEL_PATTERN, DNS1123_SUBDOMAIN_PATTERN
+from .pod_template_validation import pod_template_errors
 from .pod import PodTemplateSpec, Toleration, toleration_key_errors, toleration_rule_errors
+from .provisioning_request import PARAMETER_ANNOTATION_PREFIX, annotation_parameters, parameter_errors
 from .quantity import Quantity, canonical_quantity, resource_value
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -327,8 +329,19 @@ class Workload(KueueModel):
         return (
             ([fe.invalid(fe.join_path(path, "metadata.name"), self.metadata.name, too_long)] if too_long else [])
             + self._schema_errors(spec_path, status_path)
+            + [
+                e
+                for i, ps in enumerate(self.spec.pod_sets)
+                for e in pod_template_errors(ps.template.to_wire(), f"{spec_path}.podSets[{i}].template")
+            ]
             + self._cel_errors(spec_path, status_path)
             + self._webhook_errors(spec_path, status_path)
+            + parameter_errors(
+                annotation_parameters(self.metadata.annotations),
+                fe.join_path(path, "metadata.annotations"),
+                prefix=PARAMETER_ANNOTATION_PREFIX,
+                why=f"{PARAMETER_ANNOTATION_PREFIX} annotations become the ProvisioningRequest's spec.parameters",
+            )
         )
 
     def _schema_errors(self, spec_path: str, status_path: str) -> list[FieldError]:

@@ -27,11 +27,12 @@ import os
 import sys
 from collections.abc import Sequence
 
-from admitflow.cli import completion, errors, explain, manifests, provreq, reads, reports, servers, workloads
+from admitflow.cli import completion, deployment, errors, explain, manifests, provreq, reads, reports, servers, workloads
 from admitflow.cli.parser import build_parser
 
 COMMANDS = {
     "apply": manifests.cmd_apply,
+    "create": manifests.cmd_create,
     "get": reads.cmd_get,
     "describe": reads.cmd_describe,
     "finish": reports.cmd_finish,
@@ -46,7 +47,9 @@ COMMANDS = {
     "ungate": workloads.cmd_ungate,
     "explain": explain.cmd_explain,
     "provreq": provreq.cmd_provreq,
+    "deployment": deployment.cmd_deployment,
     "worker": servers.cmd_worker,
+    "kube-runner": servers.cmd_kube_runner,
     "setup": servers.cmd_setup,
     "dev": servers.cmd_dev,
     "codec-server": servers.cmd_codec_server,

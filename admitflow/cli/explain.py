@@ -1,4 +1,5 @@
-"""`explain`: why a workload is not admitted now, or a ClusterQueue's waiting workloads by cause."""
+"""`explain`: why a workload is not admitted now (named by its own name or by its Job's), or a
+ClusterQueue's waiting workloads by cause."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ async def cmd_explain(args: argparse.Namespace) -> None:
         raise CLIError("explain takes a workload or a clusterqueue: admitflow explain workload NAMESPACE/NAME, "
                        "admitflow explain clusterqueue NAME")
     client = await connect(args)
+    if kind == "Workload":
+        key = await workload_or_job(client, key)
     found = await (client.explanation(key) if kind == "Workload" else client.cluster_queue_explanation(key))
     doc = found.to_wire()
     if args.output == "json":
@@ -33,3 +36,11 @@ async def cmd_explain(args: argparse.Namespace) -> None:
         print("\n".join(explanation_lines(doc)))
     else:
         print(cause_table(doc))
+
+
+async def workload_or_job(client, key: str) -> str:
+    """The workload `key` names: a workload of that name, else the Workload of the stored Job of
+    that name (`admitflow explain workload sample-job` explains the Job's Workload)."""
+    if await client.workload(key, missing_ok=True) is not None:
+        return key
+    return await client.job_workload(key) or key

@@ -1,5 +1,5 @@
-"""`apply` and `delete`: kubectl's verbs on manifests (`-f`), and for delete on a named object; and
-how manifests are read and their outcomes printed, which `dev -f` shares."""
+"""`apply`, `create` and `delete`: kubectl's verbs on manifests (`-f`), and for delete on a named
+object; and how manifests are read and their outcomes printed, which `dev -f` shares."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ async def cmd_apply(args: argparse.Namespace) -> None:
     client = await connect(args)
     outcomes = await client.apply(manifests, dry_run=dry_run, timeout=request_timeout(args))
     print_outcomes(outcomes, dry_run=dry_run is not None)
-    keys = [o.key for o in outcomes if o.kind == "Workload"]
+    keys = await followed(client, outcomes) if args.wait else []
     if args.wait and keys:
         from admitflow.progress import follow
 
@@ -55,6 +55,26 @@ async def cmd_apply(args: argparse.Namespace) -> None:
         following = asyncio.ensure_future(follow(client, keys, settled.set))
         await settled.wait()
         following.cancel()
+
+
+async def followed(client, outcomes) -> list[str]:
+    """The workloads an apply's outcomes lead to: each Workload, and each Job's Workload."""
+    keys = []
+    for o in outcomes:
+        key = o.key if o.kind == "Workload" else await client.job_workload(o.key) if o.kind == "Job" else None
+        if key is not None:
+            keys.append(key)
+    return keys
+
+
+async def cmd_create(args: argparse.Namespace) -> None:
+    dry_run = None if args.dry_run == "none" else args.dry_run
+    manifests = read_manifests(args.filename)
+    for m in manifests:
+        for warning in m.warnings:
+            print(f"Warning: {warning}", file=sys.stderr)
+    client = await connect(args)
+    print_outcomes(await client.create(manifests, dry_run=dry_run, timeout=request_timeout(args)), dry_run=dry_run is not None)
 
 
 async def cmd_delete(args: argparse.Namespace) -> None:

@@ -19,6 +19,9 @@ from admitflow.worker import connection_flags
 # (importing those modules would cost the start-up time this module saves).
 DEFAULT_DB = Path(".admitflow/temporal.db")  # admitflow.devserver.DEFAULT_DB
 SET_BY_HAND = "SetByHand"  # admitflow.simulation.autoscaler.SET_BY_HAND
+INT32_MAX = 2**31 - 1  # admitflow.api.bounds.INT32_MAX: what Kueue holds in an int32 (verdicts' attempts)
+KUBE_RUNNER_QUEUE = "kubernetes"  # admitflow.activities.jobs.kube_runner.DEFAULT_TASK_QUEUE
+KUBE_RUNNER_RESYNC = 30  # admitflow.activities.jobs.kube_runner.RESYNC_SECONDS
 OUTPUTS = ("table", "wide", "name", "json", "yaml")
 
 
@@ -155,22 +158,61 @@ WORKER_SETTINGS = (
 WORKER_SETTING_MINIMUM = {"workflow-task-pollers": 2}
 
 
-def _at_least(minimum: int):
+def _at_least(minimum: int, maximum: int | None = None):
+    """A whole number flag, refused at parse time (one line, status 2) outside its bounds: a value
+    a model would refuse only after connecting must not get that far."""
+    bounds = f"of at least {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f'"{text}": must be a whole number of at least {minimum}')
+            value = None
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f'"{text}": must be a whole number {bounds}')
         return value
 
     return parse
 
 
-def _env_int(name: str) -> int | None:
-    value = os.environ.get(name)
-    return int(value) if value else None
+def _port(env: str | None = None):
+    """A TCP port flag (1 to 65535); with `env`, the variable its default comes from, named when
+    the bad value is the variable's."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if not 0 < value < 65536:
+            source = f" (from {env})" if env and os.environ.get(env) == text else ""
+            raise argparse.ArgumentTypeError(f'"{text}"{source}: must be a port number from 1 to 65535')
+        return value
+
+    return parse
+
+
+DRY_RUNS = ("none", "client", "server")
+
+
+def _filename_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-f", "--filename", action="append", required=True, help="a file, a directory, or - for stdin (repeatable)")
+
+
+def _deployment_name_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--deployment-name", default=os.environ.get("ADMITFLOW_DEPLOYMENT_NAME", "admitflow"),
+        help="the engine's Temporal Worker Deployment (ADMITFLOW_DEPLOYMENT_NAME; default admitflow)",
+    )
+
+
+def _deployment_flags(parser: argparse.ArgumentParser) -> None:
+    _deployment_name_flag(parser)
+    parser.add_argument(
+        "--build-id", default=os.environ.get("ADMITFLOW_BUILD_ID") or None,
+        help="this build's id in the deployment (ADMITFLOW_BUILD_ID; default: the installed release); a build "
+        "whose workflow code changed needs a new one",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -199,8 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
         "manifests and follow their workloads: each phase change, and for a workload that waits for a check "
         "nobody serves, the command that answers in its controller's place. Runs until Ctrl-C.",
     )
-    dev.add_argument("--port", type=int, default=7233, help="gRPC port of the dev server (default 7233)")
-    dev.add_argument("--ui-port", type=int, default=8233, help="Web UI port (default 8233)")
+    dev.add_argument("--port", type=_port(), default=7233, help="gRPC port of the dev server (default 7233)")
+    dev.add_argument("--ui-port", type=_port(), default=8233, help="Web UI port (default 8233)")
     dev.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"SQLite database file (default {DEFAULT_DB})")
     dev.add_argument(
         "--server-metrics-port", type=int, metavar="PORT",
@@ -235,12 +277,44 @@ def build_parser() -> argparse.ArgumentParser:
         w.add_argument(f"--{flag}", type=_at_least(WORKER_SETTING_MINIMUM.get(flag, 1)), metavar="N",
                        help=f"{what} (default: the SDK's, {default})")
     for parser in (w, dev):
+        _deployment_flags(parser)
         parser.add_argument(
-            "--metrics-port", type=int, default=_env_int("ADMITFLOW_METRICS_PORT"),
+            "--metrics-port", type=_port("ADMITFLOW_METRICS_PORT"), default=os.environ.get("ADMITFLOW_METRICS_PORT") or None,
             help="serve Prometheus metrics on this port at /metrics (ADMITFLOW_METRICS_PORT; default: none): "
             "admitflow_* counters and histograms with Kueue's names, and Temporal's; `dev` adds the gauges, "
             "which `admitflow exporter` serves for a deployment",
         )
+
+    kr = sub.add_parser(
+        "kube-runner", parents=[conn], help="run a Kubernetes cluster's batch/v1 Jobs as Kueue's job controller does, "
+        "with their Workloads in admitflow",
+        description="Watch every batch/v1 Job of a cluster and do what Kueue's job reconciler does: submit the Workload "
+        "of each Job with the kueue.x-k8s.io/queue-name label (suspending first a Job created unsuspended: there is no "
+        "webhook), resume it with its flavors' node labels and tolerations and its checks' podSetUpdates once admitted, "
+        "report its pods ready and its end from its status, suspend it and restore its pod template when evicted, "
+        "delete the Workload of a deleted Job and make a deleted Workload again. A Temporal worker serving the runner "
+        "contract on its own task queue; run one per cluster. Never beside a Kueue that manages the same Jobs: see "
+        "docs/runners.md, The Kubernetes runner.",
+    )
+    kr.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG, ~/.kube/config, or the pod's service account)")
+    kr.add_argument("--context", help="the kubeconfig context to use (kubectl's --context; default: its current-context)")
+    kr.add_argument(
+        "--runner-queue", default=KUBE_RUNNER_QUEUE, metavar="QUEUE",
+        help=f"the runner's task queue, which the Workloads it makes name in admitflow.io/runner and in the label "
+        f"admitflow.io/kube-runner: one per cluster, a label value (default {KUBE_RUNNER_QUEUE})",
+    )
+    kr.add_argument(
+        "--managed-namespaces", metavar="SELECTOR",
+        help="only the Jobs of the namespaces whose labels match, in kubectl's syntax (Kueue's "
+        "managedJobsNamespaceSelector; default: every namespace but kube-system and kueue-system); beside Kueue, "
+        "give each its own namespaces, e.g. admitflow.io/managed=true here and the opposite to Kueue",
+    )
+    kr.add_argument(
+        "--resync-seconds", type=_at_least(1), default=KUBE_RUNNER_RESYNC, metavar="N",
+        help=f"how often it lists its Workloads, to find a Job deleted while it was down and a Workload deleted while "
+        f"it waited (default {KUBE_RUNNER_RESYNC})",
+    )
+    kr.add_argument("--log-level", default="INFO")
 
     ex = sub.add_parser(
         "exporter", parents=[conn], help="serve admitflow's gauges (pending, reserving, admitted workloads, status "
@@ -251,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
         "exporter serves the gauges (`admitflow dev` serves them itself). See docs/metrics.md.",
     )
     ex.add_argument(
-        "--metrics-port", type=int, default=_env_int("ADMITFLOW_METRICS_PORT") or 9464,
+        "--metrics-port", type=_port("ADMITFLOW_METRICS_PORT"), default=os.environ.get("ADMITFLOW_METRICS_PORT") or "9464",
         help="port of /metrics (ADMITFLOW_METRICS_PORT; default 9464)",
     )
     ex.add_argument("--log-level", default="INFO")
@@ -270,7 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
         "or run temporal ... --codec-endpoint http://127.0.0.1:PORT. Anyone who can reach it reads every payload. "
         "See docs/security.md.",
     )
-    cs.add_argument("--port", type=int, default=8081, help="port (default 8081)")
+    cs.add_argument("--port", type=_port(), default=8081, help="port (default 8081)")
     cs.add_argument("--ip", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     cs.add_argument(
         "--allow-origin", action="append", metavar="URL",
@@ -282,19 +356,33 @@ def build_parser() -> argparse.ArgumentParser:
         "apply", parents=[conn], help="apply Kueue manifests (file, directory, or - for stdin)",
         description="Apply Kueue manifests as kubectl apply does: the catalog objects (ResourceFlavors, ClusterQueues, "
         "LocalQueues, AdmissionChecks, ...) all or nothing in one update of the catalog workflow, then each Workload "
-        "submitted (its workflow started; one naming a WorkloadPriorityClass without a priority gets the class's value). "
+        "submitted (its workflow started; one naming a WorkloadPriorityClass without a priority gets the class's value), "
+        "then each batch/v1 Job kept with the Workload Kueue's job framework makes from it (docs/jobs.md; a Job with "
+        "only generateName is refused, as kubectl refuses it: use create). "
         "Objects keep the namespace their manifest gives (default: default).",
     )
-    a.add_argument("-f", "--filename", action="append", required=True, help="a file, a directory, or - for stdin (repeatable)")
+    _filename_flag(a)
     a.add_argument("--wait", action="store_true", help="then follow the workloads applied, printing each phase change, "
                    "until each is admitted, finished or waits for a person")
     a.add_argument(
-        "--dry-run", nargs="?", const="client", default="none", choices=("none", "client", "server"),
+        "--dry-run", nargs="?", const="client", default="none", choices=DRY_RUNS,
         help="print what would happen, each line ending in (dry run), and change nothing. client: the manifests "
         "are checked here against the objects as they stand (the catalog's memo); server: the catalog workflow's "
         "own code answers (a read-only query, a person's one-off look: nothing reaches its history). Either way a Workload is checked as its submission "
         "would be",
     )
+
+    cr = sub.add_parser(
+        "create", parents=[conn], help="create objects from manifests (file, directory, or - for stdin), as kubectl create",
+        description="Create the objects of the manifests as kubectl create does: every one is new, so one that exists "
+        "already is refused (AlreadyExists) and nothing is created. A batch/v1 Job may give metadata.generateName "
+        "instead of a name (which apply refuses): it gets the prefix's first 58 characters and 5 random ones. Each Job "
+        "is kept with the Workload Kueue's job framework makes from it (docs/jobs.md); a Job without the label "
+        "kueue.x-k8s.io/queue-name is refused, as Kueue would leave it alone.",
+    )
+    _filename_flag(cr)
+    cr.add_argument("--dry-run", nargs="?", const="client", default="none", choices=DRY_RUNS,
+                    help="print what would be created, each line ending in (dry run), and change nothing")
 
     g_ = sub.add_parser(
         "get", parents=[conn], help="list objects of a kind, or show one",
@@ -324,8 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "Inactive, Finished); a visibility query on AdmitflowPhase")
     g_.add_argument("--clusterqueue", help="workloads: only those of this ClusterQueue (AdmitflowClusterQueue)")
     g_.add_argument("--pending-check", help="workloads: only those whose check of this name is not Ready (AdmitflowPendingChecks)")
-    g_.add_argument("--limit", type=int, default=1000, help="pending-workloads: at most this many (default 1000)")
-    g_.add_argument("--offset", type=int, default=0, help="pending-workloads: skip this many from the head")
+    g_.add_argument("--limit", type=_at_least(0), default=1000, help="pending-workloads: at most this many (default 1000)")
+    g_.add_argument("--offset", type=_at_least(0), default=0, help="pending-workloads: skip this many from the head")
 
     d = sub.add_parser("describe", parents=[conn], help="show one object in detail, with events")
     d.add_argument("kind", metavar="KIND[/NAME]")
@@ -360,7 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     _kueue_namespace_flags(v)
     v.add_argument("--message", default="", help="the check's message")
     v.add_argument("--requeue-after", help="with Retry: the least wait before the retry, e.g. 90s or 5m")
-    v.add_argument("--attempt", type=int, help="the attempt (retryCount + 1) this verdict is about")
+    v.add_argument("--attempt", type=_at_least(1, INT32_MAX), help="the attempt (retryCount + 1) this verdict is about")
     v.add_argument(
         "--pod-set-update", action="append", default=[], metavar="JSON",
         help="a podSetUpdate as a JSON object in Kueue's shape, one per podSet (repeatable; see below)",
@@ -424,12 +512,31 @@ def build_parser() -> argparse.ArgumentParser:
         description=EXPLAIN_DESCRIPTION,
     )
     xp.add_argument("kind", metavar="KIND[/NAME]", help="workload (wl) or clusterqueue (cq)")
-    xp.add_argument("name", nargs="?", help="namespace/name of a workload (or name, in -n's namespace or default); a ClusterQueue's name")
+    xp.add_argument("name", nargs="?", help="namespace/name of a workload, or of a Job whose Workload it is (or name, in -n's namespace or default); a ClusterQueue's name")
     _kueue_namespace_flags(xp)
     xp.add_argument(
         "-o", "--output", choices=("table", "json", "yaml"), default="table",
         help="table (default): the cause and what says it, or a ClusterQueue's counts by cause; json or yaml: all of it",
     )
+
+    dp = sub.add_parser(
+        "deployment", help="the engine's Worker Deployment: its builds, which one is current, what still runs on each",
+        description="Each build of the engine worker is a version of a Temporal Worker Deployment, and every workflow "
+        "runs on the build that started it until it continues as new onto the current one (docs/operations.md, "
+        "Upgrade safely).",
+    )
+    dp_sub = dp.add_subparsers(dest="deployment_command", required=True, metavar="ACTION")
+    dd = dp_sub.add_parser("describe", parents=[conn], help="the deployment's builds, its current one, and the runs pinned to each")
+    _deployment_name_flag(dd)
+    ds = dp_sub.add_parser(
+        "set-current", parents=[conn], help="make a build current: new workflows start on it, running ones move at continue-as-new",
+        description="Make BUILD the deployment's current version, once its workers poll, then signal version_changed to "
+        "every run pinned to another build, so that each continues as new onto BUILD as soon as it can (a workload "
+        "whose runner runs it stays until its run ends). The old build's workers must run until `admitflow deployment "
+        "describe` shows it drained.",
+    )
+    ds.add_argument("build_id", metavar="BUILD", help="the build id its workers poll with (--build-id of admitflow worker)")
+    _deployment_name_flag(ds)
 
     pr = sub.add_parser(
         "provreq", help="the simulated cluster autoscaler's ProvisioningRequests: list them, set conditions by hand",

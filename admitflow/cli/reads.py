@@ -225,7 +225,28 @@ async def cmd_describe(args: argparse.Namespace) -> None:
     elif kind == "ClusterQueue":
         found = await client.cluster_queue_report(key)
         events = [e.to_wire() for e in found.events] if found is not None else []
+    elif kind == "Job":
+        extra.extend(await job_lines(client, key, obj))
     print(describe(obj, events, extra))
+
+
+async def job_lines(client, key: str, job: dict) -> list[str]:
+    """What `describe job` shows beside the Job: its pods' counts, as kubectl's Pods Statuses line,
+    and its Workload with the Workload's phase."""
+    from admitflow.printing import workload_status
+
+    status = job.get("status") or {}
+    lines = [
+        f"Pods Statuses:  {status.get('active', 0)} Active ({status.get('ready', 0)} Ready) / "
+        f"{status.get('succeeded', 0)} Succeeded / {status.get('failed', 0)} Failed",
+        f"Job Workflow:   {workflow_url(client.client.namespace, ids.job_id(key))}",
+    ]
+    workload = await client.job_workload(key)
+    if workload is not None:
+        report = await client.workload(workload, missing_ok=True)
+        phase = workload_status(report.to_wire()) if report is not None else "not submitted"
+        lines.append(f"Workload:       {workload} ({phase}; admitflow describe workload {workload})")
+    return lines
 
 
 def workflow_url(namespace: str, workflow_id: str) -> str:

@@ -61,6 +61,7 @@ def pod_set_updates(values: Sequence[str]) -> list | None:
 
 async def cmd_verdict(args: argparse.Namespace) -> None:
     from admitflow.admission.checks import Verdict
+    from admitflow.api.bounds import INT32_MAX
     from admitflow.api.duration import parse_duration
     from admitflow.printing import table
 
@@ -70,9 +71,11 @@ async def cmd_verdict(args: argparse.Namespace) -> None:
             delay = int(parse_duration(args.requeue_after).total_seconds())
         except ValueError as err:
             raise CLIError(f"--requeue-after: {err}") from None
+        if not 0 <= delay <= INT32_MAX:
+            raise CLIError(f"--requeue-after {args.requeue_after}: must be from 0s to {INT32_MAX}s (about 68 years)")
     updates = pod_set_updates(args.pod_set_update)
     key = names.workload_key(args)
-    client = await connect(args)
+    # Built before connecting; what the model bounds, the parser and the lines above bound already.
     verdict = Verdict(
         name=args.check,
         state=args.state,
@@ -81,6 +84,7 @@ async def cmd_verdict(args: argparse.Namespace) -> None:
         pod_set_updates=updates,
         attempt=args.attempt,
     )
+    client = await connect(args)
     status = await client.verdict(key, verdict)
     rows = [[c.name, c.state, str(c.retry_count or 0), c.message] for c in status.admission_checks or ()]
     print(table(["CHECK", "STATE", "RETRIES", "MESSAGE"], rows))

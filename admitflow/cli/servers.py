@@ -1,5 +1,6 @@
 """The commands that run admitflow's processes: `dev` (a Temporal dev server with a worker),
-`worker`, `exporter`, `codec-server`; and `setup`, which readies a Temporal namespace for them."""
+`worker`, `kube-runner`, `exporter`, `codec-server`; and `setup`, which readies a Temporal
+namespace for them."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import sys
 from pathlib import Path
 
 from admitflow.cli.connection import connect
-from admitflow.cli.errors import EXIT_UNREACHABLE, CLIError
-from admitflow.cli.manifests import print_outcomes, read_manifests
+from admitflow.cli.errors import EXIT_ERROR, EXIT_UNREACHABLE, CLIError
+from admitflow.cli.manifests import followed, print_outcomes, read_manifests
 from admitflow.cli.parser import WORKER_SETTINGS
 
 
@@ -29,6 +30,7 @@ async def cmd_worker(args: argparse.Namespace) -> None:
     )
 
     configure(args.log_level)
+    version = _deployment_version(args)
     client = await connect(args, metrics_runtime(args.metrics_port))
     try:
         backend = provisioning_backend(args.provisioning_backend, client.client, args.kubeconfig, args.context)
@@ -48,7 +50,67 @@ async def cmd_worker(args: argparse.Namespace) -> None:
         if getattr(args, flag.replace("-", "_")) is not None
     }
     tune_collector()
-    await run_until_signalled(build_worker(client.client, client.task_queue, provisioning=backend, **sdk_options(**settings)))
+    worker = build_worker(client.client, client.task_queue, provisioning=backend, deployment=version, **sdk_options(**settings))
+    import structlog
+
+    from admitflow import versioning
+
+    async def first_build_current() -> None:
+        # A deployment's first build makes itself current; later ones are made current by whoever
+        # rolls them out (`admitflow deployment set-current`), once they run.
+        if await versioning.set_current_if_none(client.client, version):
+            structlog.get_logger("admitflow.worker").info("deployment_current", version=version.to_canonical_string())
+
+    await run_until_signalled(worker, started=first_build_current)
+
+
+async def cmd_kube_runner(args: argparse.Namespace) -> None:
+    import importlib.util
+
+    from admitflow.worker.logging import configure
+
+    if importlib.util.find_spec("kubernetes") is None:
+        raise CLIError("kube-runner needs the Kubernetes client: pip install 'admitflow[kubernetes]'")
+    from temporalio.exceptions import ApplicationError
+
+    from admitflow import registration
+    from admitflow.activities.jobs.kube_runner import KubeRunner, check_task_queue, namespace_selector
+    from admitflow.activities.jobs.kubernetes import KubernetesJobs
+    from admitflow.activities.kubernetes_api import KubernetesApiError, KubernetesCredentialsError
+    from admitflow.worker.main import run_until_signalled
+
+    configure(args.log_level)
+    try:
+        check_task_queue(args.runner_queue)
+    except ValueError as err:
+        raise CLIError(f"--runner-queue {err}") from None
+    options = {"resync_seconds": args.resync_seconds}
+    if args.managed_namespaces is not None:
+        try:
+            options["managed_namespaces"] = namespace_selector(args.managed_namespaces)
+        except ValueError as err:
+            raise CLIError(f"--managed-namespaces: {err}") from None
+    try:
+        jobs = KubernetesJobs.from_config(args.kubeconfig, args.context)
+    except KubernetesCredentialsError as err:
+        raise CLIError(str(err)) from None
+    try:
+        client = await connect(args)
+    except BaseException:
+        await jobs.close()
+        raise
+    runner = KubeRunner(client, jobs, args.runner_queue, **options)
+    missing = await registration.missing_search_attributes(client.client)
+    if missing:
+        await jobs.close()
+        raise CLIError(
+            f"search attributes {', '.join(missing)} are not registered in namespace {client.client.namespace}: "
+            "run `admitflow setup` first"
+        )
+    try:
+        await run_until_signalled(runner)
+    except (KubernetesApiError, ApplicationError, TimeoutError) as err:
+        raise CLIError(f"kube-runner: {err}", EXIT_ERROR) from None
 
 
 async def cmd_setup(args: argparse.Namespace) -> None:
@@ -81,7 +143,10 @@ async def cmd_dev(args: argparse.Namespace) -> None:
     from admitflow import gauges
     from admitflow.devserver import REPORTED_PROBLEMS, DevServer, DevServerError
 
+    from admitflow import versioning
+
     manifests = read_manifests(args.filename) if args.filename else []
+    version = _deployment_version(args)
     try:
         controllers = [c for path in args.controller for c in sdk.load(path)]
     except Exception as err:
@@ -109,14 +174,20 @@ async def cmd_dev(args: argparse.Namespace) -> None:
         # One port serves everything: the SDK's metrics (the worker's counters and histograms) on a
         # loopback port of their own, read again with the gauges at each scrape of --metrics-port.
         sdk_port = gauges.loopback_port() if args.metrics_port is not None else None
-        client = await connect(args, metrics_runtime(sdk_port))
+        client = await connect(args, metrics_runtime(sdk_port, host="127.0.0.1"))
         sdk_metrics = f"http://127.0.0.1:{sdk_port}/metrics" if sdk_port is not None else None
         tune_collector()
         async with (
-            build_worker(client.client, client.task_queue),
+            build_worker(client.client, client.task_queue, deployment=version),
             gauges.serving(client.client, args.metrics_port, also=sdk_metrics),
         ):
-            print(f"Temporal Web UI: {server.ui_url}   worker on task queue '{client.task_queue}'", flush=True)
+            # The dev server is this build's alone: it is current, and a run pinned to a build of an
+            # earlier `make run` moves to it at its next continue-as-new.
+            await versioning.set_current(client.client, version)
+            print(
+                f"Temporal Web UI: {server.ui_url}   worker on task queue '{client.task_queue}', "
+                f"build {version.build_id} of deployment {version.deployment_name}", flush=True,
+            )
             running = [asyncio.ensure_future(c.run(client.client)) for c in controllers]
             for c in controllers:
                 print(f"Check controller {c.name} serving its task queue", flush=True)
@@ -133,7 +204,7 @@ async def cmd_dev(args: argparse.Namespace) -> None:
                 print_outcomes(outcomes)
                 # Followed until Ctrl-C, so that what a person does later (a verdict) shows here too.
                 settled = asyncio.Event()
-                keys = [o.key for o in outcomes if o.kind == "Workload"]
+                keys = await followed(client, outcomes)
                 running.append(asyncio.ensure_future(follow(client, keys, settled.set)))
                 await asyncio.wait(
                     {asyncio.ensure_future(settled.wait()), asyncio.ensure_future(stop.wait())},
@@ -210,3 +281,13 @@ def _start_runner(path: str, address: str, namespace: str, logs: Path) -> subpro
             [sys.executable, path, "--address", address, "--namespace", namespace, "--logs", str(logs / "runs")],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
         )
+
+
+def _deployment_version(args: argparse.Namespace):
+    """The build this worker runs as (--deployment-name, --build-id), or a one-line error (exit 2)."""
+    from admitflow import versioning
+
+    try:
+        return versioning.deployment_version(args.deployment_name, args.build_id)
+    except versioning.VersioningError as err:
+        raise CLIError(str(err)) from None

@@ -7,7 +7,7 @@ assembles Kueue-shaped objects from the catalog and the queue workflows.
 `AdmitflowClient` is one object whose methods come from three parts, each a module of this
 package: `reads` (the catalog, ClusterQueues, Cohorts, workloads, lists from visibility),
 `writes` (apply, submit, delete and every message to a workload, the catalog or the simulated
-autoscaler) and `diagnostics` (why a workload waits, who serves its checks, and the ways out for
+autoscaler), `jobs` (batch/v1 Jobs: apply, create, get, delete, each stored with its Workload) and `diagnostics` (why a workload waits, who serves its checks, and the ways out for
 one whose workflow does not answer). Writes and diagnostics build on reads, and all on
 `connection` (the Temporal client, the errors, the timeouts); `trouble` holds what is shown of a
 workflow that does not answer.
@@ -32,10 +32,10 @@ from admitflow.client.trouble import (
     WorkflowTrouble,
     WorkloadNotAnswering,
 )
-from admitflow.client.writes import Writes
+from admitflow.client.jobs import Jobs
 
 
-class AdmitflowClient(Writes, Diagnostics):
+class AdmitflowClient(Jobs, Diagnostics):
     """The client of admitflow's workflows, on a Temporal client and the engine's task queue:
     `AdmitflowClient(client, task_queue, query_timeout=QUERY_TIMEOUT)`."""
 

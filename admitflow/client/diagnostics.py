@@ -36,7 +36,8 @@ from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
 from admitflow.client.connection import RPC_TIMEOUT, AdmitflowError, NotAnswering, _cause, _described, _taken
 from admitflow.client.reads import LIST_PAGE_SIZE, MOVE_PAUSE, MOVES_FOLLOWED, Reads, _finished, _lq_key
 from admitflow.client.trouble import UnansweredWorkload, WorkflowTrouble, _task_failing
-from admitflow.messages import ForceRelease, PendingWorkload, StatusQuery
+from admitflow.admission.protocol import ForceRelease, StatusQuery
+from admitflow.admission.protocol import PendingWorkload
 
 # The contract: a workload asks a check's controller through this activity, on the task queue
 # named by the AdmissionCheck's controllerName.

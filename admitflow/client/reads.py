@@ -58,12 +58,10 @@ from admitflow.client.trouble import (
 from admitflow.codec import PayloadDecodeError
 from admitflow.kinds import PLURALS
 from admitflow.messages import (
-    ClusterQueueReport,
     CohortRef,
-    PendingWorkload,
-    StatusQuery,
     WorkloadInput,
 )
+from admitflow.admission.protocol import ClusterQueueReport, PendingWorkload, StatusQuery
 
 # A ClusterQueue in a cohort is answered by its tree; one moving between trees may send a reader
 # home and back a few times (admitflow/admission/cohort_tree.py).

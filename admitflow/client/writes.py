@@ -55,10 +55,10 @@ from admitflow.messages import (
     CatalogInput,
     DeleteRequest,
     DeleteWorkload,
-    FinishRequest,
     ProvisioningRequestCondition,
     WorkloadInput,
 )
+from admitflow.admission.protocol import FinishRequest
 
 
 class Writes(Reads):

@@ -42,7 +42,7 @@ from admitflow.api.provisioning_request import (
     ProvisioningRequest,
     ProvisioningRequestStatus,
 )
-from admitflow.wire import WireModel
+from admitflow.wire import CarriedState, WireModel
 
 CHECK_CAPACITY_CLASS = "check-capacity.autoscaling.x-k8s.io"
 
@@ -100,7 +100,7 @@ class SimulatedRequest(WireModel):
         return self.request.key
 
 
-class AutoscalerState(WireModel):
+class AutoscalerState(CarriedState):
     node_groups: dict[str, SimulatedNodeGroup] = Field(default_factory=dict)
     node_groups_revision: int = Field(default=0, description="The catalog revision the node groups are from.")
     node_groups_known: bool = Field(default=False, description="The catalog's node groups arrived at least once.")

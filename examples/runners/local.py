@@ -19,6 +19,13 @@ When the engine admits the workload it runs activity `start_workload` here:
   when it exits, its finish. If the admission ends first, the engine's `stop_workload` stops it.
   If its workflow has ended, the command is stopped.
 
+A workload a batch/v1 Job owns (made by `admitflow apply` or `create` from a Job) is run as its Job
+says instead (`LocalJobs`): Kueue's job reconciler's writes to the stored Job (the podSet info into
+its pod template, then resumed; suspended and restored again when the admission is over), and its
+pods as Kubernetes' Job controller would run them, each container's `command` and `args` as a local
+process (the image is named in the pod's log, not pulled), until `completions` pods succeeded or
+more than `backoffLimit` failed; the Job's status goes to its store as pods start and end.
+
 If the runner itself dies, its commands die with it (like a node going down: a small watchdog
 beside each command kills its process group when the runner's end of its stdin closes), the
 activity stops heartbeating, and the engine counts the pods as failed and starts the admission
@@ -28,7 +35,8 @@ stops its commands at once, and the engine starts them again the same way.
 
     python examples/runners/local.py [--task-queue local] [--logs .admitflow/runs] [--address host:port]
 
-Each command's output goes to `<logs>/<namespace>_<name>-<admission>.log`.
+Each command's output goes to `<logs>/<namespace>_<name>-<admission>.log`, each pod's of a Job to
+`<logs>/<namespace>_<pod>.log`.
 """
 
 from __future__ import annotations
@@ -37,10 +45,11 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import signal
 import sys
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from temporalio import activity
@@ -49,14 +58,14 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from admitflow import contract, memos
+from admitflow.activities.jobs.workloads import REPORT_PATIENCE, job_owner, patiently, workload_of
 from admitflow.admission.pods_ready import PodsReadyReport
-from admitflow.messages import FinishRequest, StartWorkload, StopWorkload
+from admitflow.admission.protocol import FinishRequest, StartWorkload, StopWorkload
 
 TASK_QUEUE = "local"
 COMMAND_ANNOTATION = "admitflow.io/command"
 HEARTBEAT_EVERY = 2.0  # seconds; the engine gives up on a runner after 10 s without one
 STOP_GRACE = 5.0  # seconds between SIGTERM and SIGKILL
-REPORT_PATIENCE = 120.0  # seconds a report is tried again while the server cannot be reached (a restart)
 
 
 @dataclass
@@ -68,8 +77,9 @@ class Run:
     finish_told: bool = False  # by whichever of its activity or its `_outlive` saw the exit first
 
 
-# Runs the command in the process group the runner made for it, and takes the whole group down
-# when the runner dies: its end of stdin closes then, however it died (like a node going down).
+# Runs a program (argv) in the process group the runner made for it, and takes the whole group down
+# when the runner dies: its end of stdin closes then, however it died (like a node going down). A
+# workload's command runs as `/bin/sh -c COMMAND`, a Job's container as its command and args.
 WATCHDOG = """
 import os, signal, subprocess, sys, threading
 def orphaned():
@@ -77,7 +87,11 @@ def orphaned():
         pass
     os.killpg(0, signal.SIGKILL)
 threading.Thread(target=orphaned, daemon=True).start()
-code = subprocess.call(["/bin/sh", "-c", sys.argv[1]])
+try:
+    code = subprocess.call(sys.argv[1:])
+except OSError as err:
+    print(f"exec {sys.argv[1]}: {err.strerror}", flush=True)
+    os._exit(127)
 os._exit(code if code >= 0 else 128 - code)
 """
 
@@ -88,13 +102,17 @@ class LocalRunner:
         self.logs = logs
         self.runs: dict[str, Run] = {}  # by workflow ID
         self.reports: set[asyncio.Future] = set()  # reports still being delivered, runs Temporal lost track of
+        self.jobs = LocalJobs(client, logs)  # workloads of batch/v1 Jobs: their pods as processes
 
     def worker(self, task_queue: str = TASK_QUEUE) -> Worker:
         # Shutting down cancels the runs at once (no grace): their commands are stopped.
         return Worker(self.client, task_queue=task_queue, activities=[self.start_workload, self.stop_workload])
 
     @activity.defn(name=contract.START_WORKLOAD)
-    async def start_workload(self, request: StartWorkload) -> None:
+    async def start_workload(self, request: StartWorkload) -> FinishRequest | None:
+        owner = job_owner(request.workload)
+        if owner is not None:
+            return await self.jobs.start(request, owner)
         meta = request.workload.get("metadata", {})
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         command = (meta.get("annotations") or {}).get(COMMAND_ANNOTATION)
@@ -121,7 +139,7 @@ class LocalRunner:
         }
         with log_path.open("ab") as log:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-c", WATCHDOG, command, stdin=asyncio.subprocess.PIPE, stdout=log,
+                sys.executable, "-c", WATCHDOG, "/bin/sh", "-c", command, stdin=asyncio.subprocess.PIPE, stdout=log,
                 stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True,
             )
         run = self.runs[request.workflow_id] = Run(process=process, admission=request.admission)
@@ -229,6 +247,8 @@ class LocalRunner:
 
     @activity.defn(name=contract.STOP_WORKLOAD)
     async def stop_workload(self, request: StopWorkload) -> None:
+        if request.workflow_id not in self.runs and await self.jobs.stop(request):
+            return
         run = self.runs.get(request.workflow_id)
         if run is not None and run.admission == request.admission:
             await self._stop(run)
@@ -264,28 +284,6 @@ class LocalRunner:
             activity.logger.warning("workload %s is gone; %s not reported", handle.id, signal_name)
 
 
-async def patiently(call, what: str, workflow_id: str):
-    """`call()`'s result, tried again while the server cannot be reached (a restart) for up to
-    REPORT_PATIENCE, 1 s apart and doubling to 10 s, heartbeating meanwhile; any other error, or
-    the last one, is raised."""
-    loop = asyncio.get_running_loop()
-    give_up = loop.time() + REPORT_PATIENCE
-    delay = 1.0
-    while True:
-        try:
-            return await call()
-        except RPCError as err:
-            if err.status not in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED) or loop.time() > give_up:
-                raise
-            activity.logger.warning("%s for %s failed (%s); trying again in %.0fs", what, workflow_id, err, delay)
-        try:
-            activity.heartbeat()
-        except Exception:  # noqa: BLE001 - a report told after its activity was cancelled has no heartbeat to give
-            pass
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 10.0)
-
-
 def cut_off() -> bool:
     """Whether this activity was cancelled because it timed out or the server no longer knows it,
     not because the engine asked or the worker shuts down. Either happens when a server restart
@@ -295,6 +293,263 @@ def cut_off() -> bool:
     return details is not None and (details.timed_out or details.not_found) and not (
         details.cancel_requested or details.worker_shutdown
     )
+
+
+# --- batch/v1 Jobs: their pods as local processes ------------------------------------------------
+
+NO_COMMAND_EXIT = 127  # what a container whose entrypoint cannot be found exits with
+
+
+@dataclass
+class Pod:
+    name: str
+    index: int | None
+    processes: list[asyncio.subprocess.Process]
+    done: asyncio.Task
+
+
+class JobPods:
+    """One admission of a Job run here: its pods as processes, as many as Kubernetes' Job
+    controller would run (admitflow.jobs.job_controller), each container's `command` and `args`.
+    Its status (active, ready, succeeded, failed, completedIndexes, the Complete or Failed
+    condition) goes to the Job's store as the pods start and end, and the workload hears when its
+    pods are ready and when the Job ends."""
+
+    def __init__(self, runner: LocalJobs, request: StartWorkload, job, namespace: str, name: str) -> None:
+        self.runner, self.request, self.job = runner, request, job
+        self.namespace, self.name = namespace, name
+        self.pods: dict[str, Pod] = {}
+        self.ready_told: bool | None = None
+
+    async def run(self) -> FinishRequest:
+        from admitflow.jobs import batch_job, job_controller
+
+        handle = self.runner.client.get_workflow_handle(self.request.workflow_id)
+        # Pods that ran before this admission started here are gone (a new admission, or a runner
+        # started again): none is active.
+        await self._write_status()
+        try:
+            while True:
+                condition = job_controller.ending(self.job, datetime.now(UTC))
+                if condition is not None or job_controller.finished(self.job):
+                    if condition is not None:
+                        await self._write_status(condition)
+                    ended = batch_job.finished(self.job)
+                    activity.logger.info("job %s/%s ended: %s", self.namespace, self.name, ended.message if ended else "")
+                    return FinishRequest(succeeded=ended.succeeded, message=ended.message, admission=self.request.admission)
+                started = await self._start_pods(job_controller.pods_wanted(self.job))
+                if started:
+                    await self._write_status()
+                await self._tell_ready(handle, batch_job.pods_ready(self.job))
+                if not self.pods:
+                    # Nothing runs and nothing may start (its failures passed the backoff limit
+                    # with pods still active a moment ago): the next turn ends it.
+                    continue
+                activity.heartbeat()
+                finished, _ = await asyncio.wait([p.done for p in self.pods.values()], timeout=HEARTBEAT_EVERY,
+                                                 return_when=asyncio.FIRST_COMPLETED)
+                if finished:
+                    await self._reap()
+        except asyncio.CancelledError:
+            # Evicted, deleted, or the runner shuts down: the pods stop, and no longer count as active.
+            await asyncio.shield(self._stop_all())
+            raise
+
+    async def _start_pods(self, wanted: int) -> int:
+        from admitflow.jobs import job_controller
+
+        indexed = self.job.spec.completion_mode == "Indexed"
+        running = {p.index for p in self.pods.values() if p.index is not None}
+        slots: list[int | None] = job_controller.indexes_wanted(self.job, running, wanted) if indexed else [None] * wanted
+        for index in slots:
+            pod = await self._start_pod(index)
+            self.pods[pod.name] = pod
+        return len(slots)
+
+    async def _start_pod(self, index: int | None) -> Pod:
+        suffix = "".join(random.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+        name = f"{self.name}-{index}-{suffix}" if index is not None else f"{self.name}-{suffix}"
+        self.runner.logs.mkdir(parents=True, exist_ok=True)
+        log_path = self.runner.logs / f"{self.namespace}_{name}.log"
+        template = self.job.spec.template.to_wire()
+        env = {
+            **os.environ,
+            "ADMITFLOW_WORKLOAD": f"{self.namespace}/{self.request.workload['metadata']['name']}",
+            "ADMITFLOW_ADMISSION": str(self.request.admission),
+            "ADMITFLOW_POD_SETS": json.dumps([p.to_wire() for p in self.request.pod_sets_info]),
+            "ADMITFLOW_JOB": f"{self.namespace}/{self.name}",
+            "ADMITFLOW_POD": name,
+            "HOSTNAME": name,
+        }
+        if index is not None:
+            env["JOB_COMPLETION_INDEX"] = str(index)
+        processes = []
+        with log_path.open("ab") as log:
+            for container in template["spec"]["containers"]:
+                command = [*(container.get("command") or ()), *(container.get("args") or ())]
+                header = (f"# pod {self.namespace}/{name}, container {container['name']}: image {container.get('image', '?')} "
+                          "(not pulled: its command runs on this machine)\n")
+                log.write(header.encode())
+                log.flush()
+                if not container.get("command"):
+                    log.write((f"error: container {container['name']} has no command: the local runner does not know "
+                               f"the entrypoint of image {container.get('image', '?')}; give the container a command\n").encode())
+                    log.flush()
+                    processes.append(None)
+                    continue
+                container_env = {**env, **{e["name"]: e.get("value", "") for e in container.get("env") or () if "valueFrom" not in e}}
+                processes.append(await asyncio.create_subprocess_exec(
+                    sys.executable, "-c", WATCHDOG, *command, stdin=asyncio.subprocess.PIPE, stdout=log,
+                    stderr=asyncio.subprocess.STDOUT, env=container_env, start_new_session=True,
+                ))
+        activity.logger.info("started pod %s/%s of job %s (admission %d), output in %s", self.namespace, name, self.name,
+                             self.request.admission, log_path)
+        return Pod(name=name, index=index, processes=[p for p in processes if p is not None],
+                   done=asyncio.ensure_future(_pod_exit(processes)))
+
+    async def _reap(self) -> None:
+        """Count the pods that ended: succeeded when every container exited 0, else failed."""
+        from admitflow.jobs import job_controller
+
+        status = self.job.status
+        succeeded, failed = status.succeeded or 0, status.failed or 0
+        completed = job_controller.parse_indexes(status.completed_indexes or "")
+        for name, pod in list(self.pods.items()):
+            if not pod.done.done():
+                continue
+            del self.pods[name]
+            code = pod.done.result()
+            activity.logger.info("pod %s/%s of job %s exited with code %d", self.namespace, name, self.name, code)
+            if code == 0:
+                succeeded += 1
+                if pod.index is not None:
+                    completed.add(pod.index)
+            else:
+                failed += 1
+        update = {"succeeded": succeeded or None, "failed": failed or None,
+                  "completed_indexes": job_controller.format_indexes(completed) or None}
+        self.job = self.job.model_copy(update={"status": status.model_copy(update=update)})
+        await self._write_status()
+
+    async def _write_status(self, condition=None) -> None:
+        """The pods' counts (and the condition that ends the Job, with its completionTime) to the store."""
+        from admitflow.activities.jobs import reconciler
+
+        mine = self.job.status
+        active = len(self.pods) or None
+
+        def change(job):
+            conditions = list(job.status.conditions or ())
+            update = {"active": active, "ready": active, "succeeded": mine.succeeded, "failed": mine.failed,
+                      "completed_indexes": mine.completed_indexes}
+            if condition is not None:
+                conditions.append(condition)
+                update.update(conditions=conditions, completion_time=condition.last_transition_time if condition.type == "Complete" else None)
+            return job.model_copy(update={"status": job.status.model_copy(update=update)})
+
+        self.job = await patiently(lambda: reconciler.update_status(self.runner.api, self.namespace, self.name, change),
+                                   "job status", self.name)
+
+    async def _tell_ready(self, handle, ready: bool) -> None:
+        if ready != self.ready_told:
+            self.ready_told = ready
+            await patiently(lambda: handle.signal(contract.SET_PODS_READY, PodsReadyReport(ready=ready, admission=self.request.admission)),
+                            contract.SET_PODS_READY, handle.id)
+
+    async def _stop_all(self) -> None:
+        for pod in list(self.pods.values()):
+            for process in pod.processes:
+                await stop_process_group(process)
+        self.pods.clear()
+        try:
+            await self._write_status()
+        except Exception as err:  # noqa: BLE001 - the store cannot be reached: the next admission counts afresh
+            activity.logger.warning("job %s/%s: its status could not be written (%s)", self.namespace, self.name, err)
+
+
+async def _pod_exit(processes: list) -> int:
+    """A pod's exit code: the first container's that failed, 0 when all succeeded."""
+    codes = [NO_COMMAND_EXIT if p is None else await p.wait() for p in processes]
+    return next((c for c in codes if c != 0), 0)
+
+
+async def stop_process_group(process: asyncio.subprocess.Process) -> None:
+    """SIGTERM to the process group, SIGKILL after STOP_GRACE."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if process.returncode is not None:
+            return
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(process.wait()), STOP_GRACE)
+            return
+        except TimeoutError:
+            continue
+
+
+class LocalJobs:
+    """The local runner for workloads a batch/v1 Job owns (admitflow's stored Jobs, activities.jobs):
+    on `start_workload` it does what Kueue's job reconciler does (the admission's podSet info into
+    the Job's template, then resume it: activities.jobs.reconciler.start_job), then what the Job
+    controller and the kubelet would (JobPods); on `stop_workload` it stops the pods and suspends
+    the Job again with its template restored (reconciler.stop_job)."""
+
+    def __init__(self, client: Client, logs: Path) -> None:
+        from admitflow.activities.jobs.stored import StoredJobs
+
+        self.client, self.logs = client, logs
+        self.api = StoredJobs(client)
+        self.running: dict[str, JobPods] = {}  # by workflow ID
+
+    async def start(self, request: StartWorkload, owner: dict) -> FinishRequest | None:
+        from admitflow.activities.jobs import reconciler
+        from admitflow.activities.jobs.api import JobNotFound
+        from admitflow.admission.pod_set_updates import PodSetUpdateConflict
+        from admitflow.api.workload import Workload
+        from admitflow.jobs.batch_job import PodSetInfoError
+
+        namespace, name = request.workload["metadata"]["namespace"], owner["name"]
+        workload = Workload.model_validate(request.workload)
+        try:
+            sent = await reconciler.start_job(self.api, namespace, name, request.pod_sets_info, workload, uid=owner.get("uid"))
+        except (PodSetUpdateConflict, PodSetInfoError) as err:
+            # Kueue's FailedToStart: the admission cannot be applied to this Job.
+            return FinishRequest(succeeded=False, message=str(err), admission=request.admission)
+        except JobNotFound:
+            # Gone, or another Job of the same name made since: the Workload's own is gone.
+            return FinishRequest(succeeded=False, message=f"its Job {namespace}/{name} is gone", admission=request.admission)
+        activity.logger.info("job %s/%s resumed for admission %d (%d requests)", namespace, name, request.admission, sent.requests)
+        run = self.running[request.workflow_id] = JobPods(self, request, sent.job, namespace, name)
+        try:
+            return await run.run()
+        finally:
+            if self.running.get(request.workflow_id) is run:
+                del self.running[request.workflow_id]
+
+    async def stop(self, request: StopWorkload) -> bool:
+        """Suspend the Job of the workload again; False when the workload is not a Job's."""
+        from admitflow.activities.jobs import reconciler
+        from admitflow.activities.jobs.api import JobNotFound
+
+        workload = await workload_of(self.client, request.workflow_id)
+        owner = job_owner(workload.to_wire()) if workload is not None else None
+        if owner is None:
+            return False
+        run = self.running.pop(request.workflow_id, None)
+        if run is not None:
+            await run._stop_all()
+        try:
+            sent, stopped_now = await reconciler.stop_job(
+                self.api, workload.metadata.namespace, owner["name"], workload.spec.pod_sets, uid=owner.get("uid")
+            )
+        except JobNotFound:
+            return True
+        if stopped_now:
+            activity.logger.info("job %s/%s stopped: %s (%d requests)", workload.metadata.namespace, owner["name"],
+                                 request.message or request.reason, sent.requests)
+        return True
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -21,7 +21,7 @@ from admitflow.admission import workload as wl
 from admitflow.admission.checks import Verdict
 from admitflow.admission.workload import WorkloadState
 from admitflow.client import AdmitflowError
-from admitflow.workflows import workload as workload_workflow
+from admitflow.admission import lifecycle as lc
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.integration.test_admission import eventually, loaded
 
@@ -428,7 +428,7 @@ async def test_the_task_that_applies_the_last_ready_admits_and_publishes_it(engi
     assert EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED not in kinds
     [moment] = [e for e in events[accepted:answered] if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED
                 and summarised(e, "admitted to ClusterQueue cq")]
-    assert moment.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta() == workload_workflow.ADMITTED_DELAY
+    assert moment.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta() == lc.ADMITTED_DELAY
 
     async def told() -> list[str]:
         """What the workload signalled after the verdict: once the timer fired (no message comes here
@@ -449,7 +449,7 @@ async def test_a_release_while_admitted_waits_for_its_moment_goes_alone(engine, 
     """A finish that comes while the `admitted` notice waits for its moment releases the reservation
     that notice is about: the queue needs only the `release`, so `admitted` is never sent and its
     timer is cancelled. The moment is an hour here, so its timer could not have sent it."""
-    monkeypatch.setattr(workload_workflow, "ADMITTED_DELAY", timedelta(hours=1))
+    monkeypatch.setattr(lc, "ADMITTED_DELAY", timedelta(hours=1))
     af = engine.admitflow
     await admitted_by_its_check(af)
     await af.finish("default/job")

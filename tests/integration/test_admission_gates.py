@@ -139,7 +139,7 @@ async def test_a_gated_workload_waits_for_every_gate_while_the_one_behind_it_is_
     handle = engine.client.get_workflow_handle(ids.workload_id("default/signalled"))
     await handle.signal("remove_admission_gates", {"gates": "example.com/x"})
     r = await until(engine, lambda r: "InvalidAdmissionGateRemoval" in r.stdout, "describe", "workload", "default/signalled")
-    assert "invalid admission gate removal: gates: Input should be a valid list" in r.stdout
+    assert "invalid admission gate removal: gates: Input should be a valid array" in r.stdout
     r = await run(engine, "get", "workload", "signalled", "-o", "json")
     assert gated_by("example.com/x")(r)
     await handle.signal("remove_admission_gates", {"gates": ["example.com/x"]})

@@ -88,7 +88,7 @@ AGAIN = "; asked again in 5s (1 in a row)"
 
 QUANTITY = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 STATES = "must be one of Pending, Ready, Retry, Rejected"
-NOT_A_VERDICT = "invalid verdict: verdict: Input should be a valid dictionary or instance of Verdict"
+NOT_A_VERDICT = "invalid verdict: verdict: Input should be an object"
 WORKLOAD_NOT_FOUND = 'error: workloads "default/nobody" not found or already finished'
 NAME_PART = (
     "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
@@ -138,6 +138,14 @@ def other_workload(pod_set: str, name: str = "other") -> str:
           - {pod_set}
         """
     )
+
+
+PROVREQ_PARAMETERS = "provreq.kueue.x-k8s.io/ annotations become the ProvisioningRequest's spec.parameters"
+
+
+def annotated_workload(annotations: dict[str, str], name: str = "other") -> str:
+    manifest = workload_manifest(name)
+    return json.dumps({**manifest, "metadata": {**manifest["metadata"], "annotations": annotations}})
 
 
 def job_changed(**change) -> str:
@@ -222,6 +230,29 @@ TABLE: list[Case] = [
                      "priorityClassRef": {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "high"}}}),
          'error: <stdin>: document 1 (Workload job): Invalid value: "object": priorityClassRef is immutable while '
          "workload quota reserved"),
+    Case("manifest-pod-template-label-value-over-63-characters", MANIFEST, OTHER,
+         other_workload(f"{{name: main, count: 1, template: {{metadata: {{labels: {{app: {'x' * 64}}}}}, spec: {{containers: [{{name: c, image: x}}]}}}}}}"),
+         "error: <stdin>: document 1 (Workload other): spec.podSets[0].template.metadata.labels: "
+         f'Invalid value: "{"x" * 64}": must be no more than 63 characters'),
+    Case("manifest-pod-priority-as-text", MANIFEST, OTHER,
+         other_workload('{name: main, count: 1, template: {spec: {priority: "high", containers: [{name: c, image: x}]}}}'),
+         'error: <stdin>: document 1 (Workload other): spec.podSets[0].template.spec.priority: Invalid value: "high": '
+         'spec.podSets[0].template.spec.priority in body must be of type integer: "string"'),
+    Case("manifest-container-without-image", MANIFEST, OTHER,
+         other_workload("{name: main, count: 1, template: {spec: {containers: [{name: c}]}}}"),
+         "error: <stdin>: document 1 (Workload other): spec.podSets[0].template.spec.containers[0].image: Required value"),
+    Case("manifest-restart-policy-sometimes", MANIFEST, OTHER,
+         other_workload("{name: main, count: 1, template: {spec: {restartPolicy: Sometimes, containers: [{name: c, image: x}]}}}"),
+         'error: <stdin>: document 1 (Workload other): spec.podSets[0].template.spec.restartPolicy: Unsupported value: '
+         '"Sometimes": supported values: "Always", "OnFailure", "Never"'),
+    Case("manifest-provisioning-request-parameter-over-255-characters", MANIFEST, OTHER,
+         annotated_workload({"provreq.kueue.x-k8s.io/maxRunDurationSeconds": "9" * 256}),
+         "error: <stdin>: document 1 (Workload other): metadata.annotations[provreq.kueue.x-k8s.io/maxRunDurationSeconds]: "
+         f"Too long: may not be more than 255 bytes ({PROVREQ_PARAMETERS})"),
+    Case("manifest-101-provisioning-request-parameters", MANIFEST, OTHER,
+         annotated_workload({f"provreq.kueue.x-k8s.io/p{i}": "1" for i in range(101)}),
+         "error: <stdin>: document 1 (Workload other): metadata.annotations: Too many: 101: must have at most 100 items "
+         f"({PROVREQ_PARAMETERS})"),
     # --- CLI arguments ------------------------------------------------------------------------------
     Case("cli-get-unknown-kind", CLI, CATALOG, ("get", "widgets"),
          'error: the server doesn\'t have a resource type "widgets"'),
@@ -247,7 +278,7 @@ TABLE: list[Case] = [
     Case("cli-verdict-stale-attempt", CLI, JOB, ("verdict", "job", "a", "Rejected", "--attempt", "1"),
          'error: verdict for attempt 1 of check "a", which is at attempt 2: ignored'),
     Case("cli-verdict-attempt-not-a-number", CLI, JOB, ("verdict", "job", "a", "Ready", "--attempt", "two"),
-         "admitflow verdict: error: argument --attempt: invalid int value: 'two'"),
+         'admitflow verdict: error: argument --attempt: "two": must be a whole number from 1 to 2147483647'),
     Case("cli-verdict-unknown-workload", CLI, NOBODY, ("verdict", "default/nobody", "a", "Ready"), WORKLOAD_NOT_FOUND),
     Case("cli-finish-unknown-workload", CLI, NOBODY, ("finish", "default/nobody"), WORKLOAD_NOT_FOUND),
     Case("cli-pods-ready-not-ready-reason-when-ready", CLI, RUN, ("pods-ready", "run", "--reason", "WaitForStart"),
@@ -343,7 +374,7 @@ TABLE: list[Case] = [
     Case("pods-ready-wrong-reason", PODS_READY, RUN, {"ready": True, "reason": "WaitForStart"},
          "Warning InvalidPodsReadyReport: invalid pods-ready report: reason 'WaitForStart' with ready=true: use Started or Recovered"),
     Case("pods-ready-not-an-object", PODS_READY, RUN, "ready",
-         "Warning InvalidPodsReadyReport: invalid pods-ready report: report: Input should be a valid dictionary or instance of PodsReadyReport"),
+         "Warning InvalidPodsReadyReport: invalid pods-ready report: report: Input should be an object"),
     Case("pods-ready-without-ready", PODS_READY, RUN, {"reason": "Started"},
          "Warning InvalidPodsReadyReport: invalid pods-ready report: ready: Field required"),
     Case("pods-ready-without-payload", PODS_READY, "workload default/victim-pods-ready-none", Args(),

@@ -206,8 +206,10 @@ def test_the_main_job_admits_the_examples_and_a_second_run_reuses_the_database(t
 
     proc = _start_main_job(db, port, ui_port)
     try:
-        lines = seen = _read_until(proc, "5 of 6 workloads admitted; 1 waits for you (see above).")
+        lines = seen = _read_until(proc, "6 of 7 workloads admitted; 1 waits for you (see above).")
         assert "workload.kueue.x-k8s.io/team-b/sweep created" in lines
+        # Kueue's quick-start Job, as published: kept with its Workload, which the local runner runs.
+        assert "job.batch/default/sample-job created" in lines
         # The ProvisioningRequest sample: the node group comes online late, so the first attempts
         # fail, the workload backs off, and a later attempt is provisioned.
         pretrain = [ln.split(None, 1)[1] for ln in lines if ln.startswith("  team-a/pretrain ")]
@@ -236,7 +238,7 @@ def test_the_main_job_admits_the_examples_and_a_second_run_reuses_the_database(t
         assert "  team-a/release                   QuotaReserved: Quota reserved in ClusterQueue reviewed" in lines
         approved = admitflow("verdict", "team-a/release", "approval", "Ready", "--message", "approved by the test")
         assert approved.returncode == 0, approved.stderr
-        lines = _read_until(proc, "All 6 workloads admitted.")
+        lines = _read_until(proc, "All 7 workloads admitted.")
         assert "  team-a/release                   Admitted: The workload is admitted" in lines
         # The local runner runs what is admitted: train-small's command (20 s) ends, and it finishes.
         finished = "  team-a/train-small               Finished: command succeeded"
@@ -256,8 +258,9 @@ def test_the_main_job_admits_the_examples_and_a_second_run_reuses_the_database(t
 
     proc = _start_main_job(db, port, ui_port)
     try:
-        lines = _read_until(proc, "All 6 workloads admitted.")
+        lines = _read_until(proc, "All 7 workloads admitted.")
         assert "workload.kueue.x-k8s.io/team-b/sweep unchanged" in lines
+        assert "job.batch/default/sample-job unchanged" in lines, "its fixed name: no second Job"
         assert "clusterqueue.kueue.x-k8s.io/research unchanged" in lines
         runner = int(next(ln for ln in lines if ln.startswith("Runner ")).split("(pid ", 1)[1].split(",", 1)[0])
     finally:

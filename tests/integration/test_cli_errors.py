@@ -74,8 +74,11 @@ TABLE = [
          "error: permission denied by Temporal at {address} (namespace default): UpdateWorkflowExecution operation is "
          "disabled on this namespace; check the API key (--api-key, TEMPORAL_API_KEY) or client certificate, and what "
          "it may do in this namespace"),
-    Case("a-read-times-out-without-a-worker", UNSERVED, ("get", "clusterqueues", "--request-timeout", "2s"), 1,
-         f'error: the catalog (admitflow/catalog) does not answer: the query timed out; {WORKER_OR_TIME}'),
+    Case("a-list-before-a-worker-ran-the-catalog", UNSERVED, ("get", "clusterqueues"), 1,
+         'error: the catalog (admitflow/catalog) has not written its objects yet: is a worker polling task queue '
+         '"admitflow"? (admitflow worker)'),
+    Case("a-query-times-out-without-a-worker", UNSERVED, ("apply", "-f", "-", "--dry-run=server", "--request-timeout", "2s"), 1,
+         f'error: the catalog (admitflow/catalog) does not answer: the query timed out; {WORKER_OR_TIME}', stdin=SETUP),
     Case("apply-times-out-without-a-worker", UNSERVED, ("apply", "-f", "-", "--request-timeout", "2"), 1,
          'error: the catalog (admitflow/catalog) did not take the objects within 2s: is a worker polling task queue '
          '"admitflow"? (admitflow worker); they are applied once one does', stdin=SETUP),
@@ -115,6 +118,21 @@ TABLE = [
          "admitflow get workloads --phase Backoff"),
     Case("a-bad-request-timeout", NOWHERE, ("get", "clusterqueues", "--request-timeout", "soon"), 2,
          'error: --request-timeout: time: invalid duration "soon"'),
+    # What a model bounds after parsing, the parser bounds (issue 52, item 7): refused before connecting.
+    Case("an-attempt-of-zero", NOWHERE, ("verdict", "one", "budget", "Ready", "--attempt", "0"), 2,
+         'admitflow verdict: error: argument --attempt: "0": must be a whole number from 1 to 2147483647'),
+    Case("an-attempt-beyond-int32", NOWHERE, ("verdict", "one", "budget", "Ready", "--attempt", "2147483648"), 2,
+         'admitflow verdict: error: argument --attempt: "2147483648": must be a whole number from 1 to 2147483647'),
+    Case("a-requeue-after-beyond-int32", NOWHERE, ("verdict", "one", "budget", "Retry", "--requeue-after", "600000h"), 2,
+         "error: --requeue-after 600000h: must be from 0s to 2147483647s (about 68 years)"),
+    Case("a-negative-requeue-after", NOWHERE, ("verdict", "one", "budget", "Retry", "--requeue-after=-5s"), 2,
+         "error: --requeue-after -5s: must be from 0s to 2147483647s (about 68 years)"),
+    Case("a-negative-limit", NOWHERE, ("get", "pending-workloads", "cq", "--limit", "-1"), 2,
+         'admitflow get: error: argument --limit: "-1": must be a whole number of at least 0'),
+    Case("a-negative-offset", NOWHERE, ("get", "pending-workloads", "cq", "--offset", "-5"), 2,
+         'admitflow get: error: argument --offset: "-5": must be a whole number of at least 0'),
+    Case("a-port-out-of-range", NOWHERE, ("dev", "--ui-port", "99999"), 2,
+         'admitflow dev: error: argument --ui-port: "99999": must be a port number from 1 to 65535'),
     Case("a-bad-dry-run", NOWHERE, ("apply", "-f", "-", "--dry-run=maybe"), 2,
          "admitflow apply: error: argument --dry-run: invalid choice: 'maybe' (choose from 'none', 'client', 'server')"),
     Case("delete-without-what", NOWHERE, ("delete",), 2, "error: give what to delete: admitflow delete KIND NAME, KIND/NAME, or -f FILE"),

@@ -13,7 +13,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.service import RPCError
 
 from admitflow import contract, ids
-from admitflow.messages import ClusterQueueReport, StatusQuery
+from admitflow.admission.protocol import ClusterQueueReport, StatusQuery
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.integration.test_admission import _is, _reason, eventually, loaded
 from tests.integration.test_cli import run, until

@@ -18,7 +18,8 @@ from admitflow.admission.workload import WorkloadState
 from admitflow.client import AdmitflowClient
 from admitflow.codec import DATA_CONVERTER
 from admitflow.devserver import DevServer
-from admitflow.messages import ClusterQueueReport, ReleaseRequest, StatusQuery
+from admitflow.admission.protocol import ClusterQueueReport, StatusQuery
+from admitflow.admission.protocol import ReleaseRequest
 from tests.builders import (
     cluster_queue_manifest,
     flavor_manifest,

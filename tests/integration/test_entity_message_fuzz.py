@@ -61,20 +61,15 @@ from admitflow import contract, ids
 from admitflow.admission.checks import Verdict
 from admitflow.admission.cluster_queue import ClusterQueueView
 from admitflow.admission.pending_queue import QueueEntry
-from admitflow.admission.pods_ready import GateAnswer, GateState
+from admitflow.admission.pods_ready_gate import GateAnswer, GateState
 from admitflow.api.provisioning_request import ProvisioningRequest
 from admitflow.codec import DATA_CONVERTER
 from admitflow.messages import (
     AdmissionCheckActive,
     ApplyRequest,
     ClusterQueueRef,
-    ClusterQueueReport,
     CreateProvisioningRequest,
     DeleteRequest,
-    ForceRelease,
-    GateRequest,
-    GateSettled,
-    GateUse,
     LocalQueueRef,
     NodeGroupsUpdate,
     ObjectList,
@@ -84,10 +79,10 @@ from admitflow.messages import (
     ProvisioningRequestList,
     ProvisioningRequestQuery,
     ProvisioningRequestRef,
-    ReleaseRequest,
-    StatusQuery,
     WatchRequest,
 )
+from admitflow.admission.protocol import ClusterQueueReport, ForceRelease, StatusQuery
+from admitflow.admission.protocol import GateRequest, GateSettled, GateUse, ReleaseRequest
 from tests.builders import (
     cluster_queue_manifest,
     configuration_manifest,

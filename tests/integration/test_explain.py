@@ -95,16 +95,17 @@ def admitted_at(report) -> datetime:
     return next(c.last_transition_time for c in report.status.conditions if c.type == "Admitted")
 
 
-async def waiting_in(engine, local_queues: dict[str, str], cluster_queue: str) -> set[str]:
-    """What `get workloads -o json` (each workflow asked) says waits in a ClusterQueue: neither
-    admitted nor finished, with a LocalQueue that leads there (`local_queues`: NS/LQ -> CQ)."""
+async def waiting_in(engine, local_queues: dict[str, str], cluster_queue: str, waiting: bool = True) -> set[str]:
+    """What `get workloads -o json` says waits in a ClusterQueue: neither admitted nor finished
+    (with `waiting`; else every one), with a LocalQueue that leads there (`local_queues`: NS/LQ ->
+    CQ)."""
     r = await run(engine, "get", "workloads", "-o", "json")
     assert r.returncode == 0, r.stderr
     out = set()
     for w in json.loads(r.stdout)["items"]:
         held = {c["type"] for c in w["status"].get("conditions", []) if c["status"] == "True"}
         lq = f"{w['metadata']['namespace']}/{w['spec']['queueName']}"
-        if not held & {"Admitted", "Finished"} and local_queues.get(lq) == cluster_queue:
+        if not (waiting and held & {"Admitted", "Finished"}) and local_queues.get(lq) == cluster_queue:
             out.add(f"{w['metadata']['namespace']}/{w['metadata']['name']}")
     return out
 
@@ -314,7 +315,7 @@ async def test_the_main_jobs_scenario_attributes_every_waiting_workload_to_one_c
     routes = {m.obj.key: m.obj.spec.cluster_queue for m in manifests if m.obj.kind == "LocalQueue"}
     queues = sorted({m.obj.key for m in manifests if m.obj.kind == "ClusterQueue"})
     workloads = sorted(m.obj.key for m in manifests if m.obj.kind == "Workload")
-    assert queues == ["gpu", "research", "reviewed"] and len(workloads) == 6
+    assert queues == ["cluster-queue", "gpu", "research", "reviewed"] and len(workloads) == 6
     running = [asyncio.ensure_future(c.run(engine.client)) for path in controllers for c in sdk.load(path)]
     try:
         await engine.admitflow.apply(manifests)
@@ -328,10 +329,10 @@ async def test_the_main_jobs_scenario_attributes_every_waiting_workload_to_one_c
             return out
 
         # While it moves (pretrain's ProvisioningRequests fail and back off): each queue's
-        # explanation is still each waiting workload of its own once.
+        # explanation is still each waiting workload of its own once (a Job's among them).
         early = await every_queue()
         for cq, q in early.items():
-            assert {w["workload"] for w in q["workloads"]} <= {k for k in workloads if routes[_lq(k, manifests)] == cq}
+            assert {w["workload"] for w in q["workloads"]} <= await waiting_in(engine, routes, cq, waiting=False), cq
 
         # Its waiting point: every workload admitted but team-a/release, whose check nobody serves
         # (the approval AdmissionCheck is not Active, so its ClusterQueue admits nothing new).
@@ -362,11 +363,6 @@ async def test_the_main_jobs_scenario_attributes_every_waiting_workload_to_one_c
     finally:
         for task in running:
             task.cancel()
-
-
-def _lq(key: str, manifests) -> str:
-    w = next(m.obj for m in manifests if m.obj.kind == "Workload" and m.obj.key == key)
-    return f"{w.metadata.namespace}/{w.spec.queue_name}"
 
 
 async def _causes(engine, keys: list[str]) -> dict[str, str]:

@@ -14,7 +14,7 @@ from admitflow.admission.cluster_queue import Notice
 from admitflow.admission.workload import WorkloadReport
 from admitflow.client import AdmitflowClient
 from admitflow.codec import DATA_CONVERTER
-from admitflow.messages import FinishRequest
+from admitflow.admission.protocol import FinishRequest
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.workflows.test_lifecycle import loaded, replay_all, until_phase
 from admitflow.worker.main import build_worker

@@ -32,7 +32,7 @@ from temporalio.worker import Worker
 
 from admitflow import ids
 from admitflow.admission import provisioning
-from admitflow.admission.pods_ready import GateState
+from admitflow.admission.pods_ready_gate import GateState
 from admitflow.controller import Controller, ready
 from tests.builders import cluster_queue_manifest, configuration_manifest, flavor_manifest, local_queue_manifest
 from tests.integration import test_provisioning as prov

@@ -39,7 +39,7 @@ async def test_a_long_named_workload_is_provisioned_through_a_cut_attempt_id(af)
     await submit(af, gpu_workload(NAME))
     report = await until(af, "Admitted", NAME, timeout=30)
     assert [(c.name, c.state) for c in report.status.admission_checks] == [("prov", "Ready")]
-    uncut = provisioning.workflow_id("default", NAME, "prov", 1, limited=False)
+    uncut = f"provisioning/default/{NAME}/prov/1"
     cut = provisioning.workflow_id("default", NAME, "prov", 1)
     assert (len(uncut), len(cut)) == (263, 255)
     assert (await af.client.get_workflow_handle(cut).describe()).workflow_type == "ProvisioningCheckWorkflow"

@@ -29,7 +29,9 @@ from datetime import UTC, datetime
 
 from admitflow.admission.cluster_queue import QueueEntry
 from admitflow.admission.requests import PodSetRequest
-from admitflow.messages import ClusterQueueInput, CohortInput, Message, ReleaseRequest
+from admitflow.messages import ClusterQueueInput, CohortInput
+from admitflow.admission.protocol import Message
+from admitflow.admission.protocol import ReleaseRequest
 
 pytestmark = pytest.mark.integration
 

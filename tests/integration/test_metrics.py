@@ -11,12 +11,18 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import os
 import re
+import signal
+import subprocess
+import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from pathlib import Path
 
-import pytest
+import yaml
 from temporalio.client import Client
 
 from admitflow import gauges
@@ -26,6 +32,7 @@ from admitflow.admission.workload import WorkloadState
 from admitflow.client import AdmitflowClient
 from admitflow.codec import DATA_CONVERTER
 from admitflow.controller import Controller, ready, retry
+from tests.cli_process import ADMITFLOW
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.conftest import free_port
 from tests.integration.test_admission import eventually, loaded
@@ -134,6 +141,10 @@ async def test_the_counters_match_what_happened(engine):
     assert value(samples, "admitflow_admission_attempts_total", result="success") == 2, "one pass per reservation"
     assert value(samples, "admitflow_admission_attempt_duration_seconds_count", result="success") == 2
     assert 0 < value(samples, "admitflow_admission_attempt_duration_seconds_sum", result="success") < 2, "two passes' computing time"
+    # Prometheus' default buckets, in seconds, as Kueue's: each pass falls in one of the first ones.
+    buckets = {ls["le"]: v for n, ls, v in samples if n == "admitflow_admission_attempt_duration_seconds_bucket"}
+    assert list(buckets) == [f"{b:g}" for b in metrics.DEFAULT_BUCKETS] + ["+Inf"]
+    assert buckets["0.5"] == 2, buckets
     assert value(samples, "admitflow_evicted_workloads_once_total", reason="AdmissionCheck", underlying_cause="", **cq) == 1
     assert value(samples, "admitflow_ready_wait_time_seconds_count", **cq) == 1, "its pods were reported ready"
     assert value(samples, "admitflow_admitted_until_ready_wait_time_seconds_count", **cq) == 1
@@ -244,3 +255,67 @@ async def test_two_workers_the_gauges_are_the_queues_current_figures_served_once
             series = gauge_series(*await scrape_all())
             assert figures(series, "cq") == {}, "a deleted ClusterQueue's series end, on every endpoint"
             assert figures(series, "idle")[("cluster_queue_status", "active")] == 1
+
+
+def listening(pid: int) -> set[tuple[str, int]]:
+    """The (address, port) of every TCP socket process `pid` listens on, read from /proc."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] != "0A" or fields[9] not in inodes:  # 0A: LISTEN
+                continue
+            address, port = fields[1].split(":")
+            raw = bytes.fromhex(address)
+            # /proc writes the address in 32-bit words of the host's byte order.
+            words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            found.add((str(ipaddress.ip_address(words)), int(port, 16)))
+    return found
+
+
+def test_dev_serves_every_metric_on_its_port_and_the_sdks_own_port_on_loopback_only(tmp_path):
+    """`admitflow dev --metrics-port` reads the SDK's metrics from a port of their own, which only
+    it needs: that one listens on 127.0.0.1, and --metrics-port (scraped from elsewhere) on every
+    interface."""
+    port, ui_port, metrics_port = free_port(), free_port(), free_port()
+    proc = subprocess.Popen(
+        [ADMITFLOW, "dev", "--port", str(port), "--ui-port", str(ui_port), "--db", str(tmp_path / "t.db"),
+         "--metrics-port", str(metrics_port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line.rstrip())
+            if "Ctrl-C stops" in line:
+                break
+        assert any("Ctrl-C stops" in ln for ln in lines), lines
+        queues = yaml.safe_dump_all([flavor_manifest(), cluster_queue_manifest()])
+        applied = subprocess.run([ADMITFLOW, "apply", "-f", "-", "--address", f"127.0.0.1:{port}"], input=queues,
+                                 capture_output=True, text=True, timeout=60)
+        assert applied.returncode == 0, applied.stderr
+        deadline = time.monotonic() + 30
+        while True:
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=15) as resp:
+                text = resp.read().decode()
+            if f'{gauges.UP}{{cluster_queue="cq"}} 1' in text or time.monotonic() > deadline:  # once its memo is written
+                break
+            time.sleep(0.5)
+        assert "temporal_worker_task_slots_available{" in text and f'{gauges.UP}{{cluster_queue="cq"}} 1' in text, (
+            "the SDK's metrics and the gauges, on one port"
+        )
+        sockets = listening(proc.pid)
+        assert ("0.0.0.0", metrics_port) in sockets
+        others = {s for s in sockets if s[1] != metrics_port}
+        assert others and all(ipaddress.ip_address(a).is_loopback for a, _ in others), sockets
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0

@@ -10,7 +10,7 @@ import pytest
 from admitflow import ids
 from admitflow.admission.pending_queue import QueueEntry
 from admitflow.admission.requests import PodSetRequest
-from admitflow.messages import ReleaseRequest
+from admitflow.admission.protocol import ReleaseRequest
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.integration.test_admission import _is, _pending_count, _reason, eventually, loaded
 

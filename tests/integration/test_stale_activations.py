@@ -36,7 +36,7 @@ from admitflow.api.cluster_queue import ClusterQueueStatus
 from admitflow.client import AdmitflowClient
 from admitflow.codec import DATA_CONVERTER
 from admitflow.devserver import DevServer
-from admitflow.messages import ClusterQueueReport, StatusQuery
+from admitflow.admission.protocol import ClusterQueueReport, StatusQuery
 from tests.conftest import free_port
 from tests.histories import assert_replays
 from tests.integration.test_admission_checks import say, setup, submit, until

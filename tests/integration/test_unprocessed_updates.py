@@ -46,20 +46,27 @@ async def _complete_one_task_unread(client, task_queue: str) -> list[str]:
 async def test_an_update_a_worker_completed_unread_is_asked_again(engine) -> None:
     task_queue = "unprocessed-updates"
     admitflow = AdmitflowClient(engine.client, task_queue)
-    obj, _ = parse_manifest(flavor_manifest("spot"))
-    # The catalog starts with its update; nothing serves its task queue yet but the hand-played worker.
-    applying = asyncio.ensure_future(admitflow.apply([LoadedManifest("<test>", 1, obj)]))
+
+    def flavor(name: str) -> list[LoadedManifest]:
+        obj, _ = parse_manifest(flavor_manifest(name))
+        return [LoadedManifest("<test>", 1, obj)]
+
+    # The catalog's first task runs its code (it writes its memo); the hand-played worker then takes
+    # a later one, as a worker that runs the code but does not know updates would leave it.
+    async with build_worker(engine.client, task_queue):
+        await admitflow.apply(flavor("on-demand"))
+    applying = asyncio.ensure_future(admitflow.apply(flavor("spot")))
     carried = await _complete_one_task_unread(engine.client, task_queue)
-    assert carried == ["type.googleapis.com/temporal.api.update.v1.Request"], "the first task carried the apply"
+    assert carried == ["type.googleapis.com/temporal.api.update.v1.Request"], "the task carried the apply"
     async with build_worker(engine.client, task_queue):
         outcomes = await asyncio.wait_for(applying, 60)
         objects = await admitflow.catalog_objects("ResourceFlavor")
     assert outcomes == [Outcome(kind="ResourceFlavor", key="spot", action="created")]
-    assert [o.metadata.name for o in objects] == ["spot"]
-    # The apply is in the catalog's history once: the rejected sending left nothing there.
+    assert sorted(o.metadata.name for o in objects) == ["on-demand", "spot"]
+    # Each apply is in the catalog's history once: the rejected sending left nothing there.
     history = await engine.client.get_workflow_handle(ids.CATALOG_ID).fetch_history()
     accepted = [e for e in history.events if e.HasField("workflow_execution_update_accepted_event_attributes")]
-    assert len(accepted) == 1
+    assert len(accepted) == 2
 
 
 async def test_messages_a_worker_left_unread_go_as_signals(engine) -> None:

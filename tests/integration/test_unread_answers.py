@@ -18,7 +18,7 @@ import pytest
 from admitflow import contract
 from admitflow.activities.mail import Mailer, Taken, _starting
 from admitflow.client import AdmitflowClient
-from admitflow.messages import Messages, Receipt
+from admitflow.admission.protocol import Messages, Receipt
 from admitflow.worker import main
 from tests.histories import audit
 from tests.integration.test_admission_checks import setup, submit, until

@@ -35,7 +35,7 @@ from admitflow.client import AdmitflowClient
 from admitflow.codec import DATA_CONVERTER
 from admitflow.controller import Controller, ready
 from admitflow.devserver import DevServer
-from admitflow.messages import StartWorkload, StopWorkload
+from admitflow.admission.protocol import StartWorkload, StopWorkload
 from admitflow.worker.main import build_worker
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.conftest import free_port

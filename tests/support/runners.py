@@ -14,7 +14,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from admitflow.messages import FinishRequest, StartWorkload, StopWorkload
+from admitflow.admission.protocol import FinishRequest, StartWorkload, StopWorkload
 
 ROOT = Path(__file__).resolve().parents[2]
 

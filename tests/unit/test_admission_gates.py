@@ -9,9 +9,10 @@ from datetime import timedelta
 import pytest
 
 from admitflow.admission import admission_gates as ag
+from admitflow.admission import explain
 from admitflow.admission import lifecycle as lc
+from admitflow.admission import intake
 from admitflow.admission import workload as wl
-from admitflow.admission.checks import WrongArguments
 from admitflow.admission.workload import WorkloadState
 from admitflow.wire import Undecodable
 from tests.builders import manifest, workload_manifest
@@ -151,34 +152,37 @@ def test_remaining(current, removal, left):
 
 
 @pytest.mark.parametrize(
-    ("payload", "error"),
+    ("args", "error"),
     [
-        pytest.param(None, "invalid admission gate removal: removal: Input should be a valid dictionary or instance of GateRemoval",
-                     id="null"),
-        pytest.param("a.io/x", "invalid admission gate removal: removal: Input should be a valid dictionary or instance of GateRemoval",
-                     id="a-bare-string"),
-        pytest.param({"gates": "a.io/x"}, "invalid admission gate removal: gates: Input should be a valid list", id="gates-not-a-list"),
-        pytest.param({"gates": [7]}, "invalid admission gate removal: gates.0: Input should be a valid string", id="a-gate-not-a-string"),
-        pytest.param({}, "invalid admission gate removal: name the gates to remove (gates), or all", id="nothing-named"),
-        pytest.param({"gates": []}, "invalid admission gate removal: name the gates to remove (gates), or all", id="an-empty-list"),
-        pytest.param({"gates": ["a.io/x"], "all": True}, "invalid admission gate removal: give either gates or all, not both",
+        pytest.param((None,), "invalid admission gate removal: removal: Input should be an object", id="null"),
+        pytest.param(("a.io/x",), "invalid admission gate removal: removal: Input should be an object", id="a-bare-string"),
+        pytest.param(({"gates": "a.io/x"},), "invalid admission gate removal: gates: Input should be a valid array", id="gates-not-a-list"),
+        pytest.param(({"gates": [7]},), "invalid admission gate removal: gates.0: Input should be a valid string", id="a-gate-not-a-string"),
+        pytest.param(({},), "invalid admission gate removal: name the gates to remove (gates), or all", id="nothing-named"),
+        pytest.param(({"gates": []},), "invalid admission gate removal: name the gates to remove (gates), or all", id="an-empty-list"),
+        pytest.param(({"gates": ["a.io/x"], "all": True},), "invalid admission gate removal: give either gates or all, not both",
                      id="both-gates-and-all"),
-        pytest.param({"gates": ["a.io/x", "a.io/x"]}, "invalid admission gate removal: gates: duplicate gate name: a.io/x",
+        pytest.param(({"gates": ["a.io/x", "a.io/x"]},), "invalid admission gate removal: gates: duplicate gate name: a.io/x",
                      id="a-gate-twice"),
-        pytest.param({"gates": [" "]}, "invalid admission gate removal: gates: cannot contain empty gate names", id="a-blank-name"),
-        pytest.param(WrongArguments(count=2), "invalid admission gate removal: expected one payload, got 2 arguments",
+        pytest.param(({"gates": [" "]},), "invalid admission gate removal: gates: cannot contain empty gate names", id="a-blank-name"),
+        pytest.param(({"all": True}, {"all": True}), "invalid admission gate removal: expected one payload, got 2 arguments",
                      id="two-arguments"),
-        pytest.param(Undecodable(encoding="binary/zlib", reason="does not decompress"),
-                     "invalid admission gate removal: does not decompress", id="undecodable"),
     ],
 )
-def test_a_malformed_removal_is_refused_in_one_line(payload, error):
-    with pytest.raises(ag.GateError) as err:
-        ag.parse(payload)
-    assert str(err.value) == error
+def test_a_malformed_removal_is_refused_in_one_line(args, error):
+    refused = intake.gate_removal(*args)
+    assert isinstance(refused, lc.Refused) and (refused.reason, refused.detail) == (ag.REFUSED, error)
+
+
+def test_a_removal_the_worker_cannot_decode_is_not_applied_with_the_reason():
+    refused = intake.gate_removal(Undecodable(encoding="binary/zlib", reason="does not decompress"))
+    assert (refused.reason, refused.detail) == (lc.NOT_APPLIED, "AdmissionGatesRemoved not applied: does not decompress")
 
 
 # --- what the gates do, through lifecycle.step ----------------------------------------------------
+
+
+NO_ARGUMENT = object()  # a removal sent with no payload at all
 
 
 def gated(value: str | None) -> WorkloadState:
@@ -209,7 +213,7 @@ def enqueues(commands: list) -> bool:
 
 
 def remove(**payload) -> lc.AdmissionGatesRemoved:
-    return lc.AdmissionGatesRemoved(payload=payload)
+    return intake.gate_removal(payload)
 
 
 def test_a_gated_workload_is_not_queued_and_says_why():
@@ -218,12 +222,12 @@ def test_a_gated_workload_is_not_queued_and_says_why():
     st = wl.new_state(manifest(m), "uid-1", T0)
     st, _ = lc.step(st, lc.Started(), T0, 0.0)
     st, commands = settle(st, 0)
-    assert not enqueues(commands) and st.ticket == 0 and not st.queued
+    assert not enqueues(commands) and st.claim.ticket == 0 and not st.claim.queued
     assert quota_reserved(st) == ("False", "AdmissionGated", "Admission is gated by: example.com/a,example.com/b")
     assert [(e.reason, e.message) for e in st.events] == [("AdmissionGated", "Workload admission is gated by: example.com/a,example.com/b")]
     assert wl.phase(st) == "Pending"
     assert lc.way_forward(st) == "waiting for its admission gates to be removed"
-    assert "admission gated by `example.com/a`, `example.com/b`" in wl.current_details(st)
+    assert "admission gated by `example.com/a`, `example.com/b`" in explain.current_details(st)
     st, commands = settle(st, 30)
     assert not enqueues(commands) and len(st.events) == 1  # settled again: nothing new to say
 
@@ -243,7 +247,7 @@ def test_removing_one_of_two_gates_keeps_it_gated_and_the_last_one_queues_it():
     # It enters its queue at the place its creation gives it, as any new workload.
     (enqueue,) = [c for c in commands if isinstance(c, lc.Enqueue)]
     assert enqueue.request.entry.timestamp == st.workload.metadata.creation_timestamp
-    assert "admission gated" not in wl.current_details(st)
+    assert "admission gated" not in explain.current_details(st)
 
 
 def test_all_removes_every_gate_and_the_annotation_goes():
@@ -260,12 +264,12 @@ def test_all_removes_every_gate_and_the_annotation_goes():
         pytest.param({"gates": ["example.com/a", "example.com/c"]}, id="one-of-them-unknown"),
         pytest.param({"gates": "example.com/a"}, id="malformed"),
         pytest.param(None, id="null"),
-        pytest.param(WrongArguments(count=0), id="no-argument"),
+        pytest.param(NO_ARGUMENT, id="no-argument"),
     ],
 )
 def test_a_refused_removal_changes_nothing_and_is_recorded(payload):
     before = gated("example.com/a,example.com/b")
-    after, commands = settle(before, 5, lc.AdmissionGatesRemoved(payload=payload))
+    after, commands = settle(before, 5, intake.gate_removal() if payload is NO_ARGUMENT else intake.gate_removal(payload))
     assert not enqueues(commands)
     assert after.model_dump(exclude={"events"}) == before.model_dump(exclude={"events"})
     assert after.events[-1].type == "Warning" and after.events[-1].reason == "InvalidAdmissionGateRemoval"
@@ -298,7 +302,7 @@ def test_activated_while_still_gated_it_says_so_again():
 
 def test_a_finished_workload_takes_no_removal():
     st = gated("example.com/a")
-    st, _ = settle(st, 5, lc.FinishRequested(payload={"succeeded": False, "message": "gave up"}))
+    st, _ = settle(st, 5, intake.finish({"succeeded": False, "message": "gave up"}))
     with pytest.raises(ag.GateError, match="is finished"):
         ag.validate(st, ag.parse({"gates": ["example.com/a"]}))
 

@@ -158,7 +158,7 @@ OUT_OF_RANGE = [
                     pod_set(
                         template={
                             "spec": {
-                                "containers": [{"name": "c"}],
+                                "containers": [{"name": "c", "image": "busybox"}],
                                 "tolerations": [{"key": "k", "effect": "NoExecute", "tolerationSeconds": INT64_MAX + 1}],
                             }
                         }

@@ -31,7 +31,7 @@ def workload(cpu: str = "2", count: int = 3, seconds: int | None = None) -> Work
     spec = {
         "queueName": "q",
         "podSets": [{"name": "main", "count": count, "template": {"spec": {"containers": [
-            {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}}}],
+            {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}}}],
     }
     if seconds:
         spec["maximumExecutionTimeSeconds"] = seconds

@@ -21,7 +21,7 @@ def admitted(ticket: int = 1, at=T0) -> wl.WorkloadState:
 
 
 def readmit(st: wl.WorkloadState, ticket: int, at) -> None:
-    st.ticket, st.queued = ticket, True
+    st.claim.ticket, st.claim.queued = ticket, True
     wl.reserve_quota(st, reserved_notice(ticket=ticket), at)
     assert wl.is_admitted(st)
 

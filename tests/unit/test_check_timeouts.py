@@ -10,6 +10,7 @@ import pytest
 from admitflow.admission import check_timeouts as ct
 from admitflow.admission import conditions as cond
 from admitflow.admission import lifecycle as lc
+from admitflow.admission import intake
 from admitflow.admission import workload as wl
 from admitflow.admission.cluster_queue import AdmissionCheckInfo
 from admitflow.admission.workload import WorkloadState
@@ -48,7 +49,7 @@ def test_the_deadline_of_a_pending_check(info, verdicts, want):
     w = world(info)
     reserved = w.now
     for state, after, message in verdicts:
-        w.batch(lc.VerdictReceived(payload=w.verdict("a", state, message=message)), after=after)
+        w.batch(intake.verdict(w.verdict("a", state, message=message)), after=after)
     got = ct.deadlines(w.state).get("a")
     assert (got - reserved if got else None) == want
 

@@ -11,6 +11,7 @@ from admitflow.admission import checks
 from admitflow.admission import workload as wl
 from admitflow.admission.cluster_queue import AdmissionCheckInfo
 from admitflow.api.admission_check import AdmissionCheckRetryStrategy
+from tests.support import messages
 from tests.unit.test_workload_status import T0, conditions, reserved_notice, submitted
 
 
@@ -46,7 +47,7 @@ def states(st: wl.WorkloadState) -> list[tuple[str, str]]:
 def test_verdict_while_quota_is_held(names, verdicts, phase, admitted_reason):
     st = holding(*names)
     for name, state in verdicts:
-        checks.receive(st, verdict(name, state), T0 + timedelta(seconds=5))
+        messages.verdict(st, verdict(name, state), T0 + timedelta(seconds=5))
     assert wl.phase(st) == phase
     assert conditions(st)["Admitted"][1] == admitted_reason
 
@@ -54,14 +55,14 @@ def test_verdict_while_quota_is_held(names, verdicts, phase, admitted_reason):
 def test_rejected_wins_over_retry():
     st = holding("a", "b")
     st.status.admission_checks[1] = st.status.admission_checks[1].model_copy(update={"state": "Retry"})
-    checks.receive(st, verdict("a", "Rejected"), T0)
+    messages.verdict(st, verdict("a", "Rejected"), T0)
     assert wl.phase(st) == "Inactive"
     assert conditions(st)["Evicted"][1] == "DeactivatedDueToAdmissionCheck"
 
 
 def test_admission_records_the_wait_since_reservation():
     st = holding("a")
-    checks.receive(st, verdict("a", "Ready"), T0 + timedelta(seconds=42))
+    messages.verdict(st, verdict("a", "Ready"), T0 + timedelta(seconds=42))
     assert conditions(st)["Admitted"] == ("True", "Admitted", "The workload is admitted")
     assert [(e.reason, e.message) for e in st.events][-2:] == [
         ("AdmissionCheckUpdated", "Admission check a updated state from Pending to Ready"),
@@ -71,11 +72,11 @@ def test_admission_records_the_wait_since_reservation():
 
 def test_retry_evicts_resets_every_check_and_backs_off_from_each_checks_own_transition():
     st = holding("a", "b")
-    checks.receive(st, verdict("a", "Retry", requeueAfterSeconds=60, message="no budget"), T0 + timedelta(seconds=10))
+    messages.verdict(st, verdict("a", "Retry", requeueAfterSeconds=60, message="no budget"), T0 + timedelta(seconds=10))
     # b turned Retry later with a shorter delay, but its own transition makes it end later: it wins.
     st2 = holding("a", "b")
-    checks.receive(st2, verdict("b", "Ready"), T0)
-    checks.receive(st2, verdict("a", "Retry", requeueAfterSeconds=60, message="no budget"), T0 + timedelta(seconds=10))
+    messages.verdict(st2, verdict("b", "Ready"), T0)
+    messages.verdict(st2, verdict("a", "Retry", requeueAfterSeconds=60, message="no budget"), T0 + timedelta(seconds=10))
     assert wl.phase(st) == "Backoff"
     assert checks.requeue_at(st) == T0 + timedelta(seconds=70)
     assert conditions(st)["Evicted"] == (
@@ -99,7 +100,7 @@ def test_the_latest_end_of_two_retries_wins_measured_from_each_transition():
     st.status.admission_checks[1] = st.status.admission_checks[1].model_copy(
         update={"state": "Retry", "requeue_after_seconds": 100, "last_transition_time": T0}
     )
-    checks.receive(st, verdict("a", "Retry", requeueAfterSeconds=90), T0 + timedelta(seconds=30))
+    messages.verdict(st, verdict("a", "Retry", requeueAfterSeconds=90), T0 + timedelta(seconds=30))
     assert checks.requeue_at(st) == T0 + timedelta(seconds=120), "a: 30 + 90 beats b: 0 + 100"
     assert conditions(st)["Evicted"][2] == 'Evicted due to AdmissionChecks in Retry state: "a"; "b"'
     assert [c.retry_count for c in st.status.admission_checks] == [1, 1]
@@ -107,7 +108,7 @@ def test_the_latest_end_of_two_retries_wins_measured_from_each_transition():
 
 def test_a_retry_without_delay_goes_straight_back_to_the_queue():
     st = holding("a")
-    checks.receive(st, verdict("a", "Retry"), T0)
+    messages.verdict(st, verdict("a", "Retry"), T0)
     assert checks.requeue_at(st) is None
     assert conditions(st)["Requeued"] == ("True", "BackoffFinished", "The workload backoff was finished")
     assert wl.phase(st) == "Pending"
@@ -115,7 +116,7 @@ def test_a_retry_without_delay_goes_straight_back_to_the_queue():
 
 def test_the_backoff_ends_with_requeued_and_the_eviction_time_as_queue_timestamp():
     st = holding("a")
-    checks.receive(st, verdict("a", "Retry", requeueAfterSeconds=30), T0 + timedelta(seconds=5))
+    messages.verdict(st, verdict("a", "Retry", requeueAfterSeconds=30), T0 + timedelta(seconds=5))
     assert not checks.finish_backoff_if_due(st, T0 + timedelta(seconds=34)), "not before requeueAt"
     assert checks.finish_backoff_if_due(st, T0 + timedelta(seconds=35))
     assert st.status.requeue_state is None
@@ -125,8 +126,8 @@ def test_the_backoff_ends_with_requeued_and_the_eviction_time_as_queue_timestamp
 
 def test_rejected_deactivates_with_kueues_messages_and_clears_the_requeue_state():
     st = holding("a", "b")
-    checks.receive(st, verdict("b", "Rejected", message="too big"), T0)
-    checks.receive(st, verdict("a", "Rejected"), T0)  # no longer holding: recorded, not applied
+    messages.verdict(st, verdict("b", "Rejected", message="too big"), T0)
+    messages.verdict(st, verdict("a", "Rejected"), T0)  # no longer holding: recorded, not applied
     want = 'The workload is deactivated due to AdmissionCheck in Rejected state: "b" (too big)'
     assert conditions(st)["Evicted"] == ("True", "DeactivatedDueToAdmissionCheck", want)
     assert conditions(st)["Requeued"] == ("False", "DeactivatedDueToAdmissionCheck", want)
@@ -146,13 +147,13 @@ def test_rejected_deactivates_with_kueues_messages_and_clears_the_requeue_state(
 def test_two_rejected_checks_are_listed_by_name():
     st = holding("a", "b")
     st.status.admission_checks[1] = st.status.admission_checks[1].model_copy(update={"state": "Rejected", "message": "m2"})
-    checks.receive(st, verdict("a", "Rejected", message="m1"), T0)
+    messages.verdict(st, verdict("a", "Rejected", message="m1"), T0)
     assert conditions(st)["Evicted"][2].endswith('AdmissionChecks in Rejected state: "a" (m1); "b" (m2)')
 
 
 def test_activate_requeues_a_workload_deactivated_by_a_check():
     st = holding("a")
-    checks.receive(st, verdict("a", "Rejected"), T0)
+    messages.verdict(st, verdict("a", "Rejected"), T0)
     assert checks.activate(st, T0 + timedelta(seconds=1))
     assert st.workload.spec.active is True
     assert conditions(st)["Requeued"] == ("True", "Reactivated", "The workload was reactivated")
@@ -163,7 +164,7 @@ def test_activate_requeues_a_workload_deactivated_by_a_check():
 def test_deactivating_a_waiting_workload_takes_it_out_of_the_queue():
     st = submitted()
     checks.deactivate(st, T0)
-    assert not st.queued and wl.phase(st) == "Inactive"
+    assert not st.claim.queued and wl.phase(st) == "Inactive"
     assert conditions(st)["Requeued"] == ("False", "Deactivated", "The workload is deactivated")
     checks.activate(st, T0)
     assert conditions(st)["Requeued"][1] == "Reactivated"
@@ -182,8 +183,8 @@ def test_deactivating_a_waiting_workload_takes_it_out_of_the_queue():
 )
 def test_a_check_changing_its_mind_after_admission(state, phase, evicted_reason):
     st = holding("a")
-    checks.receive(st, verdict("a", "Ready"), T0)
-    checks.receive(st, verdict("a", state), T0 + timedelta(minutes=5))
+    messages.verdict(st, verdict("a", "Ready"), T0)
+    messages.verdict(st, verdict("a", state), T0 + timedelta(minutes=5))
     assert wl.phase(st) == phase
     assert conditions(st).get("Evicted", (None, None))[1] == evicted_reason
     if evicted_reason:
@@ -192,7 +193,7 @@ def test_a_check_changing_its_mind_after_admission(state, phase, evicted_reason)
 
 def test_a_check_added_after_admission_does_not_take_the_admission_back():
     st = holding("a")
-    checks.receive(st, verdict("a", "Ready"), T0)
+    messages.verdict(st, verdict("a", "Ready"), T0)
     wl.take_checks(st, reserved_notice(checks=["a", "z"]), T0)
     checks.reconcile(st, T0)
     assert states(st) == [("a", "Ready"), ("z", "Pending")]
@@ -201,7 +202,7 @@ def test_a_check_added_after_admission_does_not_take_the_admission_back():
 
 def test_a_check_removed_while_waiting_admits_when_the_rest_are_ready():
     st = holding("a", "b")
-    checks.receive(st, verdict("a", "Ready"), T0)
+    messages.verdict(st, verdict("a", "Ready"), T0)
     wl.take_checks(st, reserved_notice(checks=["a"]), T0)
     checks.reconcile(st, T0)
     assert states(st) == [("a", "Ready")]
@@ -223,7 +224,7 @@ def test_a_check_removed_while_waiting_admits_when_the_rest_are_ready():
 def test_a_verdict_while_waiting_for_quota(state, kept):
     st = submitted()
     wl.take_checks_before_reservation(st, ["a"], T0)
-    checks.receive(st, verdict("a", state), T0)
+    messages.verdict(st, verdict("a", state), T0)
     assert states(st) == [("a", kept)]
     assert wl.phase(st) == "Pending"
     assert st.verdicts[-1].outcome == ("applied" if kept == state else "ignored")
@@ -232,17 +233,17 @@ def test_a_verdict_while_waiting_for_quota(state, kept):
 def test_a_check_ready_before_quota_admits_at_reservation():
     st = submitted()
     wl.take_checks_before_reservation(st, ["a"], T0)
-    checks.receive(st, verdict("a", "Ready"), T0)
+    messages.verdict(st, verdict("a", "Ready"), T0)
     wl.reserve_quota(st, reserved_notice(checks=["a"]), T0 + timedelta(seconds=3))
     assert wl.phase(st) == "Admitted"
 
 
 def test_a_late_retry_during_the_backoff_pushes_the_requeue_later_never_earlier():
     st = holding("a")
-    checks.receive(st, verdict("a", "Retry", requeueAfterSeconds=60), T0)
-    checks.receive(st, verdict("a", "Retry", requeueAfterSeconds=10), T0 + timedelta(seconds=20))
+    messages.verdict(st, verdict("a", "Retry", requeueAfterSeconds=60), T0)
+    messages.verdict(st, verdict("a", "Retry", requeueAfterSeconds=10), T0 + timedelta(seconds=20))
     assert checks.requeue_at(st) == T0 + timedelta(seconds=60), "30 s would be earlier: kept"
-    checks.receive(st, verdict("a", "Retry", requeueAfterSeconds=120), T0 + timedelta(seconds=20))
+    messages.verdict(st, verdict("a", "Retry", requeueAfterSeconds=120), T0 + timedelta(seconds=20))
     assert checks.requeue_at(st) == T0 + timedelta(seconds=140)
     assert states(st) == [("a", "Pending")], "the check never stays in Retry: nothing can leave it stuck"
     assert checks.finish_backoff_if_due(st, T0 + timedelta(seconds=140))
@@ -251,15 +252,15 @@ def test_a_late_retry_during_the_backoff_pushes_the_requeue_later_never_earlier(
 def test_a_verdict_for_an_old_attempt_is_ignored():
     st = holding("a")
     assert checks.hand_out(st, "a") == 1, "its controller is asked about attempt 1"
-    checks.receive(st, verdict("a", "Retry", attempt=1), T0)
+    messages.verdict(st, verdict("a", "Retry", attempt=1), T0)
     checks.finish_backoff_if_due(st, T0)
     wl.reserve_quota(st, reserved_notice(checks=["a"], ticket=1), T0)
-    checks.receive(st, verdict("a", "Rejected", attempt=1), T0)
+    messages.verdict(st, verdict("a", "Rejected", attempt=1), T0)
     assert wl.phase(st) == "QuotaReserved"
     assert (st.verdicts[-1].outcome, st.verdicts[-1].detail) == (
         "ignored", 'verdict for attempt 1 of check "a", which is at attempt 2: ignored'
     )
-    checks.receive(st, verdict("a", "Ready", attempt=2), T0)
+    messages.verdict(st, verdict("a", "Ready", attempt=2), T0)
     assert wl.phase(st) == "Admitted"
 
 
@@ -314,29 +315,29 @@ def test_a_verdict_for_an_old_attempt_is_ignored():
             id="an-annotation-key-kubernetes-refuses",
         ),
         pytest.param({"state": "Ready"}, "invalid verdict: name: Field required", id="no-name"),
-        pytest.param("Ready", "invalid verdict: verdict: Input should be a valid dictionary or instance of Verdict", id="not-an-object"),
+        pytest.param("Ready", "invalid verdict: verdict: Input should be an object", id="not-an-object"),
         pytest.param(verdict("a", "Ready", requeueAfterSeconds="soon"), "invalid verdict: requeueAfterSeconds: Input should be a valid integer, unable to parse string as an integer", id="delay-not-a-number"),
     ],
 )
 def test_a_bad_verdict_is_recorded_with_its_reason_and_changes_nothing(payload, error):
     st = holding("a")
     before = st.workload.model_dump()
-    assert checks.receive(st, payload, T0 + timedelta(seconds=9)) == error
+    assert messages.verdict(st, payload, T0 + timedelta(seconds=9)) == error
     assert st.workload.model_dump() == before
     assert (st.verdicts[-1].outcome, st.verdicts[-1].detail) == ("rejected", error)
 
 
 def test_the_pod_set_updates_of_a_ready_check_cannot_change_until_it_leaves_ready():
     st = holding("a", "b")
-    checks.receive(st, verdict("a", "Ready", podSetUpdates=[{"name": "main", "labels": {"x": "y"}}]), T0)
+    messages.verdict(st, verdict("a", "Ready", podSetUpdates=[{"name": "main", "labels": {"x": "y"}}]), T0)
     kept = st.status.admission_checks[0].model_dump()
     for changed in ([{"name": "main", "labels": {"x": "z"}}], None):
-        assert checks.receive(st, verdict("a", "Ready", podSetUpdates=changed), T0) == (
+        assert messages.verdict(st, verdict("a", "Ready", podSetUpdates=changed), T0) == (
             'podSetUpdates: field is immutable while check "a" stays Ready'
         )
     assert st.status.admission_checks[0].model_dump() == kept
     same = verdict("a", "Ready", message="still fine", podSetUpdates=[{"name": "main", "labels": {"x": "y"}}])
-    assert checks.receive(st, same, T0) == "waiting for b"
+    assert messages.verdict(st, same, T0) == "waiting for b"
 
 
 def test_a_verdict_for_a_finished_workload_is_refused():
@@ -348,7 +349,7 @@ def test_a_verdict_for_a_finished_workload_is_refused():
 
 def test_a_long_message_is_cut_at_32_kib():
     st = holding("a")
-    checks.receive(st, verdict("a", "Pending", message="x" * 40000), T0)
+    messages.verdict(st, verdict("a", "Pending", message="x" * 40000), T0)
     assert len(st.status.admission_checks[0].message.encode()) == 32 * 1024
 
 
@@ -375,12 +376,12 @@ STRATEGY = AdmissionCheckRetryStrategy.model_validate({"baseDelaySeconds": 10, "
 def test_a_retry_without_delay_takes_the_checks_strategy_and_past_its_limit_is_rejected():
     st = holding("a")
     st.checks_info = {"a": AdmissionCheckInfo(controller_name="c", retry_strategy=STRATEGY)}
-    checks.receive(st, verdict("a", "Retry"), T0)
+    messages.verdict(st, verdict("a", "Retry"), T0)
     assert checks.requeue_at(st) == T0 + timedelta(seconds=10)
     checks.finish_backoff_if_due(st, T0 + timedelta(seconds=10))
     wl.reserve_quota(st, reserved_notice(checks=["a"]), T0 + timedelta(seconds=11))
     st.checks_info = {"a": AdmissionCheckInfo(controller_name="c", retry_strategy=STRATEGY)}
-    checks.receive(st, verdict("a", "Retry", message="still no"), T0 + timedelta(seconds=12))
+    messages.verdict(st, verdict("a", "Retry", message="still no"), T0 + timedelta(seconds=12))
     assert wl.phase(st) == "Inactive"
     assert conditions(st)["Evicted"][2].endswith('"a" (retry limit of 1 reached: still no)')
 
@@ -408,19 +409,19 @@ def test_a_checks_retry_time_limit(retries_at, readmitted_before_last, want):
         at = T0 + timedelta(minutes=minute)
         if i:
             checks.finish_backoff_if_due(st, at - timedelta(seconds=2))
-            st.queued, st.ticket = True, st.ticket + 1
-            wl.reserve_quota(st, reserved_notice(checks=["a"], ticket=st.ticket), at - timedelta(seconds=1))
+            st.claim.queued, st.claim.ticket = True, st.claim.ticket + 1
+            wl.reserve_quota(st, reserved_notice(checks=["a"], ticket=st.claim.ticket), at - timedelta(seconds=1))
             st.checks_info = info
             if readmitted_before_last and i == len(retries_at) - 1:
-                checks.receive(st, verdict("a", "Ready"), at - timedelta(milliseconds=500))
-                assert wl.is_admitted(st) and st.first_retry == {}
+                messages.verdict(st, verdict("a", "Ready"), at - timedelta(milliseconds=500))
+                assert wl.is_admitted(st) and st.asks.first_retry == {}
         own = {"requeueAfterSeconds": 5} if minute == 61 else {}
-        checks.receive(st, verdict("a", "Retry", message="no", **own), at)
+        messages.verdict(st, verdict("a", "Retry", message="no", **own), at)
     assert wl.phase(st) == want
     if want == "Inactive":
         assert conditions(st)["Evicted"][2].endswith('"a" (retry time limit of 1h0m0s reached: no)')
     else:
-        assert st.first_retry["a"] == T0 + timedelta(minutes=retries_at[-1] if readmitted_before_last else 0)
+        assert st.asks.first_retry["a"] == T0 + timedelta(minutes=retries_at[-1] if readmitted_before_last else 0)
 
 
 # --- asking controllers (activity admission_check) ---------------------------------------------------
@@ -467,7 +468,7 @@ def test_nothing_is_asked_while_waiting_for_quota_or_of_the_built_in_provisionin
 )
 def test_the_controllers_answer_is_the_first_verdict(result, state, message, phase):
     st = served("a")
-    checks.answer(st, "a", 1, result, "", T0 + timedelta(seconds=1))
+    messages.controller_answer(st, "a", 1, result, "", T0 + timedelta(seconds=1))
     assert (st.status.admission_checks[0].state, st.status.admission_checks[0].message, wl.phase(st)) == (state, message, phase)
     assert checks.to_ask(st) == []  # answered, admitted, or waiting out its backoff: nothing to ask now
 
@@ -476,18 +477,18 @@ def test_an_answer_that_is_not_a_verdict_is_asked_again_after_a_backoff_with_the
     """A controller's answer that is no verdict never evicts: it is recorded, and the same attempt
     asked again once `controller_backoff` has passed."""
     st = served("a")
-    checks.answer(st, "a", 1, {"state": "Maybe"}, "", T0)
+    messages.controller_answer(st, "a", 1, {"state": "Maybe"}, "", T0)
     assert st.events[-1].reason == checks.CONTROLLER_FAILED and st.events[-1].message == (
         'Controller of check "a" failed on attempt 1: invalid verdict from the controller: '
         'unknown state "Maybe" for check "a": must be one of Pending, Ready, Retry, Rejected; asked again in 5s (1 in a row)'
     )
-    assert st.ask_again_at == {"a": T0 + timedelta(seconds=checks.controller_backoff(1))}
+    assert st.asks.ask_again_at == {"a": T0 + timedelta(seconds=checks.controller_backoff(1))}
     assert "Evicted" not in conditions(st)
 
 
 def test_a_non_retryable_controller_error_is_asked_again_after_a_backoff_with_its_message():
     st = served("a")
-    checks.answer(st, "a", 1, None, "budget service refused: 403", T0 + timedelta(seconds=1))
+    messages.controller_answer(st, "a", 1, None, "budget service refused: 403", T0 + timedelta(seconds=1))
     assert wl.phase(st) == "QuotaReserved"
     assert (st.verdicts[-1].outcome, st.verdicts[-1].detail) == ("rejected", "budget service refused: 403; asked again in 5s (1 in a row)")
     assert st.status.admission_checks[0].retry_count is None
@@ -495,13 +496,13 @@ def test_a_non_retryable_controller_error_is_asked_again_after_a_backoff_with_it
 
 def test_a_pending_answer_is_not_asked_again_but_a_retry_asks_the_next_attempt_after_requeue():
     st = served("a", "b")
-    checks.answer(st, "a", 1, {"state": "Pending"}, "", T0)
+    messages.controller_answer(st, "a", 1, {"state": "Pending"}, "", T0)
     assert checks.to_ask(st) == ["b"]
-    checks.answer(st, "b", 1, {"state": "Retry"}, "", T0)
+    messages.controller_answer(st, "b", 1, {"state": "Retry"}, "", T0)
     assert checks.to_ask(st) == []  # evicted: nobody is asked without quota
     notice = reserved_notice(checks=["a", "b"], ticket=2)
     notice.checks_info = {n: AdmissionCheckInfo(controller_name="c") for n in "ab"}
-    st.ticket = 2
+    st.claim.ticket = 2
     wl.reserve_quota(st, notice, T0 + timedelta(seconds=9))
     assert checks.to_ask(st) == ["a", "b"]  # a new reservation asks every Pending check again
     # ... each about an attempt its controller has never been asked about.
@@ -510,14 +511,14 @@ def test_a_pending_answer_is_not_asked_again_but_a_retry_asks_the_next_attempt_a
 
 def test_a_signalled_verdict_answers_the_check_and_a_later_activity_result_is_ignored():
     st = served("a")
-    checks.receive(st, verdict("a", "Ready", message="by hand"), T0)
+    messages.verdict(st, verdict("a", "Ready", message="by hand"), T0)
     assert checks.to_ask(st) == []
-    checks.answer(st, "a", 1, {"state": "Pending", "message": "late"}, "", T0 + timedelta(seconds=1))
+    messages.controller_answer(st, "a", 1, {"state": "Pending", "message": "late"}, "", T0 + timedelta(seconds=1))
     assert (st.status.admission_checks[0].state, wl.phase(st)) == ("Ready", "Admitted")
     assert st.verdicts[-1].outcome == "ignored"
 
 
 def test_a_signalled_pending_also_stops_the_asking():
     st = served("a")
-    checks.receive(st, verdict("a", "Pending", message="queued for review"), T0)
+    messages.verdict(st, verdict("a", "Pending", message="queued for review"), T0)
     assert checks.to_ask(st) == []

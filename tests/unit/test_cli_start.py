@@ -45,15 +45,19 @@ def test_the_command_starts_without_the_temporal_sdk_pydantic_or_yaml(code):
 
 
 def test_the_defaults_in_the_help_are_those_of_the_modules_that_own_them():
+    from admitflow.activities.jobs import kube_runner
     from admitflow.admission import catalog
+    from admitflow.api.bounds import INT32_MAX
     from admitflow.api.provisioning_request import CONDITION_TYPES
     from admitflow.devserver import DEFAULT_DB
     from admitflow.simulation.autoscaler import SET_BY_HAND
 
     assert parser.DEFAULT_DB == DEFAULT_DB
     assert parser.SET_BY_HAND == SET_BY_HAND
+    assert parser.INT32_MAX == INT32_MAX
+    assert (parser.KUBE_RUNNER_QUEUE, parser.KUBE_RUNNER_RESYNC) == (kube_runner.DEFAULT_TASK_QUEUE, kube_runner.RESYNC_SECONDS)
     assert kinds.PROVISIONING_REQUEST_CONDITIONS == CONDITION_TYPES
-    assert set(kinds.KIND_NAMES) == {*catalog.CATALOG_KINDS, "Workload"}
+    assert set(kinds.KIND_NAMES) == {*catalog.CATALOG_KINDS, "Workload", "Job"}
 
 
 def test_version_prints_the_installed_version(capsys):

@@ -10,8 +10,10 @@
   source, filtered by the `cluster_queue` variable.
 - The provisioning points at the compose file's Prometheus, and docker/prometheus/prometheus.yml
   scrapes the workers (every replica) and the exporter on the port compose.yaml gives them.
-Nothing here starts Prometheus or Grafana: there is no Docker engine on the machine this was
-written on (docs/operations.md).
+Nothing here starts Prometheus or Grafana: tests/integration/test_prometheus.py runs every query in
+Debian's Prometheus, sent as Grafana's data source sends it (tests/support/grafana.py, whose rules
+are table-tested here); Grafana itself has not run (no Docker engine on the machine this was
+written on, docs/operations.md).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import yaml
 
 from admitflow import gauges
 from admitflow.admission.metrics import METRICS, PREFIX
+from tests.support import grafana
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
@@ -37,6 +40,8 @@ COMPOSE = DOCKER / "compose.yaml"
 # The Temporal SDK's counter of failed workflow tasks, on every worker's endpoint (a wedged workflow).
 WEDGED = "temporal_workflow_task_execution_failed"
 HISTOGRAM_SERIES = ("_bucket", "_sum", "_count")
+# Kueue's scheduler metrics, labelled by result only.
+WITHOUT_CLUSTER_QUEUE = {PREFIX + "admission_attempts_total", PREFIX + "admission_attempt_duration_seconds_bucket"}
 
 # PromQL's functions and aggregation operators (Prometheus 3.5), and its keywords.
 FUNCTIONS = {
@@ -211,28 +216,61 @@ def test_what_each_panel_shows(dashboard):
         "Backoff delays": {"admitflow_requeue_delay_seconds" + s for s in HISTOGRAM_SERIES},
         "Exporter: ClusterQueues answering": {gauges.UP},
         "Wedged workflows": {WEDGED},
+        "Scheduling passes": WITHOUT_CLUSTER_QUEUE,
     }
     assert {title: shown.get(title) for title in expected} == expected
     timeouts = next(p for p in panels(dashboard["panels"]) if p["title"] == "PodsReady timeouts")
     assert all('reason="PodsReadyTimeout"' in t["expr"] for t in timeouts["targets"])
 
 
-def test_counters_and_histograms_are_summed_across_workers(dashboard):
-    """Each worker counts what it ran: a rate is summed (docs/metrics.md), a quantile is taken of the
-    summed buckets, `le` kept."""
+def counter_reads(expr: str, name: str) -> list[tuple[str, str, str]]:
+    """(function, selector, window) of each rate(...) or increase(...) of the counter `name`."""
+    return re.findall(rf"\b(rate|increase)\(({name}(?:\{{[^}}]*\}})?)\[([^\]]+)\]\)", expr)
+
+
+@pytest.mark.parametrize(
+    "expr, reads",
+    [
+        ('sum by (r) ((x_total{a="b"} unless x_total{a="b"} offset $__rate_interval) / ($__rate_interval_ms / 1000) '
+         'or rate(x_total{a="b"}[$__rate_interval]))', [("rate", 'x_total{a="b"}', "$__rate_interval")]),
+        ("sum by (r) ((x_total unless x_total offset 5m) or increase(x_total[5m]))", [("increase", "x_total", "5m")]),
+        ("rate(x_total_count[5m])", []),
+    ],
+)
+def test_counter_reads_are_found(expr, reads):
+    assert counter_reads(expr, "x_total") == reads
+
+
+def test_counters_and_histograms_are_summed_across_workers_and_new_series_count(dashboard):
+    """Each worker counts what it ran: a rate is summed (docs/metrics.md), a quantile is taken of
+    the summed buckets, `le` kept. And a series that was not there one window ago counts from its
+    first sample (docs/metrics.md, Reading the counters): every rate(X[$__rate_interval]) comes
+    with `(X unless X offset $__rate_interval) / ($__rate_interval_ms / 1000)`, every
+    increase(X[W]) with `(X unless X offset W)`, and X is read nowhere else."""
     for where, expr in queries(dashboard):
         for name in metric_names(expr) & served().keys():
-            if name.endswith("_total") or name.endswith(HISTOGRAM_SERIES) or name == WEDGED:
-                assert re.search(rf"sum by \([^)]*\) \((rate|increase)\({name}\b", expr), f"{where}: {expr}"
+            if not (name.endswith("_total") or name.endswith(HISTOGRAM_SERIES) or name == WEDGED):
+                continue
+            reads = counter_reads(expr, name)
+            assert reads, f"{where} reads {name} without rate or increase: {expr}"
+            for fn, selector, window in reads:
+                new = f"({selector} unless {selector} offset {window})"
+                if fn == "rate":
+                    assert window == "$__rate_interval", f"{where}: {expr}"
+                    new += " / ($__rate_interval_ms / 1000)"
+                assert f"{new} or {fn}({selector}[{window}])" in expr, f"{where}: new series left out: {expr}"
+                assert re.search(rf"sum by \([^)]*\) \({re.escape(new)}", expr), f"{where}: not summed: {expr}"
+            assert len(re.findall(rf"\b{name}\b", expr)) == 3 * len(reads), f"{where} reads {name} elsewhere: {expr}"
             if name.endswith("_bucket"):
-                assert re.search(rf"histogram_quantile\([\d.]+, sum by \([^)]*\ble\) \(rate\({name}\b", expr), f"{where}: {expr}"
+                assert re.search(rf"histogram_quantile\([\d.]+, sum by \([^)]*\ble\) \(\({name}\b", expr), f"{where}: {expr}"
 
 
 def test_it_has_a_cluster_queue_variable_that_every_admitflow_query_uses(dashboard):
     (variable,) = [v for v in dashboard["templating"]["list"] if v["name"] == "cluster_queue"]
     assert (variable["includeAll"], variable["multi"], variable["allValue"]) == (True, True, ".*")
     for where, expr in queries(dashboard):
-        if where.startswith("panel") and any(n.startswith(PREFIX) for n in metric_names(expr)):
+        names = metric_names(expr) - WITHOUT_CLUSTER_QUEUE
+        if where.startswith("panel") and any(n.startswith(PREFIX) for n in names):
             assert 'cluster_queue=~"$cluster_queue"' in expr, f"{where} ignores the ClusterQueue chosen: {expr}"
 
 
@@ -260,6 +298,52 @@ def test_the_panels_tile_the_grid_without_overlapping(dashboard):
             taken[cell] = panel["title"]
 
 
+# --- Grafana's substitution (tests/support/grafana.py, which test_prometheus.py sends queries with) ---
+
+
+VARIABLES = [{"name": "cluster_queue", "type": "query", "multi": True, "includeAll": True, "allValue": ".*"}]
+
+
+@pytest.mark.parametrize(
+    "range_s, points, scrape, min_interval, want",
+    [
+        pytest.param(30, 1000, "1s", None, (1, 4), id="a-short-range-steps-by-the-scrape-interval-and-rates-over-four"),
+        pytest.param(6 * 3600, 1000, "15s", None, (20, 60), id="six-hours-step-20s-and-rate-over-a-minute"),
+        pytest.param(7 * 86400, 1000, "15s", None, (600, 615), id="a-week-steps-10m-and-rates-over-a-step-and-a-scrape"),
+        pytest.param(3600, 1000, "15s", "1m", (60, 240), id="a-min-interval-is-the-least-step-and-the-scrape-interval"),
+    ],
+)
+def test_grafana_chooses_the_step_and_the_rate_interval(range_s, points, scrape, min_interval, want):
+    assert grafana.intervals(range_s, points, scrape, min_interval) == want
+
+
+@pytest.mark.parametrize(
+    "chosen, want",
+    [
+        pytest.param({}, '{cluster_queue=~".*"}', id="all-is-the-all-value-as-written"),
+        pytest.param({"cluster_queue": ["cq"]}, '{cluster_queue=~"cq"}', id="one-value-as-it-is"),
+        pytest.param({"cluster_queue": ["cq", "gpu"]}, '{cluster_queue=~"(cq|gpu)"}', id="several-values-are-alternatives"),
+        pytest.param({"cluster_queue": ["team.a"]}, '{cluster_queue=~"team\\\\.a"}', id="a-regex-character-is-escaped-in-the-string"),
+    ],
+)
+def test_grafana_substitutes_a_multi_value_variable_for_a_regex_matcher(chosen, want):
+    for written in ("$cluster_queue", "${cluster_queue}", "[[cluster_queue]]"):
+        query = grafana.substitute(f'x{{cluster_queue=~"{written}"}}', VARIABLES, chosen, 60, 1000, "15s")
+        assert query.expr == "x" + want
+
+
+def test_grafana_substitutes_its_own_variables():
+    expr = 'rate(x[$__rate_interval]) / ($__rate_interval_ms / 1000) + $__interval_ms + y[$__interval] + z[$__range] + label_replace(v, "a", "$1", "b", "(.*)")'
+    query = grafana.substitute(expr, VARIABLES, {}, 7 * 86400, 1000, "15s")
+    assert query.expr == 'rate(x[10m15s]) / (615000 / 1000) + 600000 + y[10m] + z[604800s] + label_replace(v, "a", "$1", "b", "(.*)")'
+    assert (query.step, query.rate_interval) == (600, 615)
+
+
+@pytest.mark.parametrize("value, want", [(0.5, "500ms"), (1.5, "1.5s"), (4, "4s"), (60, "1m0s"), (615, "10m15s"), (3600, "1h0m0s")])
+def test_a_rate_interval_is_written_as_go_writes_a_duration(value, want):
+    assert grafana.go_duration(value) == want
+
+
 # --- provisioning, scraping, compose --------------------------------------------------------------
 
 
@@ -284,6 +368,8 @@ def test_the_data_source_is_the_compose_files_prometheus(compose):
     host, port = re.fullmatch(r"http://([\w-]+):(\d+)", datasource["url"]).groups()
     assert host == "prometheus" and host in compose["services"]
     assert int(port) in published_or_exposed(compose["services"]["prometheus"])
+    # Grafana's $__rate_interval is 4 scrape intervals at least: the one it is told is Prometheus'.
+    assert datasource["jsonData"]["timeInterval"] == yaml.safe_load(PROMETHEUS.read_text())["global"]["scrape_interval"]
 
 
 def test_grafana_loads_the_provisioning_and_the_dashboard_from_docker_grafana(compose):

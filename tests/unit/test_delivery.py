@@ -17,7 +17,7 @@ from temporalio.testing import ActivityEnvironment
 from admitflow import contract
 from admitflow.activities.delivery import DeliveryActivities, _runs
 from admitflow.activities.mail import by_update
-from admitflow.messages import Delivery, DeliveryBatch
+from admitflow.admission.protocol import Delivery, DeliveryBatch
 from admitflow.workflows.outbox import IN_TASK_LIMIT, in_task_signals
 
 
@@ -179,7 +179,7 @@ def _forwarded(signal: str, payload: dict) -> dict:
 )
 def test_a_given_up_updates_enqueue_says_its_answer_went_unread(signal, payload, answer, unread_at):
     from admitflow.activities.mail import unanswered
-    from admitflow.messages import Message
+    from admitflow.admission.protocol import Message
 
     m = Message(signal=signal, payload=payload, answer=answer)
     sent = unanswered(m)

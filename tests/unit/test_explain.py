@@ -14,11 +14,12 @@ from hypothesis import strategies as s
 
 from admitflow.admission import explain
 from admitflow.admission import lifecycle as lc
+from admitflow.admission import intake
 from admitflow.admission import pods_ready
 from admitflow.admission import workload as wl
 from admitflow.admission.catalog import QueueResolution
 from admitflow.admission.explain import Contender, Running
-from admitflow.messages import PendingWorkload, ReservingWorkload
+from admitflow.admission.protocol import PendingWorkload, ReservingWorkload
 from tests.builders import cluster_queue_manifest, manifest, workload_manifest
 from tests.unit.test_lifecycle import World
 from tests.unit.test_workload_status import T0
@@ -35,8 +36,8 @@ class Job(World):
     """`World`, with the pending notice its ClusterQueue sends."""
 
     def pending(self, reason: str, message: str, after: float = 0) -> None:
-        payload = {"key": "default/job", "uid": "uid-1", "ticket": self.state.ticket, "kind": "pending", "reason": reason, "message": message}
-        self.batch(lc.QueueNoticed(signal="pending_status", payload=payload), after=after)
+        payload = {"key": "default/job", "uid": "uid-1", "ticket": self.state.claim.ticket, "kind": "pending", "reason": reason, "message": message}
+        self.batch(intake.notice("pending_status", payload), after=after)
 
 
 def at(seconds: float) -> datetime:
@@ -62,14 +63,14 @@ def deleted() -> Job:
 def finished() -> Job:
     w = Job()
     w.reserve()
-    w.batch(lc.FinishRequested(payload={"succeeded": False, "message": "exit 3"}), after=60)
+    w.batch(intake.finish({"succeeded": False, "message": "exit 3"}), after=60)
     return w
 
 
 def rejected() -> Job:
     w = Job()
     w.reserve("a", after=5)
-    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Rejected", message="over budget")), after=10)
+    w.batch(intake.verdict(w.verdict("a", "Rejected", message="over budget")), after=10)
     return w
 
 
@@ -82,8 +83,8 @@ def admitted() -> Job:
 def waiting_for_checks() -> Job:
     w = Job()
     w.reserve("a", "b", after=5)
-    w.batch(lc.VerdictReceived(payload=w.verdict("b", "Ready")), after=1)
-    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Pending", message="asking finance")), after=1)
+    w.batch(intake.verdict(w.verdict("b", "Ready")), after=1)
+    w.batch(intake.verdict(w.verdict("a", "Pending", message="asking finance")), after=1)
     return w
 
 
@@ -94,7 +95,7 @@ def gated() -> Job:
 def in_backoff() -> Job:
     w = Job()
     w.reserve("a", after=5)
-    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Retry", requeueAfterSeconds=120)), after=10)
+    w.batch(intake.verdict(w.verdict("a", "Retry", requeueAfterSeconds=120)), after=10)
     return w
 
 
@@ -218,11 +219,11 @@ def test_each_cause_carries_what_says_it():
 
 def test_a_stale_queue_missing_message_does_not_hide_a_workload_back_in_its_queue():
     w = Job()
-    w.batch(lc.QueueNoticed(signal="dequeued", payload={
-        "key": "default/job", "uid": "uid-1", "ticket": w.state.ticket, "kind": "dequeued", "reason": "Misconfigured",
+    w.batch(intake.notice("dequeued", {
+        "key": "default/job", "uid": "uid-1", "ticket": w.state.claim.ticket, "kind": "dequeued", "reason": "Misconfigured",
         "message": "LocalQueue lq is terminating or missing",
     }))
-    assert w.state.queued, "World found its queue again at once"
+    assert w.state.claim.queued, "World found its queue again at once"
     assert explain.cause(w.state).cause == "Queued"
     assert explain.cause(w.state.report()).cause == "QueueMissing", "a report alone cannot tell"
     assert explain.cause(w.state.report(), position=place(0)).cause == "Queued", "its position does"
@@ -415,29 +416,29 @@ ENDS = s.sampled_from([[], [("finish",)], [("delete",)]])
 
 
 def _apply(w: Job, step: tuple) -> None:
-    notice = {"key": "default/job", "uid": "uid-1", "ticket": w.state.ticket}
+    notice = {"key": "default/job", "uid": "uid-1", "ticket": w.state.claim.ticket}
     match step:
         case ("reserve",):
-            if w.state.queued:
+            if w.state.claim.queued:
                 w.reserve("a", after=1)
         case ("verdict", state, delay):
-            w.batch(lc.VerdictReceived(payload=w.verdict("a", state, requeueAfterSeconds=delay)), after=1)
+            w.batch(intake.verdict(w.verdict("a", state, requeueAfterSeconds=delay)), after=1)
         case ("pending", reason):
             w.pending(reason, UNUSED if reason == "WaitingForQuota" else reason, after=1)
         case ("evict",):
-            w.batch(lc.QueueNoticed(signal="evicted", payload={**notice, "kind": "evicted", "reason": "Preempted", "message": "m"}), after=1)
+            w.batch(intake.notice("evicted", {**notice, "kind": "evicted", "reason": "Preempted", "message": "m"}), after=1)
         case ("deactivate",):
             w.batch(lc.Deactivated(), after=1)
         case ("activate",):
             w.batch(lc.Activated(), after=1)
         case ("finish",):
-            w.batch(lc.FinishRequested(payload={"succeeded": True}), after=1)
+            w.batch(intake.finish({"succeeded": True}), after=1)
         case ("delete",):
             w.batch(lc.DeleteRequested(), after=1)
         case ("wait", seconds):
             w.batch(lc.TimerFired(at=w.now + timedelta(seconds=seconds)), after=seconds)
         case ("ungate",):
-            w.batch(lc.AdmissionGatesRemoved(payload={"all": True}), after=1)
+            w.batch(intake.gate_removal({"all": True}), after=1)
 
 
 @settings(max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -448,6 +449,6 @@ def test_under_any_interleaving_the_cause_agrees_with_the_phase_and_the_report(g
         _apply(w, step)
         c = explain.cause(w.state, w.now)
         assert c.cause in BY_PHASE[wl.phase(w.state)], (step, wl.phase(w.state), c)
-        position = place(0) if w.state.queued else None  # what the client reads from its ClusterQueue
+        position = place(0) if w.state.claim.queued else None  # what the client reads from its ClusterQueue
         assert explain.cause(w.state.report(), w.now, position=position).cause == c.cause
         assert explain.details_line(w.state) is None or not explain.details_line(w.state).startswith("why not admitted: unknown")

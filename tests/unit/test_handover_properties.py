@@ -2,7 +2,7 @@
 the pure rules of admitflow/admission/cohort_tree.py (`Home`, `adopted`, `recalled`, `forwarded`,
 `bounce`) through random interleavings of their messages, and checks invariants after every step.
 
-The machine plays the workflows as workflows/cluster_queue.py and workflows/cohort.py run them:
+The machine plays the workflows as workflows/cluster_queue.py and workflows/cohort_tree.py run them:
 each has an inbox its signal handlers fill, and processing it is one workflow task (a home drains
 its inbox, hears of notices that found no workload, then places its state; a tree drains its
 inbox, then bounces such notices home). Their orders are carried out in order: a `Send` goes into
@@ -51,8 +51,8 @@ from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueVie
 from admitflow.admission.cohort_tree import CohortTreeState, Forwarded, Handover, Home
 from admitflow.admission.quota_tree import CohortInfo, CohortTree
 from admitflow.api import ClusterQueueSpec
-from admitflow.messages import ReleaseRequest
-from admitflow.workflows.queue_owner import MESSAGE_TYPES, Forget, signal_of
+from admitflow.admission.protocol import ReleaseRequest
+from admitflow.admission.queue_owner import MESSAGE_TYPES, Forget, signal_of
 from tests.unit.test_cluster_queue import NOW
 from tests.unit.test_cohort_scheduling import entry
 

@@ -170,9 +170,11 @@ async def test_create_makes_the_templates_then_the_request_then_hands_the_templa
         "controller": True,
         "blockOwnerDeletion": True,
     }
-    for patch in (patch_main, patch_workers):
+    for patch, created in ((patch_main, f"ppt-{PR}-main"), (patch_workers, f"ppt-{PR}-workers")):
         assert patch.content_type == "application/merge-patch+json"
-        assert patch.body == {"metadata": {"ownerReferences": [owner]}}
+        # The resourceVersion the template was created at: a precondition, 409 if it changed.
+        rv = next(e for e in fake._events if e[3] == "ADDED" and e[4]["metadata"]["name"] == created)[0]
+        assert patch.body == {"metadata": {"resourceVersion": str(rv), "ownerReferences": [owner]}}
     assert fake.get(PODTEMPLATES, NS, f"ppt-{PR}-workers")["metadata"]["ownerReferences"] == [owner]
     # The request itself has no owner: a Workload is no Kubernetes object here.
     assert "ownerReferences" not in fake.get(PROVISIONING_REQUESTS, NS, PR)["metadata"]
@@ -238,6 +240,50 @@ async def test_create_keeps_objects_that_already_exist_and_only_hands_over_once(
     assert again.metadata.resource_version == stored.metadata.resource_version
 
 
+async def test_an_owner_added_to_a_template_before_the_handover_is_kept(fake: FakeApiServer, backend: KubernetesBackend) -> None:
+    """Someone adds an owner between the template's creation and its handover: the merge patch,
+    made with the resourceVersion of the creation, gets 409 Conflict; the template is read again
+    and patched with both owners."""
+    added = {"apiVersion": "v1", "kind": "ConfigMap", "name": "added-meanwhile", "uid": "u-added"}
+    main = f"ppt-{PR}-main"
+    fake.before("PATCH", f"/podtemplates/{main}$", lambda: fake.patch(PODTEMPLATES, NS, main, {"metadata": {"ownerReferences": [added]}}))
+
+    await backend.create(request(), templates(), "w")
+
+    uid = fake.get(PROVISIONING_REQUESTS, NS, PR)["metadata"]["uid"]
+    refs = fake.get(PODTEMPLATES, NS, main)["metadata"]["ownerReferences"]
+    assert refs[0] == added
+    assert (refs[1]["name"], refs[1]["uid"], refs[1]["controller"]) == (PR, uid, True)
+    assert len(refs) == 2
+    on_main = [(r.method, r.path) for r in fake.requests if r.path.endswith(f"/{main}")]
+    assert on_main == [("PATCH", f"{TEMPLATES_PATH}/{main}"), ("GET", f"{TEMPLATES_PATH}/{main}"), ("PATCH", f"{TEMPLATES_PATH}/{main}")]
+    first, second = [r.body for r in fake.requests if r.method == "PATCH" and r.path.endswith(f"/{main}")]
+    assert first["metadata"]["resourceVersion"] != second["metadata"]["resourceVersion"]
+
+
+async def test_a_handover_that_keeps_conflicting_is_left_to_the_activitys_retry(fake: FakeApiServer, backend: KubernetesBackend) -> None:
+    main = f"ppt-{PR}-main"
+    bump = lambda: fake.patch(PODTEMPLATES, NS, main, {"metadata": {"labels": {"bumped": str(time.monotonic_ns())}}})  # noqa: E731
+    fake.before("PATCH", f"/podtemplates/{main}$", bump, times=10)
+    with pytest.raises(KubernetesApiError, match=f"set owner of PodTemplate {NS}/{main}: still written by someone else after 5 tries"):
+        await backend.create(request(), templates(), "w")
+    assert len([r for r in fake.requests if r.method == "PATCH" and r.path.endswith(f"/{main}")]) == 5
+
+
+async def test_the_fake_refuses_a_merge_patch_whose_resource_version_is_stale(fake: FakeApiServer, backend: KubernetesBackend) -> None:
+    """What the backend's conflict check relies on, as an API server answers it."""
+    stored = fake.put(PODTEMPLATES, template(PR, "main").to_wire())
+    fake.patch(PODTEMPLATES, NS, f"ppt-{PR}-main", {"metadata": {"labels": {"x": "y"}}})
+    status, body = await backend._call(
+        "patch", "t", "PATCH", f"{TEMPLATES_PATH}/ppt-{PR}-main",
+        body={"metadata": {"resourceVersion": stored["metadata"]["resourceVersion"], "labels": {"z": "1"}}},
+        content_type="application/merge-patch+json", ok=(409,),
+    )
+    assert (status, body["reason"]) == (409, "Conflict")
+    assert "the object has been modified" in body["message"]
+    assert "z" not in fake.get(PODTEMPLATES, NS, f"ppt-{PR}-main")["metadata"]["labels"]
+
+
 async def test_create_waits_for_an_object_of_the_same_name_that_is_being_deleted(
     fake: FakeApiServer, backend: KubernetesBackend
 ) -> None:
@@ -246,6 +292,20 @@ async def test_create_waits_for_an_object_of_the_same_name_that_is_being_deleted
         fake._objects[(PROVISIONING_REQUESTS, NS, PR)]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     with pytest.raises(KubernetesApiError, match=f"create ProvisioningRequest {NS}/{PR}: .*being deleted"):
         await backend.create(request(), templates(), "w")
+
+
+async def test_create_sends_nothing_when_a_template_is_one_an_api_server_refuses(
+    fake: FakeApiServer, backend: KubernetesBackend
+) -> None:
+    """A workload that did not come through `admitflow apply` (started through Temporal directly):
+    its template is refused here, in the API server's words, and nothing is sent."""
+    bad = template(PR, "workers").to_wire()
+    bad["template"]["spec"]["containers"][0].pop("image")
+    with pytest.raises(ApplicationError) as raised:
+        await backend.create(request(), [template(PR, "main"), PodTemplate.model_validate(bad)], "w")
+    assert raised.value.non_retryable and raised.value.type == "InvalidPodTemplate"
+    assert raised.value.message == f'PodTemplate "ppt-{PR}-workers" is invalid: template.spec.containers[0].image: Required value'
+    assert fake.requests == []
 
 
 async def test_create_refuses_templates_outside_the_request_namespace(fake: FakeApiServer, backend: KubernetesBackend) -> None:

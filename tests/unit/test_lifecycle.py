@@ -12,12 +12,13 @@ import pytest
 from admitflow.admission import checks
 from admitflow.admission import conditions as cond
 from admitflow.admission import lifecycle as lc
+from admitflow.admission import intake
 from admitflow.admission import workload as wl
 from admitflow.admission.catalog import QueueResolution
 from admitflow.admission.cluster_queue import AdmissionCheckInfo, Notice
 from admitflow.api.configuration import WaitForPodsReady
 from admitflow.workflows.outbox import Outbox
-from admitflow.workflows.queue_owner import Owner
+from admitflow.admission.queue_owner import Owner
 from tests.builders import manifest, workload_manifest
 from tests.unit.test_workload_status import T0, reserved_notice
 
@@ -25,9 +26,9 @@ INFO = {name: AdmissionCheckInfo(controller_name=f"ctl-{name}", active=True) for
 
 
 class World:
-    """One workload stepped as its workflow steps it: each batch of events, then Settle; an
-    Enqueue is answered at once with `resolution` (by default: the queue exists); commands are kept
-    for the asserts. `annotations` are the workload's at creation."""
+    """One workload stepped as its workflow steps it, through lifecycle's Driver: each batch of
+    events, then Settle; an Enqueue is answered at once with `resolution` (by default: the queue
+    exists); commands are kept for the asserts. `annotations` are the workload's at creation."""
 
     def __init__(self, annotations: dict[str, str] | None = None, resolution: QueueResolution | None = None, **spec: Any) -> None:
         m = workload_manifest("job", cpu="2")
@@ -43,23 +44,20 @@ class World:
     def batch(self, *events: Any, after: float = 0) -> list[Any]:
         self.now += timedelta(seconds=after)
         out: list[Any] = []
-        pending = [*events, lc.Settle()]
-        while pending:
-            event = pending.pop(0)
-            self.state, commands = lc.step(self.state, event, self.now, 0.5)
-            out += commands
-            for c in commands:
-                if isinstance(c, lc.Enqueue):
-                    pending[0:0] = [lc.EnqueueResolved(ticket=c.request.entry.ticket, resolution=self.resolution)]
-                    pending.append(lc.Settle())
+        driver = lc.Driver(self.state, list(events), self.now, lambda: 0.5)
+        while (c := driver.next()) is not None:
+            out.append(c)
+            if isinstance(c, lc.Enqueue):
+                driver.answer([lc.EnqueueResolved(ticket=c.request.entry.ticket, resolution=self.resolution)])
+        self.state = driver.state
         self.commands += out
         return out
 
     def reserve(self, *names: str, after: float = 0, **more: Any) -> list[Any]:
-        notice = reserved_notice(checks=list(names), ticket=self.state.ticket).model_copy(
+        notice = reserved_notice(checks=list(names), ticket=self.state.claim.ticket).model_copy(
             update={"checks_info": {n: INFO[n] for n in names}, **more}
         )
-        return self.batch(lc.QueueNoticed(signal="quota_reserved", payload=notice.to_wire()), after=after)
+        return self.batch(intake.notice("quota_reserved", notice.to_wire()), after=after)
 
     def verdict(self, name: str, state: str, **more: Any) -> dict:
         return {"name": name, "state": state, **more}
@@ -99,23 +97,23 @@ def test_a_poison_verdict_is_refused_recorded_and_changes_nothing(payload):
     w = World()
     w.reserve("a")
     before = w.state.status.model_copy(deep=True)
-    w.batch(lc.VerdictReceived(payload=payload))
+    w.batch(intake.verdict(payload))
     assert w.state.status == before
     assert w.state.verdicts[-1].outcome == "rejected"
     assert not [e for e in w.state.events if e.reason == lc.NOT_APPLIED]
-    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Ready")))
+    w.batch(intake.verdict(w.verdict("a", "Ready")))
     assert w.phase() == "Admitted", "the workload still admits afterwards"
 
 
 @pytest.mark.parametrize(
     "event",
     [
-        pytest.param(lc.QueueNoticed(signal="quota_reserved", payload={"ticket": "x"}), id="a-junk-reservation"),
-        pytest.param(lc.QueueNoticed(signal="evicted", payload=[1]), id="a-junk-eviction"),
-        pytest.param(lc.ProvisioningReported(payload={"check": 1}), id="a-junk-provisioning-report"),
-        pytest.param(lc.ProvisioningEnded(payload="gone"), id="a-junk-provisioning-end"),
-        pytest.param(lc.PodsReadyReported(payload={"ready": "maybe"}), id="a-junk-pods-report"),
-        pytest.param(lc.FinishRequested(payload={"succeeded": "perhaps"}), id="a-junk-finish"),
+        pytest.param(intake.notice("quota_reserved", {"ticket": "x"}), id="a-junk-reservation"),
+        pytest.param(intake.notice("evicted", [1]), id="a-junk-eviction"),
+        pytest.param(intake.provisioning_report({"check": 1}), id="a-junk-provisioning-report"),
+        pytest.param(intake.provisioning_deleted("gone"), id="a-junk-provisioning-end"),
+        pytest.param(intake.pods_ready_report({"ready": "maybe"}), id="a-junk-pods-report"),
+        pytest.param(intake.finish({"succeeded": "perhaps"}), id="a-junk-finish"),
     ],
 )
 def test_a_malformed_message_from_anyone_is_recorded_as_a_warning_and_changes_nothing(event):
@@ -134,7 +132,7 @@ def test_an_exception_inside_step_leaves_the_state_as_it_was_with_a_warning(monk
     def boom(*_: Any) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setitem(lc._HANDLERS, lc.Activated, boom)
+    monkeypatch.setattr(lc, "_activated", boom)
     state, commands = lc.step(w.state, lc.Activated(), w.now, 0.5)
     assert commands == []
     assert state.events[-1].reason == lc.NOT_APPLIED and "RuntimeError: a bug" in state.events[-1].message
@@ -158,7 +156,7 @@ def test_a_controller_that_answers_garbage_is_asked_again_with_backoff_and_never
     (check, attempt), = w.asked(w.reserve("a"))
     delays = []
     for n in range(1, 5):
-        w.batch(lc.ControllerAnswered(check=check, attempt=attempt, result=result, error=error))
+        w.batch(intake.controller_answer(check, attempt, result, error))
         at, summary = lc.next_wake(w.state)
         delays.append(int((at - w.now).total_seconds()))
         assert "ask the controller of a again" in summary
@@ -167,7 +165,7 @@ def test_a_controller_that_answers_garbage_is_asked_again_with_backoff_and_never
     assert delays == [5, 10, 20, 40]
     assert evictions(w.state) == 0 and w.phase() == "QuotaReserved"
     assert [e.reason for e in w.state.events].count(checks.CONTROLLER_FAILED) == 4
-    w.batch(lc.ControllerAnswered(check=check, attempt=attempt, result={"state": "Ready"}))
+    w.batch(intake.controller_answer(check, attempt, {"state": "Ready"}))
     assert w.phase() == "Admitted"
 
 
@@ -181,12 +179,12 @@ def test_the_controller_backoff_is_capped_at_five_minutes():
 def test_an_attempt_a_controller_saw_is_never_asked_again_whatever_evicted_the_workload():
     w = World()
     assert w.asked(w.reserve("a", "b")) == [("a", 1), ("b", 1)]
-    w.batch(lc.ControllerAnswered(check="a", attempt=1, result={"state": "Ready"}))
-    w.batch(lc.VerdictReceived(payload=w.verdict("b", "Retry", requeueAfterSeconds=3)))
+    w.batch(intake.controller_answer("a", 1, {"state": "Ready"}))
+    w.batch(intake.verdict(w.verdict("b", "Retry", requeueAfterSeconds=3)))
     w.batch(lc.TimerFired(), after=3)
     assert w.asked(w.reserve("a", "b")) == [("a", 2), ("b", 2)], "another check's Retry"
-    w.batch(lc.QueueNoticed(signal="evicted", payload={
-        "key": "default/job", "uid": "uid-1", "ticket": w.state.ticket, "kind": "evicted", "reason": "Preempted",
+    w.batch(intake.notice("evicted", {
+        "key": "default/job", "uid": "uid-1", "ticket": w.state.claim.ticket, "kind": "evicted", "reason": "Preempted",
         "message": "preempted", "preemptionReason": "InClusterQueue",
     }))
     assert w.asked(w.reserve("a", "b")) == [("a", 3), ("b", 3)], "a preemption"
@@ -207,9 +205,9 @@ def test_an_attempt_a_controller_saw_is_never_asked_again_whatever_evicted_the_w
 def test_a_verdict_for_an_attempt_other_than_the_current_one_changes_nothing(attempt, outcome, detail):
     w = World()
     w.reserve("a", "b")
-    w.batch(lc.VerdictReceived(payload=w.verdict("b", "Retry")))  # evicted: a's attempt 1 is over
+    w.batch(intake.verdict(w.verdict("b", "Retry")))  # evicted: a's attempt 1 is over
     w.reserve("a", "b")
-    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Rejected", attempt=attempt)))
+    w.batch(intake.verdict(w.verdict("a", "Rejected", attempt=attempt)))
     assert (w.state.verdicts[-1].outcome, w.state.verdicts[-1].detail) == (outcome, detail)
     assert w.phase() == "QuotaReserved"
 
@@ -222,8 +220,8 @@ def test_a_verdict_for_an_attempt_other_than_the_current_one_changes_nothing(att
 def test_the_requeue_waits_for_the_longest_retry_delay(order, together):
     w = World()
     w.reserve("a", "b")
-    a = lc.VerdictReceived(payload=w.verdict("a", "Retry"))
-    b = lc.VerdictReceived(payload=w.verdict("b", "Retry", requeueAfterSeconds=20))
+    a = intake.verdict(w.verdict("a", "Retry"))
+    b = intake.verdict(w.verdict("b", "Retry", requeueAfterSeconds=20))
     events = [a, b] if order == "a-then-b" else [b, a]
     arrived = {}
     for i, group in enumerate([events] if together else [[e] for e in events]):
@@ -232,11 +230,11 @@ def test_the_requeue_waits_for_the_longest_retry_delay(order, together):
     due = arrived[id(b)] + timedelta(seconds=20)
     assert w.phase() == "Backoff"
     assert checks.requeue_at(w.state) == due
-    assert w.state.holder is None, "its place in the queue was given back"
+    assert w.state.claim.holder is None, "its place in the queue was given back"
     w.batch(lc.TimerFired(), after=(due - w.now).total_seconds() - 1)
     assert w.phase() == "Backoff"
     w.batch(lc.TimerFired(), after=1)
-    assert w.phase() == "Pending" and w.state.queued
+    assert w.phase() == "Pending" and w.state.claim.queued
 
 
 # --- 5. blockAdmission counts a workload each time it is not ready ---------------------------------
@@ -246,12 +244,12 @@ def test_the_gate_hears_whenever_a_workload_loses_and_regains_readiness():
     w = World()
     gate = lambda cs: [c.signal for c in cs if isinstance(c, lc.TellGate)]  # noqa: E731
     assert gate(w.reserve(gated=True)) == [], "the gate counted it when it granted the reservation"
-    assert gate(w.batch(lc.PodsReadyReported(payload={"ready": True}))) == ["settled"]
-    assert gate(w.batch(lc.PodsReadyReported(payload={"ready": False}))) == ["unsettled"]
-    assert gate(w.batch(lc.PodsReadyReported(payload={"ready": False}))) == []
-    assert gate(w.batch(lc.PodsReadyReported(payload={"ready": True}))) == ["settled"]
-    w.batch(lc.PodsReadyReported(payload={"ready": False}))
-    assert gate(w.batch(lc.FinishRequested(payload={"succeeded": True}))) == ["settled"]
+    assert gate(w.batch(intake.pods_ready_report({"ready": True}))) == ["settled"]
+    assert gate(w.batch(intake.pods_ready_report({"ready": False}))) == ["unsettled"]
+    assert gate(w.batch(intake.pods_ready_report({"ready": False}))) == []
+    assert gate(w.batch(intake.pods_ready_report({"ready": True}))) == ["settled"]
+    w.batch(intake.pods_ready_report({"ready": False}))
+    assert gate(w.batch(intake.finish({"succeeded": True}))) == ["settled"]
 
 
 # --- 6. deactivating a workload without quota -----------------------------------------------------
@@ -259,21 +257,21 @@ def test_the_gate_hears_whenever_a_workload_loses_and_regains_readiness():
 
 def test_deactivating_a_waiting_workload_resets_its_checks_as_an_eviction_does():
     w = World()
-    w.batch(lc.QueueNoticed(signal="pending_status", payload={
-        "key": "default/job", "uid": "uid-1", "ticket": w.state.ticket, "kind": "pending", "reason": "Pending",
+    w.batch(intake.notice("pending_status", {
+        "key": "default/job", "uid": "uid-1", "ticket": w.state.claim.ticket, "kind": "pending", "reason": "Pending",
         "message": "no room", "admissionChecks": ["a"],
     }))
-    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Ready")))
+    w.batch(intake.verdict(w.verdict("a", "Ready")))
     w.batch(lc.Deactivated())
     (c,) = w.state.status.admission_checks
     assert (c.state, c.message) == ("Pending", "Reset to Pending after eviction. Previously: Ready")
-    assert w.told(w.commands)[-1] == "release" and not w.state.queued
+    assert w.told(w.commands)[-1] == "release" and not w.state.claim.queued
 
 
 def test_deactivating_a_workload_in_backoff_keeps_its_eviction_and_its_place_in_the_queue_order():
     w = World()
     w.reserve("a")
-    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Retry", requeueAfterSeconds=30)), after=100)
+    w.batch(intake.verdict(w.verdict("a", "Retry", requeueAfterSeconds=30)), after=100)
     evicted_at = cond.find(w.state.status.conditions, wl.EVICTED).last_transition_time
     w.batch(lc.Deactivated(), after=5)
     evicted = cond.find(w.state.status.conditions, wl.EVICTED)
@@ -289,7 +287,7 @@ def test_deactivating_a_workload_in_backoff_keeps_its_eviction_and_its_place_in_
 
 def test_a_provisioning_workflow_found_gone_counts_as_ended():
     w = World()
-    w.state.provisioning["prov"] = wl.ProvisioningAttempt(
+    w.state.provisioning.current["prov"] = wl.ProvisioningAttempt(
         check="prov", attempt=1, name="job-prov-1", workflow_id="provisioning/default/job/prov/1", class_name="c",
     )
     probes = w.batch(lc.Started())
@@ -298,7 +296,7 @@ def test_a_provisioning_workflow_found_gone_counts_as_ended():
     ]
     assert lc.next_wake(w.state)[1] == "check that its ProvisioningRequest workflows run"
     w.batch(lc.ProvisioningEnded(workflow_id="provisioning/default/job/prov/1"))
-    assert "prov" not in w.state.provisioning
+    assert "prov" not in w.state.provisioning.current
 
 
 def test_a_refused_start_probes_the_run_holding_its_id_within_seconds():
@@ -308,7 +306,7 @@ def test_a_refused_start_probes_the_run_holding_its_id_within_seconds():
     (CI saw a config change not remade within 20 s)."""
     w = World()
     wid = "provisioning/default/job/prov/1"
-    w.state.probe_at = w.now + lc.PROBE_INTERVAL  # as the start that was refused set it
+    w.state.provisioning.probe_at = w.now + lc.PROBE_INTERVAL  # as the start that was refused set it
     out = w.batch(lc.ProvisioningStartRefused(check="prov", attempt=1, workflow_id=wid))
     assert [(c.signal, c.workflow_id) for c in out if isinstance(c, lc.TellProvisioning)] == [("delete_provisioning_request", wid)]
     at, summary = lc.next_wake(w.state)
@@ -316,7 +314,7 @@ def test_a_refused_start_probes_the_run_holding_its_id_within_seconds():
     probes = w.batch(lc.TimerFired(at=at), after=lc.REFUSED_PROBE.total_seconds())
     assert [(c.signal, c.workflow_id) for c in probes if isinstance(c, lc.TellProvisioning)] == [("probe", wid)]
     w.batch(lc.ProvisioningEnded(workflow_id=wid))  # found gone
-    assert w.state.stopping == []
+    assert w.state.provisioning.stopping == []
 
 
 # --- 8. Kueue details ------------------------------------------------------------------------------
@@ -336,9 +334,9 @@ def test_the_maximum_execution_time_deactivates_with_kueues_reason():
 def test_one_wait_has_one_timer():
     w = World()
     w.reserve("a")
-    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Retry", requeueAfterSeconds=60)))
+    w.batch(intake.verdict(w.verdict("a", "Retry", requeueAfterSeconds=60)))
     first = lc.next_wake(w.state)
-    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Ready")), after=5)  # kept while it waits
+    w.batch(intake.verdict(w.verdict("a", "Ready")), after=5)  # kept while it waits
     assert lc.next_wake(w.state)[0] == first[0], "the same deadline: the workflow keeps its timer"
 
 
@@ -355,10 +353,10 @@ def test_a_runners_report_about_another_admission_is_ignored(admission, finished
     which admission it is about (the local runner's do) counts only for that one."""
     w = World()
     w.reserve()
-    assert w.phase() == "Admitted" and w.state.ticket == 1
-    w.batch(lc.PodsReadyReported(payload={"ready": True, **({"admission": admission} if admission else {})}))
+    assert w.phase() == "Admitted" and w.state.claim.ticket == 1
+    w.batch(intake.pods_ready_report({"ready": True, **({"admission": admission} if admission else {})}))
     assert (w.state.status.condition(wl.PODS_READY).status == "True") == finished
-    w.batch(lc.FinishRequested(payload={"succeeded": True, "message": "done", **({"admission": admission} if admission else {})}))
+    w.batch(intake.finish({"succeeded": True, "message": "done", **({"admission": admission} if admission else {})}))
     assert wl.is_finished(w.state) == finished
     stale = [e.message for e in w.state.events if e.reason == lc.STALE_REPORT]
     assert stale == ([] if finished else ["finish about admission 2 ignored: the workload is at admission 1"])
@@ -379,7 +377,7 @@ def test_a_run_the_runner_lost_is_told_to_stop_when_its_admission_ends(ending, s
     started = w.reserve()
     assert [c.request.admission for c in started if isinstance(c, lc.StartRunner)] == [1]
     w.batch(lc.RunnerStopped(admission=1, ending=ending, error="" if ending == "returned" else "heartbeat timeout"))
-    out = w.batch(lc.QueueNoticed(signal="evicted", payload={
+    out = w.batch(intake.notice("evicted", {
         "key": "default/job", "uid": "uid-1", "ticket": 1, "kind": "evicted", "reason": "Preempted", "message": "p",
     }))
     assert w.phase() != "Admitted"
@@ -388,7 +386,7 @@ def test_a_run_the_runner_lost_is_told_to_stop_when_its_admission_ends(ending, s
 
 
 def preempted(ticket: int) -> lc.QueueNoticed:
-    return lc.QueueNoticed(signal="evicted", payload={
+    return intake.notice("evicted", {
         "key": "default/job", "uid": "uid-1", "ticket": ticket, "kind": "evicted", "reason": "Preempted", "message": "p",
     })
 
@@ -423,7 +421,7 @@ def test_a_run_its_runner_lost_is_started_again_for_the_same_admission(ending, e
     assert [c.request.admission for c in out if isinstance(c, lc.StopRunner)] == stops
     assert [e.reason for e in w.state.events if e.type == "Warning"][:1] == ["RunnerLost"]
     assert (lc.RUNNER_RESTARTED in [e.reason for e in w.state.events]) == bool(starts)
-    assert w.state.runner_running == (1 if starts else None)
+    assert w.state.run.running == (1 if starts else None)
 
 
 def test_a_lost_run_is_started_again_at_most_runner_restarts_times_per_admission():
@@ -436,11 +434,11 @@ def test_a_lost_run_is_started_again_at_most_runner_restarts_times_per_admission
     for _ in range(lc.RUNNER_RESTARTS + 3):
         starts += started(w.batch(LOST, after=10))
     assert starts == [1] * (1 + lc.RUNNER_RESTARTS)
-    assert w.state.runner_running is None and w.phase() == "Admitted", "the PodsReady timeouts decide from here"
+    assert w.state.run.running is None and w.phase() == "Admitted", "the PodsReady timeouts decide from here"
     assert [c.request.admission for c in w.batch(preempted(1)) if isinstance(c, lc.StopRunner)] == [1]
     assert started(w.reserve(after=60)) == [2]
     assert started(w.batch(lc.RunnerStopped(admission=2, ending="lost", error="activity Heartbeat timeout"))) == [2]
-    assert w.state.runner_restarts == 1
+    assert w.state.run.restarts == 1
 
 
 def test_a_restarted_run_that_ends_itself_still_stops_the_copy_that_was_cut_off():
@@ -450,7 +448,7 @@ def test_a_restarted_run_that_ends_itself_still_stops_the_copy_that_was_cut_off(
     w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
     w.reserve()
     assert started(w.batch(LOST)) == [1]
-    out = w.batch(lc.FinishRequested(payload={"succeeded": True, "message": "done", "admission": 1}))
+    out = w.batch(intake.finish({"succeeded": True, "message": "done", "admission": 1}))
     assert w.phase() == "Finished"
     assert [c.request.admission for c in out if isinstance(c, lc.StopRunner)] == [1]
     assert [c for c in w.batch(lc.Settle()) if isinstance(c, (lc.StopRunner, lc.StartRunner))] == [], "told once"
@@ -469,10 +467,10 @@ def test_a_runner_that_reports_the_finish_is_not_told_to_stop(admission, stopped
     sends `stop_workload`, as for an eviction."""
     w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
     w.reserve()
-    out = w.batch(lc.FinishRequested(payload={"succeeded": True, "message": "done", **({"admission": admission} if admission else {})}))
+    out = w.batch(intake.finish({"succeeded": True, "message": "done", **({"admission": admission} if admission else {})}))
     assert w.phase() == "Finished"
     assert [c.request.admission for c in out if isinstance(c, lc.StopRunner)] == stopped
-    assert w.state.runner_running is None
+    assert w.state.run.running is None
     assert w.batch(lc.RunnerStopped(admission=1)) == [], "its activity's end, arriving after, is not news"
 
 
@@ -494,11 +492,11 @@ def test_what_start_workload_returns_is_its_finish(returned, ending, phase, warn
     completion, and nothing is told to stop."""
     w = World(annotations={wl.RUNNER_ANNOTATION: "local"})
     w.reserve()
-    assert w.state.runner_running == 1
-    out = w.batch(*lc.runner_ended(1, returned, ending, "" if ending == "returned" else "the runner failed"))
+    assert w.state.run.running == 1
+    out = w.batch(*intake.runner_ended(1, returned, ending, "" if ending == "returned" else "the runner failed"))
     assert w.phase() == phase
     assert [c for c in out if isinstance(c, lc.StopRunner)] == []
-    assert w.state.runner_running is None
+    assert w.state.run.running is None
     assert [e.reason for e in w.state.events if e.type == "Warning"] == warnings
     if phase == "Finished":
         assert w.state.status.condition("Finished").reason == ("Succeeded" if returned["succeeded"] else "Failed")
@@ -517,11 +515,11 @@ def test_a_queue_notice_that_comes_before_the_enqueues_answer_waits_for_it():
     w.state, enqueue = lc.step(w.state, lc.Settle(), T0, 0.5)
     [request] = [c.request for c in enqueue if isinstance(c, lc.Enqueue)]
     w.batch(
-        lc.QueueNoticed(signal="quota_reserved", payload=reserved_notice(ticket=request.entry.ticket).to_wire()),
+        intake.notice("quota_reserved", reserved_notice(ticket=request.entry.ticket).to_wire()),
         lc.EnqueueResolved(ticket=request.entry.ticket, resolution=QueueResolution(cluster_queue="cq")),
     )
     assert w.phase() == "Admitted"
-    assert w.state.early_notices == []
+    assert w.state.claim.early_notices == []
 
 
 def test_the_next_tickets_reservation_in_the_batch_of_its_eviction_waits_for_the_enqueue():
@@ -532,15 +530,15 @@ def test_the_next_tickets_reservation_in_the_batch_of_its_eviction_waits_for_the
     waits in it for good)."""
     w = World()
     w.reserve()
-    ticket = w.state.ticket
+    ticket = w.state.claim.ticket
     evicted = Notice(key="default/job", uid="uid-1", ticket=ticket, kind="evicted", reason="Preempted", message="preempted")
     out = w.batch(
-        lc.QueueNoticed(signal="evicted", payload=evicted.to_wire()),
-        lc.QueueNoticed(signal="quota_reserved", payload=reserved_notice(ticket=ticket + 1).to_wire()),
+        intake.notice("evicted", evicted.to_wire()),
+        intake.notice("quota_reserved", reserved_notice(ticket=ticket + 1).to_wire()),
     )
     assert [c.request.entry.ticket for c in out if isinstance(c, lc.Enqueue)] == [ticket + 1]
     assert w.phase() == "Admitted"
-    assert w.state.early_notices == []
+    assert w.state.claim.early_notices == []
 
 
 @pytest.mark.parametrize("together", [True, False], ids=["in-the-batch-of-the-deactivation", "in-a-later-batch"])
@@ -552,15 +550,15 @@ def test_a_next_ticket_the_run_decided_not_to_enqueue_is_taken_and_released(toge
     w = World()
     w.reserve()
     evicted = Notice(key="default/job", uid="uid-1", ticket=1, kind="evicted", reason="Preempted", message="preempted")
-    unasked = lc.QueueNoticed(signal="quota_reserved", payload=reserved_notice(ticket=2).to_wire())
-    out = w.batch(lc.QueueNoticed(signal="evicted", payload=evicted.to_wire()), lc.Deactivated(), *([unasked] if together else []))
+    unasked = intake.notice("quota_reserved", reserved_notice(ticket=2).to_wire())
+    out = w.batch(intake.notice("evicted", evicted.to_wire()), lc.Deactivated(), *([unasked] if together else []))
     if not together:
         out += w.batch(unasked)
     released = [c.request.ticket for c in out if isinstance(c, lc.TellQueue) and c.signal == "release"]
     assert not [c for c in out if isinstance(c, lc.Enqueue)]
     assert w.phase() == "Inactive"
     assert released == [1, 2]
-    assert (w.state.ticket, w.state.holder, len(w.state.early_notices)) == (2, None, 0)
+    assert (w.state.claim.ticket, w.state.claim.holder, len(w.state.claim.early_notices)) == (2, None, 0)
     enqueued = [c.request.entry.ticket for c in w.batch(lc.Activated()) if isinstance(c, lc.Enqueue)]
     assert enqueued == [3]
 
@@ -580,9 +578,9 @@ def test_an_unasked_ticket_goes_back_to_the_queue_its_notice_names(named, known,
     w = World(active=False)
     w.state.cluster_queue = known
     notice = reserved_notice(ticket=1).model_copy(update={"cluster_queue": named})
-    out = w.batch(lc.QueueNoticed(signal="quota_reserved", payload=notice.to_wire()))
+    out = w.batch(intake.notice("quota_reserved", notice.to_wire()))
     assert [(c.cluster_queue, c.request.ticket) for c in out if isinstance(c, lc.TellQueue)] == released
-    assert (w.state.ticket, len(w.state.early_notices)) == ((1, 0) if released else (0, 1))
+    assert (w.state.claim.ticket, len(w.state.claim.early_notices)) == ((1, 0) if released else (0, 1))
     enqueued = [c.request.entry.ticket for c in w.batch(lc.Activated()) if isinstance(c, lc.Enqueue)]
     assert enqueued == [2 if released else 1]
     assert len([c for c in w.commands if isinstance(c, lc.TellQueue) and c.signal == "release"]) == len(released)
@@ -603,18 +601,18 @@ def test_an_eviction_of_a_reservation_the_run_never_heard_of_counts(early):
         cluster_queue="cq",
     ).to_wire()
     if early:
-        out = w.batch(lc.QueueNoticed(signal="evicted", payload=evicted), lc.Activated())
+        out = w.batch(intake.notice("evicted", evicted), lc.Activated())
     else:
         w.batch(lc.Activated())
-        assert (w.state.ticket, w.state.queued) == (1, True)
-        out = w.batch(lc.QueueNoticed(signal="evicted", payload=evicted))
+        assert (w.state.claim.ticket, w.state.claim.queued) == (1, True)
+        out = w.batch(intake.notice("evicted", evicted))
     released = [(c.cluster_queue, c.request.ticket) for c in out if isinstance(c, lc.TellQueue) and c.signal == "release"]
     enqueued = [c.request.entry.ticket for c in out if isinstance(c, lc.Enqueue)]
     c = cond.find(w.state.status.conditions, wl.EVICTED)
     assert (c.status, c.reason, c.message) == ("True", "QuotaForceReleased", "released by an operator")
     assert evictions(w.state) == 1
     assert released == [("cq", 1)] and enqueued[-1] == 2
-    assert (w.state.ticket, w.state.queued, w.phase()) == (2, True, "Pending")
+    assert (w.state.claim.ticket, w.state.claim.queued, w.phase()) == (2, True, "Pending")
 
 
 @pytest.mark.parametrize("signal_first", [False, True], ids=["answered-with-it", "its-signal-came-first-too"])
@@ -628,10 +626,10 @@ def test_a_reservation_in_the_enqueues_answer_is_taken_once(signal_first):
     w.state, commands = lc.step(w.state, lc.Settle(), w.now, 0.5)
     (enqueue,) = [c for c in commands if isinstance(c, lc.Enqueue)]
     out = w.batch(
-        *([lc.QueueNoticed(signal="quota_reserved", payload=notice)] if signal_first else []),
+        *([intake.notice("quota_reserved", notice)] if signal_first else []),
         # As the workflow steps the enqueue's answer: the resolution, then each notice it carries.
         lc.EnqueueResolved(ticket=enqueue.request.entry.ticket, resolution=QueueResolution(cluster_queue="cq", notices=[notice])),
-        lc.QueueNoticed(signal="pending_status", payload=notice),
+        intake.notice("pending_status", notice),
     )
     assert w.phase() == "Admitted"
     assert [e.reason for e in w.state.events].count("QuotaReserved") == 1
@@ -642,9 +640,9 @@ def test_a_notice_that_names_no_clusterqueue_is_refused_and_changes_nothing():
     """Whoever sends it: a Warning event with one line, no ticket taken, nothing released or kept."""
     w = World(active=False)
     notice = {**reserved_notice(ticket=1).to_wire(), "clusterQueue": "No Such Queue!"}
-    out = w.batch(lc.QueueNoticed(signal="quota_reserved", payload=notice))
+    out = w.batch(intake.notice("quota_reserved", notice))
     assert [c for c in out if isinstance(c, lc.TellQueue)] == []
-    assert (w.state.ticket, w.state.early_notices) == (0, [])
+    assert (w.state.claim.ticket, w.state.claim.early_notices) == (0, [])
     event = w.state.events[-1]
     assert (event.type, event.reason) == ("Warning", "InvalidQueueNotice")
     assert event.message.startswith("quota_reserved: clusterQueue: String should match pattern") and "\n" not in event.message
@@ -654,7 +652,7 @@ def test_a_queue_names_itself_in_every_notice_it_sends():
     """What an older workload ignores (an unknown field), and what a run that never heard back from its
     first enqueue needs to give that ticket back."""
     owner = Owner(Outbox(), {})
-    owner.notify([reserved_notice(ticket=1), reserved_notice(ticket=2).model_copy(update={"kind": "evicted"})], "cq")
+    owner.notify([reserved_notice(ticket=1), reserved_notice(ticket=2).model_copy(update={"kind": "evicted"})], "cq", T0)
     assert [(d.cluster_queue, Notice.model_validate(d.payload).cluster_queue) for d in owner.outbox.undelivered()] == [("cq", "cq")] * 2
 
 
@@ -672,7 +670,7 @@ def test_a_new_priority_reaches_the_queue_that_holds_the_workload_and_its_next_e
         w.reserve()
     if where == "inactive":
         w.batch(lc.Deactivated())
-    out = w.batch(lc.PriorityChangeRequested(payload={"priority": 42}))
+    out = w.batch(intake.priority_change({"priority": 42}))
     assert w.state.workload.spec.priority == 42
     assert _priority_told(out) == ([] if where == "inactive" else [("cq", 1, 42)])
     assert [e.reason for e in w.state.events][-1] == "PriorityChanged"
@@ -684,26 +682,52 @@ def test_a_new_priority_reaches_the_queue_that_holds_the_workload_and_its_next_e
 def test_a_refused_priority_change_tells_nobody():
     w = World()
     w.reserve()
-    out = w.batch(lc.PriorityChangeRequested(payload={"priority": "high"}))
+    out = w.batch(intake.priority_change({"priority": "high"}))
     assert (_priority_told(out), w.state.workload.spec.priority) == ([], None)
     assert w.state.events[-1].reason == "InvalidPriorityChange"
 
 
-def _told(signal: str, queue: str = "cq", ticket: int = 1, uid: str = "u1") -> lc.TellQueue:
-    request = {"key": "default/job", "uid": uid, "ticket": ticket}
-    if signal == "reprioritize":
-        request["priority"] = 5
-    return lc.TellQueue.model_validate({"signal": signal, "cluster_queue": queue, "request": request})
+# --- the `admitted` notice waits for the next workflow task ------------------------------------------
 
 
-@pytest.mark.parametrize(("then", "waiting", "replaced"), [
-    (_told("release"), _told("admitted"), True),
-    (_told("release", ticket=2), _told("admitted"), False),
-    (_told("release", uid="u2"), _told("admitted"), False),
-    (_told("release", queue="other"), _told("admitted"), False),
-    (_told("reprioritize"), _told("admitted"), False),
-    (_told("admitted"), _told("admitted"), False),
-    (_told("release"), _told("release"), False),
-], ids=["its release", "another ticket", "another uid", "another queue", "a new priority", "admitted again", "a release waiting"])
-def test_a_release_of_its_reservation_replaces_a_waiting_admitted_notice(then, waiting, replaced):
-    assert lc.replaces(then, waiting) is replaced
+def admitted_held() -> World:
+    """A workload just admitted by its check's Ready: its queue is not told yet."""
+    w = World()
+    w.reserve("a")
+    out = w.batch(intake.verdict(w.verdict("a", "Ready")))
+    assert w.phase() == "Admitted" and "admitted" not in w.told(out)
+    assert lc.notice_due(w.state) == (w.now + lc.ADMITTED_DELAY, "admitted to ClusterQueue cq")
+    assert not lc.may_continue_as_new(w.state), "not while the notice waits"
+    return w
+
+
+def test_the_admitted_notice_goes_with_the_next_workflow_task_first_and_once():
+    w = admitted_held()
+    out = w.batch(intake.pods_ready_report({"ready": True}), after=0.2)
+    assert isinstance(out[0], lc.TellQueue) and (out[0].signal, out[0].request.ticket) == ("admitted", 1)
+    assert lc.notice_due(w.state) is None and lc.may_continue_as_new(w.state)
+    assert "admitted" not in w.told(w.batch(intake.pods_ready_report({"ready": True}), after=1))
+
+
+def test_the_admitted_notice_goes_at_its_deadline_when_no_task_comes_first():
+    w = admitted_held()
+    due, _ = lc.notice_due(w.state)
+    assert w.told(w.batch(lc.TimerFired(at=due), after=lc.ADMITTED_DELAY.total_seconds())) == ["admitted"]
+
+
+def test_a_release_of_its_reservation_replaces_the_waiting_admitted_notice():
+    w = admitted_held()
+    assert w.told(w.batch(preempted(1))) == ["release"]
+    assert lc.notice_due(w.state) is None
+
+
+def test_a_new_priority_goes_after_the_waiting_admitted_notice():
+    w = admitted_held()
+    assert w.told(w.batch(intake.priority_change({"priority": 7}))) == ["admitted", "reprioritize"]
+
+
+def test_a_workload_admitted_with_its_reservation_holds_no_notice():
+    """No checks: its queue counts it admitted along with the reservation."""
+    w = World()
+    w.reserve()
+    assert w.phase() == "Admitted" and lc.notice_due(w.state) is None

@@ -1,5 +1,5 @@
 """A model of one workload's whole lifecycle: hypothesis drives `lifecycle.step` through random
-interleavings of everything that can happen to it, as `workflows/workload.py` runs it, and checks
+interleavings of everything that can happen to it, as `workflows/lifecycle.py` runs it, and checks
 invariants after every step and every workflow task.
 
 The machine plays every other party, minimally:
@@ -52,7 +52,7 @@ Invariants (each failure says which, with the last steps of the run):
    by its own rule).
 2. `Admitted` goes False->True only in a step after which every check is Ready; an admitted workload
    holds quota and is active.
-3. The ClusterQueue holds the workload's quota or place exactly while `state.holder` names it (queued
+3. The ClusterQueue holds the workload's quota or place exactly while `state.claim.holder` names it (queued
    there while `queued`, reserved there while it holds quota); `holder` is set only while the
    workload holds quota (not finished nor deleted), is queued, or is being enqueued; the queue is
    never told `release` twice for a ticket, nor for one it never held (a ticket it dequeued itself
@@ -65,7 +65,7 @@ Invariants (each failure says which, with the last steps of the run):
    then on it is the workload's like any other); the queue keeps what it held of an adopted ticket.
 4. A (check, attempt) asked of a controller belongs to one reservation only (asking again in the
    same one, after a failure or a continue-as-new, is allowed); per check the attempts asked never
-   decrease; `state.attempts[c]` never decreases; an answer about an attempt not asked in this
+   decrease; `state.asks.attempts[c]` never decreases; an answer about an attempt not asked in this
    reservation changes neither quota nor activation; a check's retryCount changes only at an
    eviction by its own Retry, by exactly one (Kueue's resetChecksOnEviction; since `step` other
    checks keep theirs, whatever ended the reservation).
@@ -101,7 +101,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -113,16 +113,15 @@ from admitflow.admission import admission_gates as ag
 from admitflow.admission import checks
 from admitflow.admission import conditions as cond
 from admitflow.admission import lifecycle as lc
+from admitflow.admission import intake
 from admitflow.admission import workload as wl
 from admitflow.admission.catalog import QueueResolution
-from admitflow.admission.checks import WrongArguments
 from admitflow.admission.cluster_queue import AdmissionCheckInfo, Notice
 from admitflow.admission.workload import WorkloadState
 from admitflow.api.admission_check import AdmissionCheckRetryStrategy, PendingTimeout
 from admitflow.api.configuration import WaitForPodsReady, WorkloadRetentionPolicy
 from admitflow.codec import DATA_CONVERTER
 from tests.unit.test_workload_status import T0, reserved_notice, submitted
-from admitflow.workflows.workload import MAX_ROUNDS
 
 EXAMPLES = int(os.environ.get("ADMITFLOW_MODEL_EXAMPLES", "300"))
 STEPS = 40
@@ -142,6 +141,15 @@ RETENTION = WorkloadRetentionPolicy(after_deactivated_by_kueue="20m")
 
 # --- what the other parties send ---------------------------------------------------------------------
 
+class Arguments(tuple):
+    """A message sent with no argument or several, where one payload is expected."""
+
+
+def sent(payload: object) -> tuple:
+    """The arguments a message arrives with: `payload` alone, or the Arguments it stands for."""
+    return tuple(payload) if isinstance(payload, Arguments) else (payload,)
+
+
 dt = st.integers(0, 400)  # seconds before the message
 CHECK_SETS = st.sampled_from([("a", "b"), ("a", "b"), ("a", "b"), ("a",), ("b",), ()])
 AFTER = st.sampled_from([None, None, None, 0, 10, 45, 120, 10**12, -1, 2**31 - 1, 2**31, "10", "ten", 1.5, 30.0])
@@ -149,13 +157,13 @@ ATTEMPT = st.sampled_from(["none", "none", "current", "current", "asked", "stale
 EXTRA = st.sampled_from([None, None, "message", "pods", "bad-pods"])
 JUNK_VERDICTS = [
     42, None, "Ready", [], {"state": "Ready"}, {"name": "zz", "state": "Ready"}, {"name": "a", "state": "Bogus"},
-    {"name": 5, "state": "Ready"}, {"name": "a"}, {"name": "b", "state": None}, WrongArguments(count=2), WrongArguments(count=0),
+    {"name": 5, "state": "Ready"}, {"name": "a"}, {"name": "b", "state": None}, Arguments((1, 2)), Arguments(()),
 ]
 ANSWERS = ["Ready", "Ready", "Pending", "Retry", "Retry60", "Rejected", "bare-Ready",
            "Bogus", "42", "None", "error", "wrong-name", "wrong-attempt"]
 PODS = [{"ready": True}, {"ready": True}, {"ready": False}, {"ready": True, "reason": "Started"},
         {"ready": False, "reason": "WaitForRecovery"}, 42, None, {"ready": "maybe"}, {"ready": True, "reason": "WaitForStart"},
-        WrongArguments(count=2)]
+        Arguments((1, 2))]
 # "finish-by-runner": its runner reports the end of the admission it runs (and its `start_workload`
 # then returns by itself: nothing stops it); "finish-other-admission": a runner of another admission.
 # What a runner's `start_workload` may return: its finish (one that names another admission is about
@@ -172,14 +180,14 @@ END_KINDS = st.sampled_from([*ENDS, *JUNK_ENDS * 4])
 GATES = ("example.com/a", "example.com/b")
 PRIORITIES = {
     "up": {"priority": 1000}, "down": {"priority": -5}, "zero": {"priority": 0}, "junk-none": None,
-    "junk-str": {"priority": "high"}, "junk-range": {"priority": 2**31}, "junk-args": WrongArguments(count=2),
+    "junk-str": {"priority": "high"}, "junk-range": {"priority": 2**31}, "junk-args": Arguments((1, 2)),
 }
 UNGATES = ["first", "second", "all", "both", "absent", "junk-none", "junk-str", "junk-both", "junk-args"]
 # "orphan": the queue says again where it holds an orphan (the next ticket, which an attempt that
 # timed out enqueued): only when it holds one, and as it holds it (pending, or reserved or checks).
 STALE = st.tuples(st.sampled_from(["reserved", "pending", "evicted", "dequeued", "checks"]),
                   st.sampled_from(["old-ticket", "orphan", "other-uid", "just-released"]))
-JUNK_NOTICES = [42, None, {}, {"kind": "reserved"}, {"key": "default/job", "kind": "bogus"}, WrongArguments(count=2)]
+JUNK_NOTICES = [42, None, {}, {"kind": "reserved"}, {"key": "default/job", "kind": "bogus"}, Arguments((1, 2))]
 
 verdict_spec = st.one_of(
     st.tuples(st.just("verdict"), st.sampled_from("ab"), st.sampled_from(["Ready", "Ready", "Pending", "Retry", "Retry", "Rejected"]),
@@ -204,7 +212,7 @@ noise_spec = st.one_of(
     st.tuples(st.sampled_from(["stale-runner", "stale-enqueue"]), st.sampled_from([-1, 1])),
 )
 # How a runner's `start_workload` ends, by the model's name for it: the workflow's reading of the
-# activity's outcome (workflows/workload.py `_runner_ending`), and its error.
+# activity's outcome (workflows/lifecycle.py `_runner_ending`), and its error.
 RUNNER_ENDINGS = {
     "": ("returned", ""), "heartbeat timeout": ("lost", "activity Heartbeat timeout"),
     "worker shutdown": ("drained", "Worker is shutting down"), "the runner failed": ("failed", "the runner failed"),
@@ -242,14 +250,9 @@ def answer_of(kind: str, check: str, attempt: int) -> tuple[Any, str]:
 def is_garbage(ev: lc.ControllerAnswered) -> bool:
     """An answer that is not a verdict about what was asked: an error, a state that does not exist,
     another check, another attempt."""
-    if ev.error:
+    if ev.error or ev.verdict is None:
         return True
-    payload = dict(ev.result) if isinstance(ev.result, dict) else {"state": ev.result}
-    return (
-        payload.get("state") not in checks.STATES
-        or payload.get("name", ev.check) != ev.check
-        or payload.get("attempt", ev.attempt) != ev.attempt
-    )
+    return ev.verdict.state not in checks.STATES or ev.verdict.name != ev.check or ev.verdict.attempt != ev.attempt
 
 
 def retry_delay(before: WorkloadState, check: str, payload: Any, random: float) -> int:
@@ -328,7 +331,7 @@ class LifecycleModel(RuleBasedStateMachine):
         if gates:
             state.workload.metadata.annotations = {ag.ANNOTATION: ",".join(GATES[:gates])}
             STATS["gated workloads"] += 1
-        state.ticket, state.queued, state.cluster_queue = 0, False, None  # as `wl.new_state` leaves it
+        state.claim.ticket, state.claim.queued, state.cluster_queue = 0, False, None  # as `wl.new_state` leaves it
         self.state = state
         # Under way in this run.
         self.enqueuing: int | None = None
@@ -410,32 +413,24 @@ class LifecycleModel(RuleBasedStateMachine):
         self.fail(6, "the timer keeps firing")
 
     def run(self, events: list[Any]) -> None:
-        """WorkloadWorkflow._settle."""
+        """WorkloadWorkflow._settle: the workflow's own Driver, its steps checked (`step`)."""
         STATS["messages"] += len(events)
         self.heard = set()
-        pending = [*events, lc.Settle()]
-        rounds = 0
-        while pending:
-            event = pending.pop(0)
-            commands = self.step(event)
-            answers: list[Any] = []
-            for command in commands:
-                answers += self.execute(command)
-            if answers:
-                pending[0:0] = answers
-                if isinstance(event, lc.Settle) and rounds < MAX_ROUNDS:
-                    rounds += 1
-                    pending.append(lc.Settle())
+        driver = lc.Driver(self.state, events, self.now, self.draw, stepper=self.step)
+        while (command := driver.next()) is not None:
+            driver.answer(self.execute(command))
         self.settled(timer=next((e.at for e in events if isinstance(e, lc.TimerFired)), None))
         if wl.is_finished(self.state) or self.state.deleted:
             # Its workflow ends: nothing more reaches this run. The next workload is submitted.
             self.trace.append("    (the workflow ends)")
             self.submit(900 if self.uids % 3 == 2 else None, gates=self.uids % 4 % 3)
 
-    def step(self, event: Any) -> list[Any]:
-        before = self.state
+    def draw(self) -> float:
         self.k += 1
-        random = (self.k * 0.6180339887498949) % 1.0
+        return (self.k * 0.6180339887498949) % 1.0
+
+    def step(self, before: WorkloadState, event: Any, now: datetime, random: float) -> tuple[WorkloadState, list[Any]]:
+        assert before is self.state and now == self.now, "the driver steps the model's state, at its time"
         self.trace.append(f"+{self.seconds()}s {event!r}"[:400])
         given = before.model_dump_json()
         try:
@@ -450,17 +445,14 @@ class LifecycleModel(RuleBasedStateMachine):
             self.fail(1, f"{event!r} was not applied: {after.events[-1].message}")
         self.state = after
         if isinstance(event, lc.QueueNoticed) and self.orphans:
-            try:
-                n = Notice.model_validate(event.payload)
-            except ValueError:
-                n = None
-            if n is not None and (n.uid, n.ticket) in self.orphans:
+            n = event.notice
+            if (n.uid, n.ticket) in self.orphans:
                 self.heard.add((n.uid, n.ticket))
                 STATS["orphans heard of"] += 1
         self.after_step(event, before, after, random)
         if commands:
             self.trace.append("    -> " + ", ".join(_short(c) for c in commands))
-        return commands
+        return after, commands
 
     def after_step(self, event: Any, before: WorkloadState, after: WorkloadState, random: float) -> None:
         # 2. admission
@@ -488,9 +480,9 @@ class LifecycleModel(RuleBasedStateMachine):
             if not ag.gates(after.workload):
                 STATS["workloads ungated"] += 1
         # 4. attempts never go back
-        for c, n in before.attempts.items():
-            if after.attempts.get(c, 1) < n:
-                self.fail(4, f"attempts[{c}] went back from {n} to {after.attempts.get(c, 1)}")
+        for c, n in before.asks.attempts.items():
+            if after.asks.attempts.get(c, 1) < n:
+                self.fail(4, f"attempts[{c}] went back from {n} to {after.asks.attempts.get(c, 1)}")
         # 4. retryCount moves only at an eviction by the check's own Retry, by one (Kueue's
         # resetChecksOnEviction; other checks keep theirs, as since lifecycle.step)
         old = {c.name: c.retry_count or 0 for c in before.status.admission_checks or ()}
@@ -505,7 +497,7 @@ class LifecycleModel(RuleBasedStateMachine):
         record = changed_verdict(before, after)
         if isinstance(event, (lc.VerdictReceived, lc.ControllerAnswered)) and record is not None \
                 and record.state == "Retry" and record.outcome == "applied":
-            payload = event.payload if isinstance(event, lc.VerdictReceived) else event.result
+            payload = event.verdict.to_wire() if event.verdict is not None else None
             due = self.now + timedelta(seconds=retry_delay(before, record.check, payload, random))
             self.floor = due if self.floor is None else max(self.floor, due)
         if wl.has_quota(after) and not wl.has_quota(before):
@@ -521,23 +513,23 @@ class LifecycleModel(RuleBasedStateMachine):
             STATS[f"evicted {evicted.reason if evicted else '?'}"] += 1
         if record is not None and record.outcome == "applied" and record.detail.startswith("applied to the backoff"):
             STATS["late Retry applied to a backoff"] += 1
-        if after.controller_failures != before.controller_failures and after.controller_failures:
+        if after.asks.controller_failures != before.asks.controller_failures and after.asks.controller_failures:
             STATS["controller failures"] += 1
         # 4, 7. answers that must change neither quota nor activation
         if isinstance(event, lc.ControllerAnswered):
             garbage = is_garbage(event)
-            not_asked = event.attempt != before.asked_now.get(event.check)
+            not_asked = event.attempt != before.asks.asked_now.get(event.check)
             if (garbage or not_asked) and (
                 wl.has_quota(before) != wl.has_quota(after) or before.workload.spec.active != after.workload.spec.active
             ):
-                why = "garbage or an error" if garbage else f"attempt {event.attempt}, not the one asked ({before.asked_now.get(event.check)})"
+                why = "garbage or an error" if garbage else f"attempt {event.attempt}, not the one asked ({before.asks.asked_now.get(event.check)})"
                 self.fail(7 if garbage else 4, f"a controller's answer ({why}) evicted or deactivated the workload")
         # 7. failures, for the spacing of the next ask
-        for c, n in after.controller_failures.items():
-            if n > before.controller_failures.get(c, 0):
+        for c, n in after.asks.controller_failures.items():
+            if n > before.asks.controller_failures.get(c, 0):
                 self.failed[c] = (self.now, n)
         for c in list(self.failed):
-            if c not in after.controller_failures:
+            if c not in after.asks.controller_failures:
                 del self.failed[c]
 
     def execute(self, c: Any) -> list[Any]:
@@ -594,9 +586,9 @@ class LifecycleModel(RuleBasedStateMachine):
                 self.admitted.add(key)
         elif isinstance(c, lc.AskController):
             name, attempt = c.request.admission_check, c.request.attempt
-            ticket = self.asked.setdefault((name, attempt), self.state.ticket)
-            if ticket != self.state.ticket:
-                self.fail(4, f"check {name} attempt {attempt} asked in the reservation of ticket {self.state.ticket}, "
+            ticket = self.asked.setdefault((name, attempt), self.state.claim.ticket)
+            if ticket != self.state.claim.ticket:
+                self.fail(4, f"check {name} attempt {attempt} asked in the reservation of ticket {self.state.claim.ticket}, "
                              f"and before in that of ticket {ticket}")
             if attempt < self.last_asked.get(name, 0):
                 self.fail(4, f"check {name} asked about attempt {attempt} after attempt {self.last_asked[name]}")
@@ -642,44 +634,44 @@ class LifecycleModel(RuleBasedStateMachine):
         # 3. an orphan the workload heard of is given back, or enqueued by the workload itself
         for key in sorted(self.heard & self.orphans):
             self.fail(3, f"its queue told it of ticket {key[1]}, which an attempt that timed out enqueued, and it neither "
-                         f"gave it back nor enqueued it (the queue holds it as {self.queue.get(key)}; ticket {s.ticket}, "
-                         f"holder {s.holder}, enqueuing {s.enqueuing})")
+                         f"gave it back nor enqueued it (the queue holds it as {self.queue.get(key)}; ticket {s.claim.ticket}, "
+                         f"holder {s.claim.holder}, enqueuing {s.claim.enqueuing})")
         # 3. quota and place (what the queue holds for an orphan not heard of yet is not the workload's)
         held = {t: w for t, w in self.held().items() if (self.uid, t) not in self.orphans}
-        mine = {s.holder} if s.holder is not None else set()
-        if self.adopting is not None and self.adopting == s.enqueuing and self.adopting in held:
+        mine = {s.claim.holder} if s.claim.holder is not None else set()
+        if self.adopting is not None and self.adopting == s.claim.enqueuing and self.adopting in held:
             # The queue held the ticket being enqueued already: it is the workload's once the
             # enqueue's answer comes (in the workflow, in this task).
             del held[self.adopting]
         if set(held) != mine:
-            self.fail(3, f"the queue holds tickets {held}, the workload's holder is {s.holder}")
-        if s.holder is not None and not (holds(s) or s.queued or s.enqueuing is not None):
-            self.fail(3, f"holder {s.holder} set while neither holding quota, queued nor being enqueued")
-        if s.queued and held.get(s.ticket) != "pending":
-            self.fail(3, f"queued with ticket {s.ticket}, which the queue holds as {held.get(s.ticket)}")
-        if holds(s) and held.get(s.ticket) != "reserved":
-            self.fail(3, f"holds quota with ticket {s.ticket}, which the queue holds as {held.get(s.ticket)}")
-        if (wl.is_finished(s) or s.deleted) and (held or s.holder is not None):
+            self.fail(3, f"the queue holds tickets {held}, the workload's holder is {s.claim.holder}")
+        if s.claim.holder is not None and not (holds(s) or s.claim.queued or s.claim.enqueuing is not None):
+            self.fail(3, f"holder {s.claim.holder} set while neither holding quota, queued nor being enqueued")
+        if s.claim.queued and held.get(s.claim.ticket) != "pending":
+            self.fail(3, f"queued with ticket {s.claim.ticket}, which the queue holds as {held.get(s.claim.ticket)}")
+        if holds(s) and held.get(s.claim.ticket) != "reserved":
+            self.fail(3, f"holds quota with ticket {s.claim.ticket}, which the queue holds as {held.get(s.claim.ticket)}")
+        if (wl.is_finished(s) or s.deleted) and (held or s.claim.holder is not None):
             self.fail(3, f"finished or deleted, and its queue still holds {held}")
-        if self.enqueuing != s.enqueuing:
-            self.fail(3, f"enqueue under way {self.enqueuing}, the state says {s.enqueuing}")
-        if self.controllers != s.asking:
-            self.fail(3, f"controllers asked {self.controllers}, the state says {s.asking}")
-        if self.runner != s.runner_running:
-            self.fail(3, f"runner running {self.runner}, the state says {s.runner_running}")
+        if self.enqueuing != s.claim.enqueuing:
+            self.fail(3, f"enqueue under way {self.enqueuing}, the state says {s.claim.enqueuing}")
+        if self.controllers != s.asks.asking:
+            self.fail(3, f"controllers asked {self.controllers}, the state says {s.asks.asking}")
+        if self.runner != s.run.running:
+            self.fail(3, f"runner running {self.runner}, the state says {s.run.running}")
         wanted = wl.is_admitted(s) and holds(s) and not wl.is_finished(s) and not s.deleted
-        if (self.restart_due == s.ticket and wanted and self.runner is None
-                and self.starts[s.ticket] <= lc.RUNNER_RESTARTS):
-            self.fail(9, f"the run of admission {s.ticket} was lost by its heartbeats and not started again "
-                         f"({self.starts[s.ticket]} starts)")
+        if (self.restart_due == s.claim.ticket and wanted and self.runner is None
+                and self.starts[s.claim.ticket] <= lc.RUNNER_RESTARTS):
+            self.fail(9, f"the run of admission {s.claim.ticket} was lost by its heartbeats and not started again "
+                         f"({self.starts[s.claim.ticket]} starts)")
         if self.lost is not None and not wanted:
             self.fail(3, f"the run of admission {self.lost} was lost and its admission is over ({wl.phase(s)}), "
                          f"and its runner was not told to stop")
         # 8. the gates keep it out of its queue, and say so
         if ag.holds_back(s):
-            if held or s.holder is not None or s.queued or s.enqueuing is not None or holds(s):
-                self.fail(8, f"gated by {ag.gates(s.workload)} and yet in its queue: held {held}, holder {s.holder}, "
-                             f"queued {s.queued}, enqueuing {s.enqueuing}")
+            if held or s.claim.holder is not None or s.claim.queued or s.claim.enqueuing is not None or holds(s):
+                self.fail(8, f"gated by {ag.gates(s.workload)} and yet in its queue: held {held}, holder {s.claim.holder}, "
+                             f"queued {s.claim.queued}, enqueuing {s.claim.enqueuing}")
             reserved = s.status.condition(wl.QUOTA_RESERVED)
             if s.workload.spec.active is not False and not (wl.is_finished(s) or s.deleted) and reserved.reason != ag.GATED:
                 self.fail(8, f"gated by {ag.gates(s.workload)}, and QuotaReserved says {reserved.reason}: {reserved.message}")
@@ -688,7 +680,7 @@ class LifecycleModel(RuleBasedStateMachine):
         if self.floor is not None and self.floor > self.now and not wl.has_quota(s):
             if at is None or at < self.floor:
                 self.fail(5, f"requeueAt {at} before the applied Retry's {self.floor.isoformat()}")
-            if s.queued:  # an enqueue under way is fine: it resolves into "not queued" (lifecycle._wants_queue)
+            if s.claim.queued:  # an enqueue under way is fine: it resolves into "not queued" (lifecycle._wants_queue)
                 self.fail(5, f"queued during the backoff until {self.floor.isoformat()}")
         # 6. a way forward
         stuck = [(c.name, c.state) for c in s.status.admission_checks or () if c.state in ("Retry", "Rejected")]
@@ -699,7 +691,7 @@ class LifecycleModel(RuleBasedStateMachine):
                 self.fail(6, f"no way forward: {wl.phase(s)}, checks {[(c.name, c.state) for c in s.status.admission_checks or ()]}")
             if wl.has_quota(s) and not wl.is_admitted(s):
                 for c in s.status.admission_checks or ():
-                    if c.state == "Pending" and c.name not in s.asking and c.name not in s.answered and c.name not in s.ask_again_at:
+                    if c.state == "Pending" and c.name not in s.asks.asking and c.name not in s.asks.answered and c.name not in s.asks.ask_again_at:
                         self.fail(6, f"check {c.name} is Pending and nobody is asked, answered nor asks again")
         wake = lc.next_wake(s)
         if timer is not None and wake is not None and wake[0] <= timer:
@@ -718,7 +710,7 @@ class LifecycleModel(RuleBasedStateMachine):
             if after is not None:
                 payload["requeueAfterSeconds"] = after
             at = wl.current_attempt(s, name)
-            attempts = {"current": at, "asked": s.asked_now.get(name, at), "stale": at - 1, "future": at + 1}
+            attempts = {"current": at, "asked": s.asks.asked_now.get(name, at), "stale": at - 1, "future": at + 1}
             if attempt != "none":
                 payload["attempt"] = attempts.get(attempt, attempt)
             if extra == "message":
@@ -727,28 +719,28 @@ class LifecycleModel(RuleBasedStateMachine):
                 payload["podSetUpdates"] = [{"name": "main", "labels": {"checked": name}}]
             elif extra == "bad-pods":
                 payload["podSetUpdates"] = [{"name": "nope"}]
-            return [lc.VerdictReceived(payload=payload)]
+            return [intake.verdict(*sent(payload))]
         if kind == "verdict-junk":
-            return [lc.VerdictReceived(payload=JUNK_VERDICTS[args[0]])]
+            return [intake.verdict(*sent(JUNK_VERDICTS[args[0]]))]
         if kind == "answer":
             if not self.controllers:
                 return []
             name, attempt = sorted(self.controllers.items())[args[0] % len(self.controllers)]
             del self.controllers[name]  # its activity is done
             result, error = answer_of(args[1], name, attempt)
-            return [lc.ControllerAnswered(check=name, attempt=attempt, result=result, error=error)]
+            return [intake.controller_answer(name, attempt, result, error)]
         if kind == "wrong-attempt":
             name, offset, answer = args
-            attempt = max(1, s.asked_now.get(name, wl.current_attempt(s, name)) + offset)
+            attempt = max(1, s.asks.asked_now.get(name, wl.current_attempt(s, name)) + offset)
             if self.controllers.get(name) == attempt:
                 return []  # that one is the answer the workflow would deliver
             result, error = answer_of(answer, name, attempt)
-            return [lc.ControllerAnswered(check=name, attempt=attempt, result=result, error=error)]
+            return [intake.controller_answer(name, attempt, result, error)]
         if kind in ("reserve", "pending", "preempt", "dequeue", "checks"):
             return self.queue_says(kind, args)
         if kind == "stale":
             notice_kind, which = args[0]
-            ticket, uid = s.ticket, self.uid
+            ticket, uid = s.claim.ticket, self.uid
             if which == "old-ticket":
                 ticket -= 1
             elif which == "orphan":
@@ -766,38 +758,38 @@ class LifecycleModel(RuleBasedStateMachine):
             signal = {"reserved": "quota_reserved", "pending": "pending_status", "evicted": "evicted",
                       "dequeued": "dequeued", "checks": "admission_checks_changed"}[notice_kind]
             n = self.notice(notice_kind, ticket, ("a", "b"), True, False, False, uid=uid)
-            return [lc.QueueNoticed(signal=signal, payload=n.to_wire())]
+            return [intake.notice(signal, n.to_wire())]
         if kind == "notice-junk":
-            return [lc.QueueNoticed(signal="quota_reserved", payload=JUNK_NOTICES[args[0]])]
+            return [intake.notice("quota_reserved", *sent(JUNK_NOTICES[args[0]]))]
         if kind == "pods":
-            return [lc.PodsReadyReported(payload=PODS[args[0]])]
+            return [intake.pods_ready_report(*sent(PODS[args[0]]))]
         if kind == "runner":
             if self.runner is None:
                 return []
             admission, self.runner = self.runner, None
             ending, error = RUNNER_ENDINGS[args[0]]
-            if ending != "returned" and admission == s.ticket:
+            if ending != "returned" and admission == s.claim.ticket:
                 self.lost = admission
             if ending in ("lost", "drained"):
                 self.restart_due = admission
                 STATS["runs lost by their heartbeats or their runner's shutdown"] += 1
             return [lc.RunnerStopped(admission=admission, ending=ending, error=error)]
         if kind == "priority":
-            return [lc.PriorityChangeRequested(payload=PRIORITIES[args[0]])]
+            return [intake.priority_change(*sent(PRIORITIES[args[0]]))]
         if kind == "ungate":
             left = ag.gates(s.workload)
             payload = {
                 "first": {"gates": left[:1]}, "second": {"gates": left[1:2]}, "all": {"all": True}, "both": {"gates": left},
                 "absent": {"gates": ["example.com/nope"]}, "junk-none": None, "junk-str": {"gates": GATES[0]},
-                "junk-both": {"gates": list(GATES), "all": True}, "junk-args": WrongArguments(count=2),
+                "junk-both": {"gates": list(GATES), "all": True}, "junk-args": Arguments((1, 2)),
             }[args[0]]
-            return [lc.AdmissionGatesRemoved(payload=payload)]
+            return [intake.gate_removal(*sent(payload))]
         if kind == "deactivate":
             return [lc.Deactivated()]
         if kind == "activate":
             return [lc.Activated()]
         if kind == "appear":
-            return [lc.QueueAppeared()] if s.waiting_for_queue else []
+            return [lc.QueueAppeared()] if s.claim.waiting_for_queue else []
         if kind == "enqueue":
             if self.enqueuing is None:
                 return []
@@ -812,9 +804,9 @@ class LifecycleModel(RuleBasedStateMachine):
             return [lc.EnqueueResolved(ticket=ticket, resolution=QueueResolution(
                 cluster_queue="cq", reason="Misconfigured", message="ClusterQueue cq is terminating or missing"))]
         if kind == "stale-runner":
-            if self.runner == s.ticket + args[0]:
+            if self.runner == s.claim.ticket + args[0]:
                 return []
-            return [lc.RunnerStopped(admission=max(0, s.ticket + args[0]), ending="lost", error="activity Heartbeat timeout")]
+            return [lc.RunnerStopped(admission=max(0, s.claim.ticket + args[0]), ending="lost", error="activity Heartbeat timeout")]
         if kind == "enqueue-answered-late":
             # The queue took the enqueue and reserved it (or told why it waits), and its notice is
             # stepped before the enqueue's answer: the task that ran the local activity timed out or
@@ -831,26 +823,26 @@ class LifecycleModel(RuleBasedStateMachine):
             return [lc.EnqueueResolved(ticket=args[0], resolution=QueueResolution(
                 reason="Misconfigured", message="LocalQueue lq is terminating or missing"))]
         if kind == "stale-enqueue":
-            if s.enqueuing == s.ticket + args[0]:
+            if s.claim.enqueuing == s.claim.ticket + args[0]:
                 return []
-            return [lc.EnqueueResolved(ticket=max(0, s.ticket + args[0]), resolution=QueueResolution(cluster_queue="cq"))]
+            return [lc.EnqueueResolved(ticket=max(0, s.claim.ticket + args[0]), resolution=QueueResolution(cluster_queue="cq"))]
         if kind == "runner-returns":
             if self.runner is None:
                 return []
             admission, self.runner = self.runner, None  # the run is over, whatever it returned
-            return lc.runner_ended(admission, RETURNED[args[0]], "returned")
+            return intake.runner_ended(admission, RETURNED[args[0]], "returned")
         if kind == "end" and args[0] in ("finish-by-runner", "finish-other-admission"):
-            admission = (self.runner or s.ticket) + (args[0] == "finish-other-admission")
-            if args[0] == "finish-by-runner" and self.runner is not None and self.runner == s.ticket:
+            admission = (self.runner or s.claim.ticket) + (args[0] == "finish-other-admission")
+            if args[0] == "finish-by-runner" and self.runner is not None and self.runner == s.claim.ticket:
                 self.runner = None  # its run ends with its report; the end of the activity is not news
-            return [lc.FinishRequested(payload={"succeeded": True, "message": "done", "admission": max(1, admission)})]
+            return [intake.finish({"succeeded": True, "message": "done", "admission": max(1, admission)})]
         if kind == "end":
             payload = {
                 "finish": {"succeeded": True, "message": "done"}, "finish-failed": {"succeeded": False, "message": "oom"},
                 "finish-none": None, "finish-junk": 42, "finish-junk-type": {"succeeded": "maybe"},
-                "finish-args": WrongArguments(count=2), "finish-list": ["done"], "delete": None, "delete-junk": 42,
+                "finish-args": Arguments((1, 2)), "finish-list": ["done"], "delete": None, "delete-junk": 42,
             }[args[0]]
-            return [lc.DeleteRequested(payload=payload) if args[0].startswith("delete") else lc.FinishRequested(payload=payload)]
+            return [intake.deletion(*sent(payload)) if args[0].startswith("delete") else intake.finish(*sent(payload))]
         raise AssertionError(f"unknown spec {spec}")
 
     def notice(self, kind: str, ticket: int, check_set: tuple, pods: bool, runner: bool, gated: bool, uid: str | None = None) -> Notice:
@@ -898,19 +890,19 @@ class LifecycleModel(RuleBasedStateMachine):
             check_set, pods, runner, gated = args
             self.queue[key] = "reserved"
             n = self.notice("reserved", ticket, check_set, pods, runner, gated)
-            return [lc.QueueNoticed(signal="quota_reserved", payload=n.to_wire())]
+            return [intake.notice("quota_reserved", n.to_wire())]
         if kind == "pending":
             n = self.notice("pending", ticket, args[0], False, False, False)
-            return [lc.QueueNoticed(signal="pending_status", payload=n.to_wire())]
+            return [intake.notice("pending_status", n.to_wire())]
         if kind == "preempt":
             self.evicting.add(key)  # it holds the quota until the workload releases it
-            return [lc.QueueNoticed(signal="evicted", payload=self.notice("evicted", ticket, (), False, False, False).to_wire())]
+            return [intake.notice("evicted", self.notice("evicted", ticket, (), False, False, False).to_wire())]
         if kind == "dequeue":
             del self.queue[key]
             self.dropped.add(key)
-            return [lc.QueueNoticed(signal="dequeued", payload=self.notice("dequeued", ticket, (), False, False, False).to_wire())]
+            return [intake.notice("dequeued", self.notice("dequeued", ticket, (), False, False, False).to_wire())]
         n = self.notice("checks", ticket, args[0], args[1], False, False)
-        return [lc.QueueNoticed(signal="admission_checks_changed", payload=n.to_wire())]
+        return [intake.notice("admission_checks_changed", n.to_wire())]
 
     # --- rules ------------------------------------------------------------------------------------
     # Hypothesis picks among the rules that apply with equal odds: what moves a workload on (its
@@ -935,7 +927,7 @@ class LifecycleModel(RuleBasedStateMachine):
     def enqueue_is_queued(self):
         self.deliver([("enqueue", "found")], 0)
 
-    @precondition(lambda self: self.state.waiting_for_queue)
+    @precondition(lambda self: self.state.claim.waiting_for_queue)
     @rule(seconds=dt)
     def queue_appears(self, seconds):
         self.deliver([("appear",)], seconds)
@@ -1123,7 +1115,7 @@ class LifecycleModel(RuleBasedStateMachine):
             state, commands = lc.step(state, event, self.now, (i * 0.3819660112501051) % 1.0)
             enqueued = next((c.request.entry.ticket for c in commands if isinstance(c, lc.Enqueue)), enqueued)
         if enqueued is not None and self.enqueuing is None:
-            if self.state.ticket == 0:
+            if self.state.claim.ticket == 0:
                 STATS["orphans of a first ticket"] += 1
             key = (self.uid, enqueued)
             if key in self.queue and key not in self.orphans:
@@ -1168,7 +1160,7 @@ def test_a_new_run_steps_started_before_its_overdue_timer():
     state.workflow_continues_as_new(seconds=300)
     assert state.seconds() == 300
     state.timer_fires()
-    assert state.enqueuing == state.state.ticket
+    assert state.enqueuing == state.state.claim.ticket
     state.teardown()
 
 

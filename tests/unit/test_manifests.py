@@ -47,6 +47,9 @@ QUALIFIED_NAME_PART = (
 QUANTITY_FORMAT = (
     "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 )
+TEMPLATE = "spec.podSets[0].template"
+C = {"name": "c", "image": "busybox"}
+PROVREQ_PARAMETERS = "provreq.kueue.x-k8s.io/ annotations become the ProvisioningRequest's spec.parameters"
 SUBDOMAIN_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 
@@ -97,7 +100,7 @@ def rf(spec: dict) -> dict:
 
 
 def pod_set(**fields) -> dict:
-    template = fields.pop("template", {"spec": {"containers": [{"name": "c"}]}})
+    template = fields.pop("template", {"spec": {"containers": [{"name": "c", "image": "busybox"}]}})
     return {"template": template, **fields}
 
 
@@ -671,6 +674,107 @@ BAD = [
         line("Workload", "job", "spec.podSets: Required value"),
         id="workload-without-pod-sets-is-refused",
     ),
+    # Workload pod templates: what core/v1 refuses (the schema, then the Go rules)
+    pytest.param(
+        dump(wl(spec={"podSets": [pod_set(template={"metadata": {"labels": {"app": "x" * 64}}, "spec": {"containers": [C]}})]})),
+        line("Workload", "job", f'{TEMPLATE}.metadata.labels: Invalid value: "{"x" * 64}": must be no more than 63 characters'),
+        id="pod-template-label-value-over-63-characters-is-refused",
+    ),
+    pytest.param(
+        dump(wl(spec={"podSets": [pod_set(template={"metadata": {"labels": {"bad key": "x"}}, "spec": {"containers": [C]}})]})),
+        line("Workload", "job", f'{TEMPLATE}.metadata.labels: Invalid value: "bad key": {QUALIFIED_NAME_PART}'),
+        id="pod-template-label-key-must-be-a-qualified-name",
+    ),
+    pytest.param(
+        dump(wl(spec={"podSets": [pod_set(template={"spec": {"containers": [C], "priority": "high"}})]})),
+        line(
+            "Workload", "job",
+            f'{TEMPLATE}.spec.priority: Invalid value: "high": {TEMPLATE}.spec.priority in body must be of type integer: "string"',
+        ),
+        id="pod-priority-given-as-text-is-refused",
+    ),
+    pytest.param(
+        dump(wl(spec={"podSets": [pod_set(template={"spec": {"containers": [C], "priority": 2**31}})]})),
+        line(
+            "Workload", "job",
+            f"{TEMPLATE}.spec.priority: Invalid value: 2147483648: {TEMPLATE}.spec.priority in body should be less than "
+            "or equal to 2147483647",
+        ),
+        id="pod-priority-past-int32-is-refused",
+    ),
+    pytest.param(
+        dump(wl(spec={"podSets": [pod_set(template={"spec": {"containers": [{"name": "c"}]}})]})),
+        line("Workload", "job", f"{TEMPLATE}.spec.containers[0].image: Required value"),
+        id="container-without-an-image-is-refused",
+    ),
+    pytest.param(
+        dump(wl(spec={"podSets": [pod_set(template={"spec": {"initContainers": [{"name": "init", "image": " x"}], "containers": [C]}})]})),
+        line("Workload", "job", f'{TEMPLATE}.spec.initContainers[0].image: Invalid value: " x": must not have leading or trailing whitespace'),
+        id="init-container-image-with-whitespace-is-refused",
+    ),
+    pytest.param(
+        dump(wl(spec={"podSets": [pod_set(template={"spec": {"containers": [C], "restartPolicy": "Sometimes"}})]})),
+        line(
+            "Workload", "job",
+            f'{TEMPLATE}.spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never"',
+        ),
+        id="restart-policy-must-be-always-on-failure-or-never",
+    ),
+    pytest.param(
+        dump(wl(spec={"podSets": [pod_set(template={"spec": {"containers": [C], "hostNetwrk": True}})]})),
+        line("Workload", "job", f'{TEMPLATE}.spec.hostNetwrk: unknown field "{TEMPLATE}.spec.hostNetwrk"'),
+        id="unknown-pod-spec-field-is-refused",
+    ),
+    pytest.param(
+        dump(wl(spec={"podSets": [pod_set(template={"spec": {"containers": [C, {**C, "image": "other"}]}})]})),
+        line("Workload", "job", f'{TEMPLATE}.spec.containers[1].name: Duplicate value: "c"'),
+        id="container-names-must-be-unique",
+    ),
+    pytest.param(
+        dump(wl(spec={"podSets": [pod_set(template={"spec": {"containers": [{**C, "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}]}})]})),
+        line("Workload", "job", f'{TEMPLATE}.spec.containers[0].resources.requests[cpu]: Invalid value: "2": must be less than or equal to cpu limit of 1'),
+        id="a-request-above-its-limit-is-refused",
+    ),
+    pytest.param(
+        dump(wl(spec={"podSets": [pod_set(template={"spec": {"containers": [C], "volumes": [{"name": "v", "emptyDir": {"sizeLimit": "lots"}}]}})]})),
+        line("Workload", "job", f'{TEMPLATE}.spec.volumes[0].emptyDir.sizeLimit: Invalid value: "lots": {QUANTITY_FORMAT}'),
+        id="any-quantity-of-the-pod-spec-must-parse",
+    ),
+    pytest.param(
+        dump(wl(spec={"podSets": [pod_set(template={"spec": {"containers": [C], "nodeSelector": {"pool": "p" * 64}}})]})),
+        line("Workload", "job", f'{TEMPLATE}.spec.nodeSelector: Invalid value: "{"p" * 64}": must be no more than 63 characters'),
+        id="node-selector-value-over-63-characters-is-refused",
+    ),
+    pytest.param(
+        dump(wl(spec={"podSets": [pod_set(template={"spec": {"containers": [C], "tolerations": [{"key": "gpu", "operator": "Has"}]}})]})),
+        line("Workload", "job", f'{TEMPLATE}.spec.tolerations[0].operator: Unsupported value: "Has": supported values: "Equal", "Exists"'),
+        id="toleration-operator-must-be-equal-or-exists",
+    ),
+    pytest.param(
+        dump(wl(spec={"podSets": [pod_set(template={"spec": {"containers": [{**C, "ports": [{"containerPort": 70000}]}]}})]})),
+        line("Workload", "job", f"{TEMPLATE}.spec.containers[0].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive"),
+        id="container-port-must-be-a-port",
+    ),
+    pytest.param(
+        dump(wl(spec={"podSets": [pod_set(template={"spec": {"containers": []}})]})),
+        line("Workload", "job", f"{TEMPLATE}.spec.containers: Required value"),
+        id="a-pod-needs-a-container",
+    ),
+    pytest.param(
+        dump(wl(annotations={"provreq.kueue.x-k8s.io/maxRunDurationSeconds": "9" * 256})),
+        line(
+            "Workload",
+            "job",
+            "metadata.annotations[provreq.kueue.x-k8s.io/maxRunDurationSeconds]: Too long: may not be more than 255 bytes "
+            f"({PROVREQ_PARAMETERS})",
+        ),
+        id="provisioning-request-parameter-annotation-over-255-characters-is-refused",
+    ),
+    pytest.param(
+        dump(wl(annotations={f"provreq.kueue.x-k8s.io/p{i}": "1" for i in range(101)})),
+        line("Workload", "job", f"metadata.annotations: Too many: 101: must have at most 100 items ({PROVREQ_PARAMETERS})"),
+        id="more-than-100-provisioning-request-parameter-annotations-are-refused",
+    ),
     pytest.param(
         dump(wl(spec={"podSets": [pod_set(name=f"ps{i}") for i in range(9)]})),
         line("Workload", "job", "spec.podSets: Too many: 9: must have at most 8 items"),
@@ -724,7 +828,7 @@ BAD = [
             wl(
                 spec={
                     "podSets": [
-                        pod_set(template={"spec": {"containers": [{"name": "c", "resources": {"requests": {"pods": 1}}}]}})
+                        pod_set(template={"spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"pods": 1}}}]}})
                     ]
                 }
             )
@@ -742,7 +846,7 @@ BAD = [
             wl(
                 spec={
                     "podSets": [
-                        pod_set(template={"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "a lot"}}}]}})
+                        pod_set(template={"spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "a lot"}}}]}})
                     ]
                 }
             )
@@ -983,6 +1087,12 @@ def test_bad_manifest_is_refused_with_one_apiserver_like_line(text, expected):
         load_text(text, "bad.yaml")
     assert str(err.value) == expected
     assert "\n" not in str(err.value)
+
+
+def test_100_provisioning_request_parameter_annotations_of_255_characters_are_taken():
+    annotations = {f"provreq.kueue.x-k8s.io/p{i}": "9" * 255 for i in range(100)}
+    obj, _ = parse_manifest(wl(annotations={**annotations, "other.io/long": "x" * 1000}))
+    assert obj.metadata.annotations == {**annotations, "other.io/long": "x" * 1000}
 
 
 def test_manifest_error_is_a_value_error_that_keeps_the_field_error():

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from admitflow import memos
-from admitflow.admission import catalog
-from admitflow.admission import lifecycle as lc
+from admitflow.admission import catalog, intake
 from admitflow.admission.catalog import CatalogState
 from admitflow.api.provisioning_request import ProvisioningRequest
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, manifest
@@ -58,7 +57,7 @@ def test_a_workloads_status_is_a_key_of_its_own():
     """A status change writes the status, not the spec with it."""
     w = waiting_for_checks()
     before = memos.workload(w.state)
-    w.batch(lc.VerdictReceived(payload=w.verdict("a", "Ready")), after=1)
+    w.batch(intake.verdict(w.verdict("a", "Ready")), after=1)
     assert set(memos.upserts(memos.workload(w.state), before)) == {memos.STATUS}
 
 

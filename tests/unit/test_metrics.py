@@ -10,19 +10,24 @@ from admitflow import gauges
 from admitflow.admission import checks
 from admitflow.admission import cluster_queue as cq
 from admitflow.admission import metrics as m
-from admitflow.admission import pods_ready
+from admitflow.admission import lifecycle, pods_ready
 from admitflow.admission import workload as wl
 from admitflow.admission.checks import Verdict
 from admitflow.admission.cluster_queue import ClusterQueueState, ClusterQueueView, LocalQueueInfo
+from admitflow.api.configuration import WaitForPodsReady
+from tests.support import messages
 from tests.unit.test_cluster_queue import NOW, entry, run_pass, state_with, view
 from tests.unit.test_workload_status import T0, reserved_notice, submitted
 
 
 def counted(observations, local_queue: bool = False) -> dict[tuple, float]:
     """Each observation by name and labels; the LocalQueue variants only with `local_queue`
-    (test_each_workload_metric_of_kueue_comes_with_its_local_queue_variant checks them)."""
+    (test_each_workload_metric_of_kueue_comes_with_its_local_queue_variant checks them); the
+    counters added 0 ahead of their events left out (test_counters_are_added_0_ahead_of_their_events)."""
     out: dict[tuple, float] = {}
     for o in observations:
+        if o.kind == "counter" and o.value == 0:
+            continue
         if local_queue or not o.name.startswith(m.PREFIX + "local_queue_"):
             key = (o.name.removeprefix(m.PREFIX), tuple(sorted(o.labels.items())))
             out[key] = out.get(key, 0) + o.value
@@ -53,7 +58,7 @@ def test_a_workload_admitted_after_one_retry_then_finished():
     }
 
     checks.finish_backoff_if_due(st, T0 + timedelta(seconds=40))
-    st.queued, st.ticket = True, 2
+    st.claim.queued, st.claim.ticket = True, 2
     wl.reserve_quota(st, reserved_notice(["budget"], ticket=2), T0 + timedelta(seconds=42))
     checks.apply(st, Verdict(name="budget", state="Ready"), T0 + timedelta(seconds=45))
     seen, obs = m.workload_observations(seen, st)
@@ -85,7 +90,7 @@ def _admitted_with_budget(seconds_to_verdict: int = 3) -> tuple[wl.WorkloadState
     wl.reserve_quota(st, reserved_notice(["budget"]), T0 + timedelta(seconds=5))
     checks.hand_out(st, "budget")  # its controller is asked about attempt 1, as lifecycle asks it
     seen, _ = m.workload_observations(seen, st)
-    checks.receive(st, {"name": "budget", "state": "Ready"}, T0 + timedelta(seconds=5 + seconds_to_verdict))
+    messages.verdict(st, {"name": "budget", "state": "Ready"}, T0 + timedelta(seconds=5 + seconds_to_verdict))
     seen, obs = m.workload_observations(seen, st)
     return st, seen, obs
 
@@ -101,10 +106,10 @@ def test_each_verdict_is_counted_by_check_state_and_outcome_and_a_check_s_wait_i
     }
     # A Retry evicts it (12 s after its Ready: no new wait); a Ready for that attempt is then ignored;
     # junk names no check and no state: it adds no series of its own.
-    checks.receive(st, {"name": "budget", "state": "Retry"}, T0 + timedelta(seconds=20))
-    checks.receive(st, {"name": "budget", "state": "Ready", "attempt": 1}, T0 + timedelta(seconds=21))
-    checks.receive(st, {"name": "x" * 300, "state": "Maybe"}, T0 + timedelta(seconds=22))
-    checks.receive(st, "garbage", T0 + timedelta(seconds=23))
+    messages.verdict(st, {"name": "budget", "state": "Retry"}, T0 + timedelta(seconds=20))
+    messages.verdict(st, {"name": "budget", "state": "Ready", "attempt": 1}, T0 + timedelta(seconds=21))
+    messages.verdict(st, {"name": "x" * 300, "state": "Maybe"}, T0 + timedelta(seconds=22))
+    messages.verdict(st, "garbage", T0 + timedelta(seconds=23))
     seen, obs = m.workload_observations(seen, st)
     got = counted(obs)
     assert {k: v for k, v in got.items() if k[0] in ("admission_check_verdicts_total", "admission_check_wait_time_seconds")} == {
@@ -122,8 +127,8 @@ def test_a_retry_times_the_attempt_it_ends_and_the_next_attempt_is_timed_from_it
     seen = m.snapshot(st)
     wl.reserve_quota(st, reserved_notice(["budget"]), T0 + timedelta(seconds=5))
     seen, _ = m.workload_observations(seen, st)
-    checks.receive(st, {"name": "budget", "state": "Pending", "message": "looking"}, T0 + timedelta(seconds=6))
-    checks.receive(st, {"name": "budget", "state": "Retry", "requeueAfterSeconds": 30}, T0 + timedelta(seconds=9))
+    messages.verdict(st, {"name": "budget", "state": "Pending", "message": "looking"}, T0 + timedelta(seconds=6))
+    messages.verdict(st, {"name": "budget", "state": "Retry", "requeueAfterSeconds": 30}, T0 + timedelta(seconds=9))
     seen, obs = m.workload_observations(seen, st)
     got = counted(obs)
     assert got[("admission_check_verdicts_total", VERDICT + (("outcome", "applied"), ("state", "Pending")))] == 1
@@ -132,20 +137,20 @@ def test_a_retry_times_the_attempt_it_ends_and_the_next_attempt_is_timed_from_it
     assert ("admission_check_wait_time_seconds", VERDICT + (("state", "Pending"),)) not in got, "Pending ends no wait"
 
     checks.finish_backoff_if_due(st, T0 + timedelta(seconds=40))
-    st.queued, st.ticket = True, 2
+    st.claim.queued, st.claim.ticket = True, 2
     wl.reserve_quota(st, reserved_notice(["budget"], ticket=2), T0 + timedelta(seconds=50))
     seen, _ = m.workload_observations(seen, st)
-    checks.receive(st, {"name": "budget", "state": "Rejected", "message": "no"}, T0 + timedelta(seconds=57))
+    messages.verdict(st, {"name": "budget", "state": "Rejected", "message": "no"}, T0 + timedelta(seconds=57))
     seen, obs = m.workload_observations(seen, st)
     assert counted(obs)[("admission_check_wait_time_seconds", VERDICT + (("state", "Rejected"),))] == 7
 
 
 def test_pods_ready_times_the_wait_from_the_queue_and_from_admission_once_per_admission():
     st, seen, _ = _admitted_with_budget(seconds_to_verdict=3)  # admitted at +8, queued since creation
-    pods_ready.report(st, {"ready": True}, T0 + timedelta(seconds=20))
+    messages.pods_ready_report(st, {"ready": True}, T0 + timedelta(seconds=20))
     seen, obs = m.workload_observations(seen, st)
     assert counted(obs) == {("ready_wait_time_seconds", CQ): 20, ("admitted_until_ready_wait_time_seconds", CQ): 12}
-    pods_ready.report(st, {"ready": True}, T0 + timedelta(seconds=30))
+    messages.pods_ready_report(st, {"ready": True}, T0 + timedelta(seconds=30))
     assert m.workload_observations(seen, st)[1] == [], "still ready: nothing new"
 
 
@@ -154,9 +159,9 @@ def test_an_eviction_counts_once_per_reason_and_cause_in_evicted_workloads_once_
     seen = m.snapshot(st)
     cause = CQ + (("reason", "AdmissionCheck"), ("underlying_cause", ""))
     for n, at in enumerate((5, 100)):
-        st.queued, st.ticket = True, n + 1
+        st.claim.queued, st.claim.ticket = True, n + 1
         wl.reserve_quota(st, reserved_notice(["budget"], ticket=n + 1), T0 + timedelta(seconds=at))
-        checks.receive(st, {"name": "budget", "state": "Retry"}, T0 + timedelta(seconds=at + 1))
+        messages.verdict(st, {"name": "budget", "state": "Retry"}, T0 + timedelta(seconds=at + 1))
         checks.finish_backoff_if_due(st, T0 + timedelta(seconds=at + 90))
         seen, obs = m.workload_observations(seen, st)
         got = counted(obs)
@@ -166,10 +171,10 @@ def test_an_eviction_counts_once_per_reason_and_cause_in_evicted_workloads_once_
 
 def test_each_workload_metric_of_kueue_comes_with_its_local_queue_variant():
     st, seen, obs = _admitted_with_budget()
-    pods_ready.report(st, {"ready": True}, T0 + timedelta(seconds=20))
+    messages.pods_ready_report(st, {"ready": True}, T0 + timedelta(seconds=20))
     seen, more = m.workload_observations(seen, st)
     obs += more
-    checks.receive(st, {"name": "budget", "state": "Retry"}, T0 + timedelta(seconds=21))  # ignored: admitted
+    messages.verdict(st, {"name": "budget", "state": "Retry"}, T0 + timedelta(seconds=21))  # ignored: admitted
     wl.evict(st, "Preempted", "preempted", T0 + timedelta(seconds=22))
     wl.finish(st, True, "done", T0 + timedelta(seconds=30))
     obs += m.workload_observations(seen, st)[1]
@@ -182,6 +187,79 @@ def test_each_workload_metric_of_kueue_comes_with_its_local_queue_variant():
     assert twins == {(n, tuple(sorted((*lq, *(kv for kv in labels if kv[0] not in ("cluster_queue", "priority_class")))))): v
                      for (n, labels), v in cq_side.items()}
     assert {m.PREFIX + "local_queue_" + n for n in m.LOCAL_QUEUE_TWINS} <= {m.PREFIX + n for n in m.METRICS}
+
+
+def zeros(observations) -> set[tuple[str, tuple]]:
+    return {(o.name.removeprefix(m.PREFIX), tuple(sorted(o.labels.items())))
+            for o in observations if o.kind == "counter" and o.value == 0}
+
+
+def _evictions(*pairs: tuple[str, str]) -> set[tuple[str, tuple]]:
+    lq = (("name", "lq"), ("namespace", "default"), ("priority_class", ""))
+    out = set()
+    for reason, cause in pairs:
+        labels = (("reason", reason), ("underlying_cause", cause))
+        out |= {("evicted_workloads_total", tuple(sorted(CQ + labels))), ("evicted_workloads_once_total", tuple(sorted(CQ + labels))),
+                ("local_queue_evicted_workloads_total", tuple(sorted(lq + labels)))}
+    return out
+
+
+ANY_WORKLOAD = _evictions(("Preempted", ""), ("ClusterQueueStopped", ""), ("LocalQueueStopped", ""), ("Deactivated", ""),
+                          ("QuotaForceReleased", ""))
+BUDGET = {("admission_check_retries_total", VERDICT)} | {
+    ("admission_check_verdicts_total", VERDICT + (("outcome", "applied"), ("state", s))) for s in ("Pending", "Ready", "Retry", "Rejected")
+}
+
+
+def _reserved(checks: list[str] | None = None, **notice) -> wl.WorkloadState:
+    st = submitted()
+    if notice.get("max_execution"):
+        st.workload.spec.maximum_execution_time_seconds = notice.pop("max_execution")
+    n = reserved_notice(checks)
+    wl.reserve_quota(st, n.model_copy(update=notice), T0 + timedelta(seconds=5))
+    return st
+
+
+@pytest.mark.parametrize(
+    ("state", "want"),
+    [
+        pytest.param(submitted(), {
+            (name, labels) for base in ("quota_reserved_workloads_total", "admitted_workloads_total", "finished_workloads_total")
+            for name, labels in ((base, CQ), ("local_queue_" + base, (("name", "lq"), ("namespace", "default"), ("priority_class", ""))))
+        }, id="a-workload-that-knows-its-cluster-queue-gets-its-reservation-admission-and-finish-counters"),
+        pytest.param(_reserved(), ANY_WORKLOAD,
+                     id="a-reserved-workload-gets-the-evictions-any-workload-can-have"),
+        pytest.param(_reserved(["budget"]), ANY_WORKLOAD | _evictions(("AdmissionCheck", ""), ("Deactivated", "AdmissionCheck")) | BUDGET,
+                     id="with-a-check-also-its-evictions-for-checks-and-the-checks-retries-and-applied-verdicts"),
+        pytest.param(_reserved(wait_for_pods_ready=WaitForPodsReady(timeout="3s")),
+                     ANY_WORKLOAD | _evictions(("PodsReadyTimeout", "WaitForStart"), ("PodsReadyTimeout", "WaitForRecovery"),
+                                               ("Deactivated", "RequeuingLimitExceeded")),
+                     id="under-wait-for-pods-ready-also-the-timeouts-and-the-requeuing-limit"),
+        pytest.param(_reserved(max_execution=60), ANY_WORKLOAD | _evictions(("Deactivated", "MaximumExecutionTimeExceeded")),
+                     id="with-a-maximum-execution-time-also-its-deactivation"),
+    ],
+)
+def test_counters_are_added_0_ahead_of_their_events(state, want):
+    """A series appears at its first addition: Prometheus' rate and increase would not see the
+    event that makes it. What a workload may count later is added 0 as soon as its labels are
+    known; once per reservation, and never for what a carried state already counted."""
+    seen, obs = m.workload_observations(m.Seen(), state)
+    got = zeros(obs)
+    if wl.has_quota(state):
+        got -= zeros(m.workload_observations(m.Seen(), submitted())[1])  # what knowing the ClusterQueue adds
+    assert got == want
+    assert zeros(m.workload_observations(seen, state)[1]) == set(), "nothing new: nothing added"
+    assert m.workload_observations(m.snapshot(state), state)[1] == [], "a carried state adds nothing"
+
+
+def test_every_eviction_the_rules_count_is_one_the_metrics_set_up():
+    """EVICTIONS spells each reason and cause as the rules that evict do (their constants)."""
+    assert {(r, c) for r, c, _ in m.EVICTIONS} == {
+        (wl.PREEMPTED, ""), ("ClusterQueueStopped", ""), ("LocalQueueStopped", ""), ("Deactivated", ""),
+        (cq.FORCE_RELEASED, ""), ("AdmissionCheck", ""), ("Deactivated", "AdmissionCheck"),
+        (pods_ready.TIMEOUT_REASON, wl.WAIT_FOR_START), (pods_ready.TIMEOUT_REASON, pods_ready.WAIT_FOR_RECOVERY),
+        ("Deactivated", pods_ready.LIMIT_CAUSE), ("Deactivated", lifecycle.MAX_EXECUTION_CAUSE),
+    }
 
 
 def _after_a_pass(st: ClusterQueueState) -> ClusterQueueState:
@@ -335,8 +413,10 @@ def test_a_sample_line(labels, value, want):
 )
 def test_an_admission_attempt(had_heads, reserved, want):
     got = m.admission_attempt(had_heads, reserved, 0.25)
+    other = {"success": "inadmissible", "inadmissible": "success"}.get(want)
     assert [(o.name, o.labels["result"], o.value) for o in got] == ([] if want is None else [
         (m.PREFIX + "admission_attempts_total", want, 1), (m.PREFIX + "admission_attempt_duration_seconds", want, 0.25),
+        (m.PREFIX + "admission_attempts_total", other, 0),
     ])
 
 
@@ -395,3 +475,16 @@ def test_the_exporter_serves_a_queues_gauges_only_from_a_current_memo(queues, se
         assert got == m.cluster_queue_gauges(ClusterQueueState(name="cq"))
     else:
         assert got == expected
+def test_every_histogram_has_buckets_in_seconds_as_kueue_s():
+    """Without buckets of its own a histogram gets the SDK's, made for milliseconds (50 to 10000):
+    a pass of half a millisecond then read as 25 s at p50. Kueue's scheduler histogram keeps
+    Prometheus' default buckets; its workload histograms use 1, 2.5, 5, 10, ... (16 for the
+    admission wait)."""
+    histograms = {m.PREFIX + n for n, (kind, _) in m.METRICS.items() if kind == "histogram"}
+    workloads = dict(m.BUCKETS)
+    assert set(workloads) == histograms
+    assert workloads.pop(m.PREFIX + "admission_attempt_duration_seconds") == m.DEFAULT_BUCKETS == [
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+    ]
+    for name, buckets in workloads.items():
+        assert buckets[:5] == [1, 2.5, 5, 10, 20] and len(buckets) == (16 if name.endswith("admission_wait_time_seconds") else 14), name

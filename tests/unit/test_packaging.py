@@ -51,7 +51,7 @@ def test_the_wheel_has_no_generic_top_level_name(tmp_path):
     [wheel] = (tmp_path / "dist").glob("admitflow-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names if ".dist-info/" not in n} == {"admitflow"}
-    for package in ("workflows/workload.py", "activities/provisioning/kubernetes.py", "worker/main.py"):
+    for package in ("workflows/lifecycle.py", "activities/provisioning/kubernetes.py", "worker/main.py"):
         assert f"admitflow/{package}" in names
 
 

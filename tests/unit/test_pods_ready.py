@@ -15,9 +15,11 @@ import pytest
 from admitflow.admission import checks
 from admitflow.admission import conditions as cond
 from admitflow.admission import pods_ready as pr
+from admitflow.admission import pods_ready_gate
 from admitflow.admission import workload as wl
 from admitflow.api import RequeueState
 from admitflow.api.configuration import WaitForPodsReady
+from tests.support import messages
 from tests.builders import manifest, workload_manifest
 from tests.unit.test_workload_status import reserved_notice
 
@@ -35,7 +37,7 @@ WITH_RECOVERY = WaitForPodsReady(timeout="10m", recoveryTimeout="3m")
 
 def submitted() -> wl.WorkloadState:
     st = wl.new_state(manifest(workload_manifest("job", cpu="2")), "uid-1", T0)
-    st.cluster_queue, st.ticket, st.queued = "cq", 1, True
+    st.cluster_queue, st.claim.ticket, st.claim.queued = "cq", 1, True
     return st
 
 
@@ -46,7 +48,7 @@ def admitted(at: datetime = T0, admission_checks: list[str] | None = None) -> wl
 
 
 def reported(st: wl.WorkloadState, payload: dict, at: datetime) -> wl.WorkloadState:
-    pr.report(st, payload, at)
+    messages.pods_ready_report(st, payload, at)
     return st
 
 
@@ -88,8 +90,8 @@ def time_out_at_deadline(st: wl.WorkloadState, settings: WaitForPodsReady, rando
 def readmit_after_backoff(st: wl.WorkloadState) -> None:
     at = st.status.requeue_state.requeue_at
     assert checks.finish_backoff_if_due(st, at) is True
-    st.queued, st.ticket = True, st.ticket + 1
-    notice = reserved_notice(ticket=st.ticket)
+    st.claim.queued, st.claim.ticket = True, st.claim.ticket + 1
+    notice = reserved_notice(ticket=st.claim.ticket)
     assert wl.accepts(st, notice)
     wl.reserve_quota(st, notice, at)
 
@@ -158,7 +160,7 @@ def test_report_sets_pods_ready_as_kueues_job_controller(previous, payload, expe
         status, reason, message = previous
         st.status.conditions = cond.set_condition(st.status.conditions, "PodsReady", status == "True", reason, message, T0 + MIN)
     assert pr.condition_for(st, pr.parse(payload)) == (expected[0] == "True", expected[1], expected[2])
-    assert pr.report(st, payload, T0 + 2 * MIN) == f"PodsReady={expected[0]} ({expected[1]})"
+    assert messages.pods_ready_report(st, payload, T0 + 2 * MIN) == f"PodsReady={expected[0]} ({expected[1]})"
     assert condition(st, "PodsReady") == expected
 
 
@@ -173,7 +175,7 @@ def test_report_sets_pods_ready_as_kueues_job_controller(previous, payload, expe
 def test_a_report_for_a_workload_not_admitted_changes_nothing(make, phase):
     st = make()
     before = st.workload.to_wire()
-    assert pr.report(st, {"ready": True}, T0 + 2 * MIN) == f"ignored: the workload is {phase}, not admitted"
+    assert messages.pods_ready_report(st, {"ready": True}, T0 + 2 * MIN) == f"ignored: the workload is {phase}, not admitted"
     assert st.workload.to_wire() == before
 
 
@@ -276,8 +278,8 @@ def test_past_the_backoff_limit_a_timeout_deactivates(limit, requeues, after_rea
     # Reactivated, the count restarts: the next timeout is the first again.
     assert checks.activate(st, T0 + 60 * MIN) is True
     assert st.status.requeue_state is None
-    st.queued, st.ticket = True, st.ticket + 1
-    wl.reserve_quota(st, reserved_notice(ticket=st.ticket), T0 + 60 * MIN)
+    st.claim.queued, st.claim.ticket = True, st.claim.ticket + 1
+    wl.reserve_quota(st, reserved_notice(ticket=st.claim.ticket), T0 + 60 * MIN)
     assert time_out_at_deadline(st, settings) is True
     assert condition(st, "Evicted") == after_reactivation
     assert st.status.requeue_state == (None if limit == 0 else RequeueState(count=1, requeue_at=T0 + 71 * MIN))
@@ -360,7 +362,7 @@ def test_a_lost_runner_counts_as_failed_pods(make, expected, timer):
 
 # --- the blockAdmission gate ----------------------------------------------------------------------
 
-GATE_OPS = {"request": pr.gate_request, "used": pr.gate_used, "returned": pr.gate_returned, "settled": pr.gate_settled}
+GATE_OPS = {"request": pods_ready_gate.request, "used": pods_ready_gate.used, "returned": pods_ready_gate.returned, "settled": pods_ready_gate.settled}
 W1 = ("default/w1", "uid-1", 1)
 UNREADY = {"default/w1": ("uid-1", 1)}
 
@@ -412,7 +414,7 @@ A_HOLDS_B_WAITS = [
     ],
 )
 def test_gate(steps):
-    gate = pr.GateState()
+    gate = pods_ready_gate.GateState()
     for (op, args), answers, (holder, waiting, not_ready) in steps:
         got = GATE_OPS[op](gate, *args)
         assert {cq: a.granted for cq, a in got.items()} == answers, (op, args)
@@ -424,10 +426,10 @@ def test_gate(steps):
 
 def _with_runner(admitted: bool = True, runner: str = "local") -> wl.WorkloadState:
     st = wl.new_state(manifest(workload_manifest("job", cpu="2")), "uid-1", T0)
-    st.cluster_queue, st.ticket, st.queued = "cq", 1, True
+    st.cluster_queue, st.claim.ticket, st.claim.queued = "cq", 1, True
     if admitted:
         wl.reserve_quota(st, reserved_notice(), T0)
-    st.runner = runner
+    st.run.task_queue = runner
     return st
 
 
@@ -448,7 +450,7 @@ def _with_runner(admitted: bool = True, runner: str = "local") -> wl.WorkloadSta
 def test_runner_command(case, running, expected):
     st = _with_runner(admitted=case != "pending", runner="" if case == "no-runner" else "local")
     if case == "started-this-admission":
-        st.runner_started = st.ticket
+        st.run.started = st.claim.ticket
     _happen(st, case)
     assert pr.runner_command(st, running) == expected
 
@@ -456,7 +458,7 @@ def test_runner_command(case, running, expected):
 def _happen(st: wl.WorkloadState, event: str | None) -> None:
     """The admission ends one way or another, or the pods come up."""
     if event == "ready":
-        pr.report(st, {"ready": True}, T0 + MIN)
+        messages.pods_ready_report(st, {"ready": True}, T0 + MIN)
     elif event == "evicted":
         wl.evict(st, "Preempted", "m", T0 + MIN)
     elif event == "finished":
@@ -469,7 +471,7 @@ def test_the_workloads_own_runner_annotation_wins_over_its_local_queues():
     st = _with_runner(runner="")
     st.workload.metadata.annotations = {"admitflow.io/runner": "mine"}
     assert wl.runner_of(st) == "mine"
-    st.runner = "queue's"
+    st.run.task_queue = "queue's"
     assert wl.runner_of(st) == "mine"
 
 

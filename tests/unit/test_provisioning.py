@@ -17,8 +17,10 @@ from admitflow.admission.cluster_queue import AdmissionCheckInfo, Notice
 from admitflow.admission.flavor_assignment import Assignment, PodSetAssignment
 from admitflow.api import ResourceFlavorSpec
 from admitflow.api.admission_check import PROVISIONING_REQUEST_CONTROLLER_NAME
+from admitflow.api.names import dns1123_subdomain_errors
 from admitflow.api.provisioning_request import ProvisioningRequest
 from admitflow.api.provisioning_request_config import ProvisioningRequestRetryStrategy
+from tests.support import messages
 from tests.builders import manifest
 from tests.unit.test_workload_status import T0
 
@@ -35,10 +37,16 @@ def pod_set(name: str, count: int = 1, **resources: Any) -> dict:
 
 
 def holding(
-    pod_sets: list[dict] | None = None, config: dict | None = None, annotations: dict | None = None, counts: dict | None = None
+    pod_sets: list[dict] | None = None,
+    config: dict | None = None,
+    annotations: dict | None = None,
+    counts: dict | None = None,
+    check_name: str = "prov",
+    flavors: dict | None = None,
 ) -> wl.WorkloadState:
-    """A workload holding quota in flavor `a100` (node label pool=a100, a toleration), with one
-    ProvisioningRequest check `prov` whose config is `config` (None: missing)."""
+    """A workload holding quota in flavor `a100` (node label pool=a100, a toleration), or in the
+    flavor `flavors` names per podSet (`h100`, `l4`: node label pool=<name>), with one
+    ProvisioningRequest check (`prov`) whose config is `config` (None: missing)."""
     pod_sets = pod_sets or [pod_set("main", 2, limits={GPU: "1"}, requests={"cpu": "1"})]
     meta: dict = {"name": "job", "namespace": "team-a"}
     if annotations:
@@ -48,20 +56,26 @@ def holding(
         "uid-1",
         T0,
     )
-    st.cluster_queue, st.ticket, st.queued = "cq", 1, True
+    st.cluster_queue, st.claim.ticket, st.claim.queued = "cq", 1, True
     info = AdmissionCheckInfo(
         controller_name=PROVISIONING_REQUEST_CONTROLLER_NAME,
         active=config is not None,
         parameters=None if config is None else {"provisioningClassName": CLASS, **config},
     )
     notice = Notice(
-        key="team-a/job", uid="uid-1", ticket=1, kind="reserved", admission_checks=["prov"],
-        checks_info={"prov": info},
-        flavors={"a100": ResourceFlavorSpec.model_validate({"nodeLabels": {"pool": "a100"}, "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]})},
+        key="team-a/job", uid="uid-1", ticket=1, kind="reserved", admission_checks=[check_name],
+        checks_info={check_name: info},
+        flavors={
+            "a100": ResourceFlavorSpec.model_validate({"nodeLabels": {"pool": "a100"}, "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}),
+            **{f: ResourceFlavorSpec.model_validate({"nodeLabels": {"pool": f}}) for f in ("h100", "l4")},
+        },
         assignment=Assignment(
             mode="Fit",
             pod_sets=[
-                PodSetAssignment(name=ps["name"], flavors={"cpu": "a100"}, resource_usage={}, count=(counts or {}).get(ps["name"], ps["count"]))
+                PodSetAssignment(
+                    name=ps["name"], flavors={"cpu": (flavors or {}).get(ps["name"], "a100")}, resource_usage={},
+                    count=(counts or {}).get(ps["name"], ps["count"]),
+                )
                 for ps in pod_sets
             ],
         ),
@@ -119,6 +133,55 @@ def test_request_names_follow_kueues_limit(workload, attempt, expected_length, s
         assert name == full[:247] + "-" + hashlib.sha1(full.encode()).hexdigest()[:5]
 
 
+def _valid(name: str) -> bool:
+    return len(name) <= 253 and not dns1123_subdomain_errors(name)
+
+
+@pytest.mark.parametrize(
+    ("workload", "check_name", "expected"),
+    [
+        pytest.param("w" * 240, "prov", "w" * 240 + "-prov-1", id="a-full-name-of-247-characters-is-kept-as-kueue-keeps-it"),
+        pytest.param("w" * 241, "prov", None, id="a-full-name-of-248-characters-is-cut-to-253-as-kueue-cuts-it"),
+        pytest.param("w" * 244, "p-rov", None, id="a-cut-that-ends-in-a-dash-is-kueues-name-which-is-valid"),
+        pytest.param("w" * 245, "p.rov", None, id="a-cut-just-before-a-dot-is-kueues-name-which-is-valid"),
+        pytest.param("w" * 243, "p.rov", None, id="a-cut-just-after-a-dot-is-kueues-name-which-is-valid"),
+        pytest.param("w" * 244, "p.rov", "w" * 244 + "-p-", id="a-cut-that-ends-in-a-dot-drops-the-dot-where-kueues-name-is-invalid"),
+        pytest.param("w" * 240, "a.b", None, id="a-dot-well-before-the-cut-is-kept"),
+    ],
+)
+def test_request_names_at_the_edges_of_the_cut_are_always_valid(workload, check_name, expected):
+    full = f"{workload}-{check_name}-1"
+    kueue = full if len(full) <= 247 else full[:247] + "-" + hashlib.sha1(full.encode()).hexdigest()[:5]
+    name = prov.request_name(workload, check_name, 1)
+    assert _valid(name), name
+    if expected is None:
+        assert name == kueue, "where Kueue's name is valid, it is the name"
+    elif len(full) <= 247:
+        assert name == expected == kueue
+    else:
+        assert not _valid(kueue) and kueue[247 - 1] == "."
+        assert name == expected + hashlib.sha1(full.encode()).hexdigest()[:5]
+        assert len(name) == 252
+
+
+@pytest.mark.parametrize("check_name", ["p.rov", "p-rov", "a.b.c.d", "x"])
+def test_every_request_and_pod_template_name_around_the_limit_is_valid(check_name):
+    for length in range(230, 254):
+        request = prov.request_name("w" * length, check_name, 1)
+        assert _valid(request), request
+        for pod_set_name in ("main", "p" * 63):
+            assert _valid(prov.pod_template_name(request, pod_set_name))
+
+
+def test_a_workload_whose_request_name_cut_ends_in_a_dot_still_gets_its_request():
+    """The issue's case: 244 characters and check `p.rov` cut Kueue's name to `...-p.-<hash>`."""
+    st = holding(config={}, check_name="p.rov")
+    st.workload.metadata.name = "w" * 244
+    p = started(st)
+    assert p.request.metadata.name == "w" * 244 + "-p-" + hashlib.sha1(("w" * 244 + "-p.rov-1").encode()).hexdigest()[:5]
+    assert all(_valid(t.metadata.name) for t in p.pod_templates)
+
+
 @pytest.mark.parametrize(
     ("request_name", "pod_set", "expected"),
     [
@@ -171,6 +234,38 @@ def test_a_request_holds_the_podsets_with_their_flavor_and_limits_as_requests():
     assert p.attempt.workflow_id == "provisioning/team-a/job/prov/1"
 
 
+def test_more_than_100_parameters_from_config_and_annotations_make_no_request_and_the_check_says_why():
+    config = {"parameters": {f"c{i}": "1" for i in range(60)}}
+    st = holding(config=config, annotations={f"provreq.kueue.x-k8s.io/a{i}": "1" for i in range(41)})
+    cmds, verdicts = prov.reconcile(st)
+    assert cmds.start == [] and st.provisioning.current == {}
+    assert [(v.state, v.message) for v in verdicts] == [
+        (
+            "Pending",
+            'ProvisioningRequest "job-prov-1" is not created, it would be invalid: spec.parameters: Too many: 101: '
+            f"must have at most 100 items ({prov.PARAMETERS_FROM})",
+        )
+    ]
+    checks.apply(st, verdicts[0], T0, 0.0)
+    assert prov.reconcile(st) == (prov.Commands(), []), "said once"
+    st.checks_info["prov"] = st.checks_info["prov"].model_copy(
+        update={"parameters": {"provisioningClassName": CLASS, "parameters": {f"c{i}": "1" for i in range(59)}}}
+    )
+    assert len(started(st).request.spec.parameters) == 100, "a config that fits again makes the request"
+
+
+def test_a_parameter_value_over_255_characters_makes_no_request_even_when_the_workload_skipped_apply():
+    """A workload started through Temporal directly is not checked by `admitflow apply`."""
+    st = holding(config={})
+    st.workload.metadata.annotations = {"provreq.kueue.x-k8s.io/maxRunDurationSeconds": "9" * 256}
+    cmds, verdicts = prov.reconcile(st)
+    assert cmds.start == []
+    assert [v.message for v in verdicts] == [
+        'ProvisioningRequest "job-prov-1" is not created, it would be invalid: spec.parameters[maxRunDurationSeconds]: '
+        f"Too long: may not be more than 255 bytes ({prov.PARAMETERS_FROM})"
+    ]
+
+
 def test_an_annotation_overrides_a_config_parameter():
     p = started(holding(config={"parameters": {"noRetry": "false"}}, annotations={"provreq.kueue.x-k8s.io/noRetry": "true"}))
     assert p.request.spec.parameters == {"noRetry": "true"}
@@ -199,26 +294,90 @@ def test_podsets_of_interest(pod_sets, counts, managed, expected):
     assert [(ps.pod_template_ref.name, ps.count) for ps in p.request.spec.pod_sets] == expected
 
 
+def with_template(name: str, count: int, **spec: Any) -> dict:
+    """A podSet whose one container is `c` with image `x`, and whose pod spec has `spec` too."""
+    container = {"name": "c", "image": "x", **spec.pop("container", {})}
+    return {"name": name, "count": count, "template": {"spec": {"containers": [container], **spec}}}
+
+
+IDENTICAL = "IdenticalPodTemplates"
+REQUIREMENTS = "IdenticalWorkloadSchedulingRequirements"
+
+
 @pytest.mark.parametrize(
-    ("policy", "second", "expected"),
+    ("policy", "pod_sets", "flavors", "expected"),
     [
-        pytest.param(None, {"requests": {GPU: "1"}}, [("a", 2), ("b", 3)], id="without-a-policy-nothing-merges"),
-        pytest.param("IdenticalPodTemplates", {"requests": {GPU: "1"}}, [("a", 5)], id="identical-templates-merge-into-the-first"),
-        pytest.param("IdenticalPodTemplates", {"requests": {GPU: "2"}}, [("a", 2), ("b", 3)], id="different-templates-stay-apart"),
+        pytest.param(
+            None, [pod_set("a", 2, requests={GPU: "1"}), pod_set("b", 3, requests={GPU: "1"})], None,
+            [("a", 2), ("b", 3)], id="without-a-policy-nothing-merges",
+        ),
+        pytest.param(
+            IDENTICAL, [pod_set("a", 2, requests={GPU: "1"}), pod_set("b", 3, requests={GPU: "1"})], None,
+            [("a", 5)], id="identical-templates-merge-into-the-first",
+        ),
+        pytest.param(
+            IDENTICAL, [pod_set("a", 2, requests={GPU: "1"}), pod_set("b", 3, requests={GPU: "2"})], None,
+            [("a", 2), ("b", 3)], id="different-templates-stay-apart",
+        ),
+        pytest.param(
+            IDENTICAL, [pod_set(n, 1, requests={GPU: "1"}) for n in ("a", "b", "c")], {"a": "a100", "b": "h100", "c": "l4"},
+            [("a", 3)], id="identical-templates-are-compared-as-written-not-with-the-flavors-each-podset-got",
+        ),
+        pytest.param(
+            IDENTICAL, [pod_set("a", 1, requests={"cpu": "1"}), pod_set("b", 1, requests={"cpu": "1000m"}), pod_set("c", 1, requests={"cpu": 1})],
+            None, [("a", 3)], id="identical-templates-compare-quantities-by-value",
+        ),
+        pytest.param(
+            IDENTICAL, [pod_set("a", 1, requests={"memory": "1Gi"}), pod_set("b", 1, requests={"memory": "1073741824"})],
+            None, [("a", 2)], id="a-binary-and-a-decimal-quantity-of-one-value-are-equal",
+        ),
+        pytest.param(
+            IDENTICAL, [with_template("a", 1, nodeSelector={}, tolerations=[]), with_template("b", 1)],
+            None, [("a", 2)], id="an-empty-node-selector-and-empty-tolerations-equal-none-as-in-go",
+        ),
+        pytest.param(
+            IDENTICAL, [with_template("a", 1, container={"resources": {}}), with_template("b", 1)],
+            None, [("a", 2)], id="an-empty-container-resources-equals-none-as-it-is-a-value-in-go",
+        ),
+        pytest.param(
+            IDENTICAL, [with_template("a", 1, affinity={}), with_template("b", 1)],
+            None, [("a", 1), ("b", 1)], id="an-empty-affinity-differs-from-none-as-a-non-nil-pointer-in-go",
+        ),
+        pytest.param(
+            REQUIREMENTS, [pod_set("a", 2, requests={GPU: "1"}), pod_set("b", 2, limits={GPU: "1"})], None,
+            [("a", 2), ("b", 2)], id="scheduling-requirements-compare-requests-as-written-so-limits-standing-in-for-them-do-not-merge",
+        ),
+        pytest.param(
+            REQUIREMENTS, [with_template("a", 1, nodeSelector={"pool": "a100"}), with_template("b", 1)], None,
+            [("a", 1), ("b", 1)], id="scheduling-requirements-compare-the-node-selector-as-written-not-with-the-flavors-labels",
+        ),
+        pytest.param(
+            REQUIREMENTS, [pod_set("a", 2, requests={"cpu": "500m"}), pod_set("b", 3, requests={"cpu": "0.5"})], {"b": "h100"},
+            [("a", 5)], id="scheduling-requirements-compare-requests-by-value-and-ignore-the-flavors",
+        ),
+        pytest.param(
+            REQUIREMENTS, [with_template("a", 1, container={"image": "one", "args": ["x"]}), with_template("b", 1, container={"image": "two"})],
+            None, [("a", 2)], id="scheduling-requirements-ignore-what-does-not-schedule",
+        ),
+        pytest.param(
+            REQUIREMENTS, [with_template("a", 1, tolerations=[{"key": "gpu", "operator": "Exists", "value": ""}]),
+                           with_template("b", 1, tolerations=[{"key": "gpu", "operator": "Exists"}])],
+            None, [("a", 2)], id="an-empty-toleration-value-equals-none",
+        ),
     ],
 )
-def test_pod_set_merge_policy(policy, second, expected):
-    pod_sets = [pod_set("a", 2, requests={GPU: "1"}), pod_set("b", 3, **second)]
-    p = started(holding(pod_sets=pod_sets, config={"podSetMergePolicy": policy} if policy else {}))
+def test_pod_set_merge_policy(policy, pod_sets, flavors, expected):
+    p = started(holding(pod_sets=pod_sets, flavors=flavors, config={"podSetMergePolicy": policy} if policy else {}))
     assert [(n, ps.count) for n, ps in zip(p.attempt.pod_sets, p.request.spec.pod_sets)] == expected
 
 
-def test_scheduling_requirements_ignore_what_does_not_schedule():
-    a = pod_set("a", 2, requests={GPU: "1"})
-    b = pod_set("b", 3, requests={GPU: "1"})
-    b["template"]["spec"]["containers"][0]["image"] = "another"
-    p = started(holding(pod_sets=[a, b], config={"podSetMergePolicy": "IdenticalWorkloadSchedulingRequirements"}))
-    assert [(n, ps.count) for n, ps in zip(p.attempt.pod_sets, p.request.spec.pod_sets)] == [("a", 5)]
+def test_a_merged_podsets_template_is_its_first_podsets_with_that_podsets_flavor():
+    pod_sets = [pod_set(n, 1, limits={GPU: "1"}) for n in ("a", "b")]
+    p = started(holding(pod_sets=pod_sets, flavors={"a": "h100", "b": "l4"}, config={"podSetMergePolicy": IDENTICAL}))
+    (tpl,) = [t.to_wire() for t in p.pod_templates]
+    assert tpl["metadata"]["name"] == "ppt-job-prov-1-a"
+    assert tpl["template"]["spec"]["nodeSelector"] == {"pool": "h100"}
+    assert tpl["template"]["spec"]["containers"][0]["resources"]["requests"] == {GPU: "1"}
 
 
 # --- reconcile ------------------------------------------------------------------------------------
@@ -248,7 +407,7 @@ def test_a_changed_config_deletes_the_request_and_makes_it_again_once_it_is_gone
     st.checks_info["prov"] = st.checks_info["prov"].model_copy(update={"parameters": {"provisioningClassName": CLASS, "parameters": {"a": "2"}}})
     cmds, _ = prov.reconcile(st)
     assert [a.name for a in cmds.stop] == ["job-prov-1"] and cmds.start == [], "the same name waits for the old request to go"
-    assert st.stopping == [first.attempt.workflow_id]
+    assert st.provisioning.stopping == [first.attempt.workflow_id]
     prov.stopped(st, "prov", 1)
     again = started(st)
     assert again.request.spec.parameters == {"a": "2"} and again.attempt.name == "job-prov-1"
@@ -259,13 +418,13 @@ def test_a_removed_check_deletes_its_request():
     started(st)
     st.status.admission_checks = None
     cmds, _ = prov.reconcile(st)
-    assert [a.name for a in cmds.stop] == ["job-prov-1"] and st.provisioning == {}
+    assert [a.name for a in cmds.stop] == ["job-prov-1"] and st.provisioning.current == {}
 
 
 @pytest.mark.parametrize(
     "leave",
     [
-        pytest.param(lambda st: checks.receive(st, {"name": "prov", "state": "Retry"}, T0), id="eviction"),
+        pytest.param(lambda st: messages.verdict(st, {"name": "prov", "state": "Retry"}, T0), id="eviction"),
         pytest.param(lambda st: wl.finish(st, True, "", T0), id="finish"),
         pytest.param(lambda st: checks.deactivate(st, T0), id="deactivation"),
         pytest.param(lambda st: wl.delete(st), id="deletion"),
@@ -276,7 +435,7 @@ def test_every_request_goes_when_the_workload_leaves(leave):
     started(st)
     leave(st)
     cmds, _ = prov.reconcile(st)
-    assert [a.name for a in cmds.stop] == ["job-prov-1"] and st.provisioning == {}
+    assert [a.name for a in cmds.stop] == ["job-prov-1"] and st.provisioning.current == {}
 
 
 def test_the_next_attempt_after_a_retry_is_retry_count_plus_one():
@@ -284,7 +443,7 @@ def test_the_next_attempt_after_a_retry_is_retry_count_plus_one():
     started(st)
     check_ = check(st)
     st.status.admission_checks[0] = check_.model_copy(update={"retry_count": 2})
-    st.provisioning.clear()
+    st.provisioning.current.clear()
     assert started(st).attempt.name == "job-prov-3"
 
 
@@ -292,7 +451,7 @@ def test_the_next_attempt_after_a_retry_is_retry_count_plus_one():
 
 
 def reported(st: wl.WorkloadState, pr: ProvisioningRequest, random: float = 0.0):
-    p = st.provisioning["prov"]
+    p = st.provisioning.current["prov"]
     p.request = pr
     return prov.on_status(st, p, random)
 
@@ -389,7 +548,7 @@ def test_a_report_of_an_old_attempt_changes_neither_the_check_nor_the_events(con
     before_check, before_events = check(st), list(st.events)
     prov.report(st, "prov", 1, status(*conds), "", T0, 0.0)
     assert check(st) == before_check and st.events == before_events
-    assert st.provisioning["prov"].request == status(*conds), "kept, so that reconcile moves on to the next attempt"
+    assert st.provisioning.current["prov"].request == status(*conds), "kept, so that reconcile moves on to the next attempt"
 
 
 def test_a_refused_create_of_an_old_attempt_changes_nothing():

@@ -8,7 +8,7 @@ from admitflow.admission.requests import pod_requests, pod_set_request
 
 
 def container(requests=None, limits=None, **extra):
-    return {"name": "c", "resources": {"requests": requests or {}, "limits": limits or {}}, **extra}
+    return {"name": "c", "image": "busybox", "resources": {"requests": requests or {}, "limits": limits or {}}, **extra}
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 
 from admitflow.admission import lifecycle as lc
+from admitflow.admission import intake
 from admitflow.admission import retention
 from admitflow.api.configuration import Configuration, WorkloadRetentionPolicy
 from tests.unit.test_lifecycle import World
@@ -20,7 +21,7 @@ def rejected(after: str | None, how: str = "rejected") -> World:
     policy = WorkloadRetentionPolicy(after_deactivated_by_kueue=after) if after is not None else None
     w.reserve("a", workload_retention=policy)
     if how == "rejected":
-        w.batch(lc.VerdictReceived(payload=w.verdict("a", "Rejected", message="no")), after=10)
+        w.batch(intake.verdict(w.verdict("a", "Rejected", message="no")), after=10)
     else:
         w.batch(lc.Deactivated(), after=10)
     assert w.phase() == "Inactive"

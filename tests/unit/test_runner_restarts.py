@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from admitflow.admission import lifecycle as lc
+from admitflow.admission import intake
 from admitflow.admission import workload as wl
 from tests.unit.test_lifecycle import World, preempted
 from tests.unit.test_workload_status import reserved_notice
@@ -65,22 +66,22 @@ class RunnerModel(RuleBasedStateMachine):
                 if a == self.running:
                     self.running = None
         s = self.w.state
-        if self.restart_due == s.ticket and wanted(s) and self.restarted[s.ticket] < lc.RUNNER_RESTARTS:
-            assert self.running == s.ticket, f"the run of admission {s.ticket} was lost and not started again"
+        if self.restart_due == s.claim.ticket and wanted(s) and self.restarted[s.claim.ticket] < lc.RUNNER_RESTARTS:
+            assert self.running == s.claim.ticket, f"the run of admission {s.claim.ticket} was lost and not started again"
 
     def stopped(self, ending: str, error: str = "") -> None:
         a, self.running = self.running, None
-        if ending != "returned" and a == self.w.state.ticket:
+        if ending != "returned" and a == self.w.state.claim.ticket:
             self.lost.add(a)
             if ending in ("lost", "drained"):
                 self.restart_due = a
         self.task(lc.RunnerStopped(admission=a, ending=ending, error=error))
 
-    @precondition(lambda self: self.w.state.queued)
+    @precondition(lambda self: self.w.state.claim.queued)
     @rule()
     def reserved(self):
         """Its queue reserves the ticket it is queued with (no checks: admitted with it)."""
-        self.task(lc.QueueNoticed(signal="quota_reserved", payload=reserved_notice(ticket=self.w.state.ticket).to_wire()))
+        self.task(intake.notice("quota_reserved", reserved_notice(ticket=self.w.state.claim.ticket).to_wire()))
 
     @precondition(lambda self: self.running is not None)
     @rule(ending=st.sampled_from(["lost", "drained"]))
@@ -102,27 +103,27 @@ class RunnerModel(RuleBasedStateMachine):
     @rule()
     def runner_finishes_its_run(self):
         a, self.running = self.running, None
-        self.task(lc.FinishRequested(payload={"succeeded": True, "message": "done", "admission": a}))
+        self.task(intake.finish({"succeeded": True, "message": "done", "admission": a}))
 
     @precondition(lambda self: wl.has_quota(self.w.state) and not wl.is_finished(self.w.state))
     @rule()
     def preempted(self):
-        self.task(preempted(self.w.state.ticket))
+        self.task(preempted(self.w.state.claim.ticket))
 
     @precondition(lambda self: not wl.is_finished(self.w.state))
     @rule()
     def finished_by_hand(self):
-        self.task(lc.FinishRequested(payload={"succeeded": False, "message": "by hand"}))
+        self.task(intake.finish({"succeeded": False, "message": "by hand"}))
 
     @rule(offset=st.sampled_from([-1, 1]))
     def a_stale_loss(self, offset):
-        if self.running != self.w.state.ticket + offset:
-            self.task(lc.RunnerStopped(admission=max(0, self.w.state.ticket + offset), ending="lost",
+        if self.running != self.w.state.claim.ticket + offset:
+            self.task(lc.RunnerStopped(admission=max(0, self.w.state.claim.ticket + offset), ending="lost",
                                        error="activity Heartbeat timeout"))
 
     @invariant()
     def agrees(self):
-        assert self.running == self.w.state.runner_running, (self.running, self.w.state.runner_running)
+        assert self.running == self.w.state.run.running, (self.running, self.w.state.run.running)
         if wl.is_finished(self.w.state):
             assert self.running is None and not self.lost, f"finished with {self.running} running, {self.lost} not stopped"
 

@@ -79,3 +79,32 @@ def test_the_collector_leaves_what_the_process_started_with_alone_and_runs_less_
     finally:
         gc.unfreeze()
         gc.set_threshold(*threshold)
+
+
+@pytest.mark.parametrize("command", ["worker", "dev", "exporter"])
+@pytest.mark.parametrize("flag, env", [
+    pytest.param(["--metrics-port", "70000"], None, id="given-as-the-flag"),
+    pytest.param([], "70000", id="beyond-65535-in-the-environment"),
+    pytest.param([], "abc", id="not-a-number-in-the-environment"),
+])
+def test_a_metrics_port_that_is_no_port_is_refused_in_one_line(command, flag, env, monkeypatch, capsys):
+    """Given as the flag or in ADMITFLOW_METRICS_PORT (which is named then): one line, status 2,
+    for every command, before anything starts."""
+    if env is None:
+        monkeypatch.delenv("ADMITFLOW_METRICS_PORT", raising=False)
+    else:
+        monkeypatch.setenv("ADMITFLOW_METRICS_PORT", env)
+    with pytest.raises(SystemExit) as exit:
+        build_parser().parse_args([command, *flag])
+    assert exit.value.code == 2
+    source = "" if env is None else " (from ADMITFLOW_METRICS_PORT)"
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f'admitflow {command}: error: argument --metrics-port: "{env or flag[1]}"{source}: must be a port number from 1 to 65535'
+    ]
+
+
+def test_a_metrics_port_from_the_environment_is_read(monkeypatch):
+    monkeypatch.setenv("ADMITFLOW_METRICS_PORT", "9100")
+    assert [build_parser().parse_args([c]).metrics_port for c in ("worker", "dev", "exporter")] == [9100, 9100, 9100]
+    monkeypatch.delenv("ADMITFLOW_METRICS_PORT")
+    assert [build_parser().parse_args([c]).metrics_port for c in ("worker", "dev", "exporter")] == [None, None, 9464]

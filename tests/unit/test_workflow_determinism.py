@@ -159,7 +159,7 @@ def restricted_uses(path: Path, module: str) -> list[str]:
 
 def test_the_workflow_modules_are_found_with_what_they_import():
     modules = workflow_modules()
-    for expected in ("admitflow.workflows.workload", "admitflow.workflows.cohort", "admitflow.admission.lifecycle",
+    for expected in ("admitflow.workflows.lifecycle", "admitflow.workflows.cohort_tree", "admitflow.admission.lifecycle",
                      "admitflow.admission.scheduler", "admitflow.api.workload"):
         assert expected in modules
     assert not [m for m in modules if m == "admitflow.client" or m.startswith("admitflow.client.")], "the client is not workflow code"

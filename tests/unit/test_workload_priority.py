@@ -16,6 +16,7 @@ from admitflow.admission import workload as wl
 from admitflow.admission.catalog import CatalogState, ObjectRef
 from admitflow.api import ManifestError, WorkloadPriorityClass, parse_manifest
 from admitflow.api.workload import WorkloadSpec
+from tests.support import messages
 from tests.builders import manifest, workload_manifest
 from tests.unit.test_workload_status import T0, reserved_notice
 
@@ -235,7 +236,7 @@ def _state(reserved: bool, ref: dict | None = HIGH) -> wl.WorkloadState:
         doc["spec"]["priorityClassRef"] = ref
     st = wl.new_state(manifest(doc), "uid-1", T0)
     if reserved:
-        st.cluster_queue, st.ticket, st.queued = "cq", 1, True
+        st.cluster_queue, st.claim.ticket, st.claim.queued = "cq", 1, True
         wl.reserve_quota(st, reserved_notice(), T0)
         assert wl.has_quota(st)
     return st
@@ -261,7 +262,7 @@ def _state(reserved: bool, ref: dict | None = HIGH) -> wl.WorkloadState:
                      ("Warning", "InvalidPriorityChange", "invalid priority change: priority: Input should be a valid integer, "
                       "unable to parse string as an integer"), id="not-a-number"),
         pytest.param(None, False, None, ("Warning", "InvalidPriorityChange", "invalid priority change: change: Input should be "
-                                         "a valid dictionary or instance of PriorityChange"), id="no-payload"),
+                                         "an object"), id="no-payload"),
     ],
 )
 def test_a_priority_change_as_the_workload_takes_it(payload, reserved, changed, event):
@@ -269,7 +270,7 @@ def test_a_priority_change_as_the_workload_takes_it(payload, reserved, changed, 
     and nothing changed. It never raises, whatever the payload."""
     st = _state(reserved)
     before = st.workload.spec.model_copy(deep=True)
-    assert priority.receive(st, payload, T0) == (changed is not None)
+    assert messages.priority_change(st, payload, T0) == (changed is not None)
     if changed is None:
         assert st.workload.spec == before
     else:
@@ -302,7 +303,7 @@ def test_the_priority_class_label_of_the_metrics(ref, label):
     if ref is not None:
         doc["spec"]["priorityClassRef"] = ref
     st = wl.new_state(manifest(doc), "uid-1", T0)
-    st.cluster_queue, st.ticket, st.queued = "cq", 1, True
+    st.cluster_queue, st.claim.ticket, st.claim.queued = "cq", 1, True
     seen = m.snapshot(st)
     wl.reserve_quota(st, reserved_notice(), T0)
     _, observations = m.workload_observations(seen, st)

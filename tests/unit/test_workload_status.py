@@ -21,8 +21,8 @@ T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 def submitted(name: str = "job") -> wl.WorkloadState:
     st = wl.new_state(manifest(workload_manifest(name, cpu="2")), "uid-1", T0)
     st.cluster_queue = "cq"
-    st.ticket = 1
-    st.queued = True
+    st.claim.ticket = 1
+    st.claim.queued = True
     return st
 
 
@@ -69,7 +69,7 @@ def test_without_checks_reservation_admits_in_the_same_step():
         ("Admitted", "Admitted by ClusterQueue cq, wait time since reservation was 0s"),
     ]
     assert wl.phase(st) == "Admitted"
-    assert not st.queued
+    assert not st.claim.queued
 
 
 @pytest.mark.parametrize(
@@ -130,7 +130,7 @@ def test_a_failed_finish_without_message_says_failed():
     st = submitted()
     assert wl.finish(st, False, "", T0) is True, "its place in the queue must be given back"
     assert conditions(st)["Finished"] == ("True", "Failed", "Failed")
-    assert not st.queued
+    assert not st.claim.queued
 
 
 @pytest.mark.parametrize(
@@ -143,9 +143,9 @@ def test_a_failed_finish_without_message_says_failed():
 )
 def test_delete_says_whether_the_queue_must_be_told(queued, cluster_queue, tell):
     st = submitted()
-    st.queued, st.cluster_queue = queued, cluster_queue
+    st.claim.queued, st.cluster_queue = queued, cluster_queue
     assert wl.delete(st) is tell
-    assert st.deleted and not st.queued
+    assert st.deleted and not st.claim.queued
 
 
 def test_condition_transition_time_moves_only_when_status_flips():

@@ -15,7 +15,7 @@ from admitflow import contract, ids
 from admitflow.admission.cluster_queue import QueueEntry
 from admitflow.admission.requests import PodSetRequest
 from admitflow.admission.scheduler import RETELL_AFTER
-from admitflow.messages import Message, Messages, Receipt
+from admitflow.admission.protocol import Message, Messages, Receipt
 from tests.builders import cluster_queue_manifest, flavor_manifest, local_queue_manifest, workload_manifest
 from tests.workflows.test_lifecycle import loaded, replay_all, until_active, until_phase, until_reason
 

@@ -19,26 +19,22 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from admitflow import contract, memos
     from admitflow import search_attributes as sa
-    from admitflow.admission import admission_gates, checks, explain, priority
+    from admitflow.admission import admission_gates, checks, explain, intake, priority
     from admitflow.admission import lifecycle as lc
     from admitflow.admission import metrics
     from admitflow.admission import workload as wl
     from admitflow.admission.catalog import QueueResolution
-    from admitflow.admission.checks import WrongArguments
     from admitflow.admission.workload import WorkloadReport
     from admitflow.api import WorkloadStatus
-    from admitflow.messages import Delivery, DeliveryBatch, DeliveryReport, ProvisioningCheckInput, ProvisioningNotice, WorkloadInput
-    from admitflow.wire import Undecodable, after
+    from admitflow.messages import ProvisioningCheckInput, ProvisioningNotice, WorkloadInput
+    from admitflow.admission.protocol import Delivery, DeliveryBatch, DeliveryReport
+    from admitflow.wire import after
 
     from admitflow.workflows.memo import Memo
     from admitflow.workflows.metrics import emit
     from admitflow.workflows.timer import Timer
+    from admitflow.workflows.versions import Movable, continue_as_new, continue_as_new_due
 
-# `admitted` goes out with the workload's next workflow task (a message, a timer) or ADMITTED_DELAY
-# after the task that decides it, whichever comes first; at once when the workload has another notice
-# for a queue, continues as new or ends. Sent from the deciding task, its delivery (recorded in the
-# workload's history) would give the workload a second workflow task right behind it.
-ADMITTED_DELAY = timedelta(seconds=1)
 # The type of the failure the Temporal SDKs give an activity that their worker's shutdown cut short.
 WORKER_SHUTDOWN = "WorkerShutdown"
 NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1), maximum_attempts=0)
@@ -55,17 +51,14 @@ CHECK_TIMEOUT = timedelta(minutes=1)
 # died), the workload's pods count as failed.
 RUNNER_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 RUNNER_RUN_TIMEOUT = timedelta(days=365)
-# Follow-up events (an enqueue's answer, a child found gone) settle again; this many rounds in one
-# batch at most, the rest waits for the next message or timer.
-MAX_ROUNDS = 20
 
 
 @workflow.defn(name=contract.WORKLOAD_WORKFLOW)
-class WorkloadWorkflow:
+class WorkloadWorkflow(Movable):
     @workflow.init
     def __init__(self, input: WorkloadInput) -> None:
         self.state = input.state or wl.new_state(input.workload, str(workflow.uuid4()), workflow.now())
-        self.inbox: list[Any] = []
+        self.inbox: list[lc.Event] = []
         self.published: TypedSearchAttributes | None = None
         self.memo = Memo()  # what machines read of it (admitflow/memos.py)
         self.handled = 0  # events taken from the inbox and settled, for updates waiting on theirs
@@ -73,15 +66,14 @@ class WorkloadWorkflow:
         # What is under way in this run (never carried: lifecycle's Started asks again).
         self.asking: dict[str, workflow.ActivityHandle] = {}
         self.runner: workflow.ActivityHandle | None = None
-        # A notice on its way to the ClusterQueue (sent without waiting: the task goes on), and whether
-        # it is wanted out now rather than after its moment (ADMITTED_DELAY).
-        self.telling: asyncio.Task | None = None
-        self.hurry = False
-        self.moment: lc.TellQueue | None = None  # the `admitted` notice `telling` holds until it goes
+        # The notice on its way to the ClusterQueue, sent without waiting (the task goes on); the next
+        # notice to a queue waits for it, which keeps their order.
+        self.telling: asyncio.Future | None = None
         # The run of each attempt's workflow started by this run (an ID is reused when an attempt
         # starts again): only the latest one's end is news.
         self.children: dict[str, Any] = {}
         self.timer = Timer()
+        self.moment = Timer()  # lifecycle.notice_due: the `admitted` notice held for the next task
         # What the metrics already counted (what a carried state holds counts as counted).
         self.seen = metrics.snapshot(self.state)
         # The last event and verdict written to the log (a carried state's were logged by its run).
@@ -89,111 +81,120 @@ class WorkloadWorkflow:
                        self.state.verdicts[-1] if self.state.verdicts else None)
 
     # --- messages: each one an event -------------------------------------------------------------
-    # Every handler takes any number of arguments of any shape: `lifecycle.step` parses them, so a
-    # malformed message is refused and recorded instead of failing the workflow task. Untyped, an
-    # argument the worker cannot decode arrives as an Undecodable (admitflow.codec.for_workers),
-    # and the message is refused with its reason too.
+    # Every handler takes any number of arguments of any shape, and admission.intake parses them into
+    # the event lifecycle.step takes: a malformed message becomes a Refused event, recorded, instead of
+    # failing the workflow task. Untyped, an argument the worker cannot decode arrives as an
+    # Undecodable (admitflow.codec.for_workers), and the message is refused with its reason too.
 
     @workflow.signal(name=contract.QUOTA_RESERVED)
     def quota_reserved(self, *payload: Any) -> None:
-        self.inbox.append(lc.QueueNoticed(signal=contract.QUOTA_RESERVED, payload=_one(payload)))
+        self.inbox.append(intake.notice(contract.QUOTA_RESERVED, *payload))
 
     @workflow.signal(name=contract.PENDING_STATUS)
     def pending_status(self, *payload: Any) -> None:
-        self.inbox.append(lc.QueueNoticed(signal=contract.PENDING_STATUS, payload=_one(payload)))
+        self.inbox.append(intake.notice(contract.PENDING_STATUS, *payload))
 
     @workflow.signal(name=contract.DEQUEUED)
     def dequeued(self, *payload: Any) -> None:
-        self.inbox.append(lc.QueueNoticed(signal=contract.DEQUEUED, payload=_one(payload)))
+        self.inbox.append(intake.notice(contract.DEQUEUED, *payload))
 
     @workflow.signal(name=contract.EVICTED)
     def evicted(self, *payload: Any) -> None:
-        self.inbox.append(lc.QueueNoticed(signal=contract.EVICTED, payload=_one(payload)))
+        self.inbox.append(intake.notice(contract.EVICTED, *payload))
 
     @workflow.signal(name=contract.ADMISSION_CHECKS_CHANGED)
     def admission_checks_changed(self, *payload: Any) -> None:
-        self.inbox.append(lc.QueueNoticed(signal=contract.ADMISSION_CHECKS_CHANGED, payload=_one(payload)))
+        self.inbox.append(intake.notice(contract.ADMISSION_CHECKS_CHANGED, *payload))
 
     @workflow.signal(name=contract.QUEUE_AVAILABLE)
     def queue_available(self, *payload: Any) -> None:
-        self.inbox.append(lc.QueueAppeared(payload=_undecodable(payload)))
+        self.inbox.append(intake.queue_available(*payload))
 
     @workflow.signal(name=contract.FINISH)
     def finish(self, *payload: Any) -> None:
-        self.inbox.append(lc.FinishRequested(payload=_one(payload)))
+        self.inbox.append(intake.finish(*payload))
 
     @workflow.signal(name=contract.DELETE)
     def delete(self, *payload: Any) -> None:
-        self.inbox.append(lc.DeleteRequested(payload=_one(payload)))
+        self.inbox.append(intake.deletion(*payload))
 
     @workflow.signal(name=contract.SET_ADMISSION_CHECK_STATE)
     def set_admission_check_state(self, *payload: Any) -> None:
         """Any payload is taken: one that is not a valid verdict is recorded as rejected."""
-        self.inbox.append(lc.VerdictReceived(payload=_one(payload)))
+        self.inbox.append(intake.verdict(*payload))
 
     @workflow.update(name=contract.APPLY_ADMISSION_CHECK_STATE)
     async def apply_admission_check_state(self, *payload: Any) -> WorkloadStatus:
-        await self._applied(lc.VerdictReceived(payload=_one(payload)))
+        await self._applied(intake.verdict(*payload))
         return self.state.status
 
     @apply_admission_check_state.validator
     def _validate_verdict(self, *payload: Any) -> None:
+        event = intake.verdict(*payload)
         try:
-            checks.validate(self.state, checks.parse(_one(payload)))
+            if isinstance(event, lc.Refused):
+                raise checks.VerdictError(event.detail)
+            checks.validate(self.state, event.verdict)
         except checks.VerdictError as err:
             raise ApplicationError(str(err), type="InvalidVerdict", non_retryable=True) from None
 
     @workflow.signal(name=contract.REMOVE_ADMISSION_GATES)
     def remove_admission_gates(self, *payload: Any) -> None:
         """Any payload is taken: one that cannot be applied is recorded as a Warning event."""
-        self.inbox.append(lc.AdmissionGatesRemoved(payload=_one(payload)))
+        self.inbox.append(intake.gate_removal(*payload))
 
     @workflow.update(name=contract.APPLY_ADMISSION_GATE_REMOVAL)
     async def apply_admission_gate_removal(self, *payload: Any) -> admission_gates.AdmissionGates:
-        await self._applied(lc.AdmissionGatesRemoved(payload=_one(payload)))
+        await self._applied(intake.gate_removal(*payload))
         return admission_gates.AdmissionGates(gates=admission_gates.gates(self.state.workload))
 
     @apply_admission_gate_removal.validator
     def _validate_gate_removal(self, *payload: Any) -> None:
+        event = intake.gate_removal(*payload)
         try:
-            admission_gates.validate(self.state, admission_gates.parse(_one(payload)))
+            if isinstance(event, lc.Refused):
+                raise admission_gates.GateError(event.detail)
+            admission_gates.validate(self.state, event.removal)
         except admission_gates.GateError as err:
             raise ApplicationError(str(err), type="InvalidAdmissionGateRemoval", non_retryable=True) from None
 
     @workflow.update(name=contract.APPLY_PRIORITY)
     async def apply_priority(self, *payload: Any) -> priority.PriorityChange:
         """A change of its priority (`admitflow apply`), answered with the priority it has then."""
-        await self._applied(lc.PriorityChangeRequested(payload=_one(payload)))
+        await self._applied(intake.priority_change(*payload))
         spec = self.state.workload.spec
         return priority.PriorityChange(priority=spec.priority or 0, priority_class_ref=spec.priority_class_ref)
 
     @apply_priority.validator
     def _validate_priority(self, *payload: Any) -> None:
+        event = intake.priority_change(*payload)
         try:
-            priority.validate(self.state, priority.parse(_one(payload)))
+            if isinstance(event, lc.Refused):
+                raise priority.PriorityError(event.detail)
+            priority.validate(self.state, event.change)
         except priority.PriorityError as err:
             raise ApplicationError(str(err), type="InvalidPriorityChange", non_retryable=True) from None
 
     @workflow.signal(name=contract.PROVISIONING_REQUEST_UPDATED)
     def provisioning_request_updated(self, *payload: Any) -> None:
-        self.inbox.append(lc.ProvisioningReported(payload=_one(payload)))
+        self.inbox.append(intake.provisioning_report(*payload))
 
     @workflow.signal(name=contract.PROVISIONING_REQUEST_DELETED)
     def provisioning_request_deleted(self, *payload: Any) -> None:
-        self.inbox.append(lc.ProvisioningEnded(payload=_one(payload)))
+        self.inbox.append(intake.provisioning_deleted(*payload))
 
     @workflow.signal(name=contract.SET_PODS_READY)
     def set_pods_ready(self, *payload: Any) -> None:
         """Any payload is taken: one that is not a valid report is recorded and changes nothing."""
-        self.inbox.append(lc.PodsReadyReported(payload=_one(payload)))
+        self.inbox.append(intake.pods_ready_report(*payload))
 
     @workflow.signal(name=contract.DEACTIVATE)
     def deactivate(self, *payload: Any) -> None:
-        self.inbox.append(lc.Deactivated(payload=_undecodable(payload)))
+        self.inbox.append(intake.deactivation(*payload))
 
     @workflow.signal(name=contract.ACTIVATE)
     def activate(self, *payload: Any) -> None:
-        self.inbox.append(lc.Activated(payload=_undecodable(payload)))
+        self.inbox.append(intake.activation(*payload))
 
     async def _applied(self, event: Any) -> None:
         """An update's event, in the inbox in order with every message; back once the loop has applied it."""
@@ -214,25 +215,26 @@ class WorkloadWorkflow:
         await self._settle([lc.Started()])
         while not (wl.is_finished(self.state) or self.state.deleted):
             self.timer.set(lc.next_wake(self.state))
+            self.moment.set(lc.notice_due(self.state))
             await workflow.wait_condition(
-                lambda: bool(self.inbox) or self.timer.fired is not None
-                or (workflow.info().is_continue_as_new_suggested() and lc.may_continue_as_new(self.state))
+                lambda: bool(self.inbox) or self.timer.fired is not None or self.moment.fired is not None
+                or (continue_as_new_due() and lc.may_continue_as_new(self.state))
             )
-            if self.inbox or self.timer.fired is not None:
-                self.hurry = True  # a notice waiting for its moment goes in this task, which runs anyway
+            fired, moment = self.timer.take(), self.moment.take()
+            if self.inbox or fired is not None or moment is not None:
                 events, self.inbox = self.inbox, []
                 self.taken += len(events)
-                fired = self.timer.take()
-                if fired is not None:
-                    events.append(lc.TimerFired(at=fired))
+                if fired is not None or moment is not None:
+                    events.append(lc.TimerFired(at=fired or moment))
                 await self._settle(events)
                 self.handled = self.taken
                 continue
             await self._told()
             await workflow.wait_condition(workflow.all_handlers_finished)
             if not self.inbox:
-                workflow.continue_as_new(WorkloadInput(workload=input.workload, state=self.state))
+                continue_as_new(WorkloadInput(workload=input.workload, state=self.state))
         self.timer.set(None)
+        self.moment.set(None)
         if self.runner is not None:
             # Its runner finished it and is returning from `start_workload`: completing before that
             # completion arrives would have the task refused when it arrives meanwhile.
@@ -241,25 +243,15 @@ class WorkloadWorkflow:
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.state.report()
 
-    async def _settle(self, events: list[Any]) -> None:
-        """Step the events and a Settle, carrying out each step's commands; what those commands
-        answer at once (an enqueue's resolution, a child found gone) is stepped next, then settled."""
-        pending = [*events, lc.Settle()]
-        rounds = 0
-        while pending:
-            event = pending.pop(0)
-            self.state, commands = lc.step(self.state, event, workflow.now(), workflow.random().random())
-            answers: list[Any] = []
-            for command in commands:
-                answers += await self._execute(command)
-            if answers:
-                pending[0:0] = answers
-                if isinstance(event, lc.Settle) and rounds < MAX_ROUNDS:
-                    rounds += 1
-                    pending.append(lc.Settle())
+    async def _settle(self, events: list[lc.Event]) -> None:
+        """Step the events through lifecycle's Driver, carrying out each command it hands out."""
+        driver = lc.Driver(self.state, events, workflow.now(), workflow.random().random)
+        while (command := driver.next()) is not None:
+            driver.answer(await self._execute(command))
+        self.state = driver.state
         self._publish()
 
-    async def _execute(self, c: Any) -> list[Any]:
+    async def _execute(self, c: lc.Command) -> list[lc.Event]:
         """Carry out one command; returns the events it answered with at once."""
         if isinstance(c, lc.Enqueue):
             # A local activity: no extra round trip through the server before the workload is queued.
@@ -270,18 +262,15 @@ class WorkloadWorkflow:
             )
             # What its queue answered in the same task (the entry's first pending reason, or the
             # reservation it holds for that ticket already) comes after the resolution, as the signal
-            # it stands for would have; a notice is applied by its kind.
+            # it stands for would have.
             return [lc.EnqueueResolved(ticket=c.request.entry.ticket, resolution=resolution),
-                    *(lc.QueueNoticed(signal=contract.PENDING_STATUS, payload=n) for n in resolution.notices)]
+                    *(intake.notice(contract.PENDING_STATUS, n) for n in resolution.notices)]
         if isinstance(c, lc.TellQueue):
-            await self._told(c)
+            await self._told()
             queue = contract.cluster_queue_id(c.cluster_queue)
             if c.signal == contract.ADMITTED:
-                # A signal the deciding task does not wait for, after its moment: one task applies the
-                # last `Ready`, publishes `Admitted` and answers the verdict's update.
-                self.hurry = False  # here, not in the task: a notice decided next in this step hurries it
-                self.moment = c
-                self.telling = asyncio.create_task(self._after_a_moment(c))
+                # A signal the task does not wait for: the task that sends it completes at once.
+                self.telling = asyncio.ensure_future(_signal(queue, c.signal, c.request))
             else:
                 # By local activity, in the task that decides it, started and not awaited: what the
                 # same step decides next (a runner's stop, the published status) is carried out before
@@ -315,28 +304,11 @@ class WorkloadWorkflow:
             await _signal(contract.PODS_READY_GATE_ID, c.signal, c.request)
         return []
 
-    async def _told(self, then: lc.TellQueue | None = None) -> None:
-        """The notice sent without waiting has reached its queue (at once when it already has); one
-        still waiting for its moment goes now, unless the notice to send `then` replaces it
-        (`lifecycle.replaces`): it is then not sent."""
+    async def _told(self) -> None:
+        """The notice sent without waiting has reached its queue (at once when it already has)."""
         if self.telling is not None:
             telling, self.telling = self.telling, None
-            moment, self.moment = self.moment, None
-            if moment is not None and then is not None and lc.replaces(then, moment):
-                telling.cancel()
-                return
-            self.hurry = True
             await telling
-
-    async def _after_a_moment(self, c: lc.TellQueue) -> bool:
-        """Send a notice after ADMITTED_DELAY, or as soon as the workload's next workflow task or
-        `_told` wants it out."""
-        try:
-            await workflow.wait_condition(lambda: self.hurry, timeout=ADMITTED_DELAY, timeout_summary=f"{c.signal} to ClusterQueue {c.cluster_queue}")
-        except asyncio.TimeoutError:
-            pass
-        self.moment = None
-        return await _signal(contract.cluster_queue_id(c.cluster_queue), c.signal, c.request)
 
     def _ask(self, c: lc.AskController) -> None:
         req = c.request
@@ -359,11 +331,11 @@ class WorkloadWorkflow:
                 return
             if self.asking.get(name) is handle:  # else it was stopped: answered, evicted, finished
                 del self.asking[name]
-                self.inbox.append(lc.ControllerAnswered(check=name, attempt=req.attempt, result=result, error=error))
+                self.inbox.append(intake.controller_answer(name, req.attempt, result, error))
 
         handle.add_done_callback(done)
 
-    async def _start_provisioning(self, c: lc.StartProvisioning) -> list[Any]:
+    async def _start_provisioning(self, c: lc.StartProvisioning) -> list[lc.Event]:
         a = c.plan.attempt
         self.children[a.workflow_id] = None  # an earlier run's end, heard from now on, is old news
         try:
@@ -417,7 +389,7 @@ class WorkloadWorkflow:
             self.runner = None
             # It stopped on its own: the runner died, shut down, gave up, or the run is over (with
             # its finish, when it returned one).
-            self.inbox.extend(lc.runner_ended(admission, result, ending, error))
+            self.inbox.extend(intake.runner_ended(admission, result, ending, error))
 
         handle.add_done_callback(done)
 
@@ -484,19 +456,6 @@ async def _signal(workflow_id: str, signal: str, payload: Any) -> bool:
             workflow.logger.warning("signal_refused", extra={"workflow_id": workflow_id, "signal": signal, "error": str(err)})
         await workflow.sleep(delay, summary=f"retry {signal} to {workflow_id}")
         delay = min(delay * 2, timedelta(minutes=1))
-
-
-def _one(payload: tuple) -> Any:
-    """The single argument of a message, or what stands for a wrong count: validation then says
-    `... got 2 arguments`. An argument that could not be decoded stands for the whole message."""
-    undecodable = _undecodable(payload)
-    if undecodable is not None:
-        return undecodable
-    return payload[0] if len(payload) == 1 else WrongArguments(count=len(payload))
-
-
-def _undecodable(payload: tuple) -> Undecodable | None:
-    return next((p for p in payload if isinstance(p, Undecodable)), None)
 
 
 def _runner_ending(err: ActivityError) -> Literal["failed", "lost", "drained"]:

@@ -11,7 +11,7 @@ Decide, then execute: every handler only turns its message into an event; the lo
 events through `admitflow.admission.provisioning_attempt.step`, which owns every rule, and carries
 out the commands it returns.
 
-No `from __future__ import annotations` here (see workflows/workload.py).
+No `from __future__ import annotations` here (see workflows/lifecycle.py).
 """
 
 import asyncio
@@ -33,10 +33,10 @@ with workflow.unsafe.imports_passed_through():
         ProvisioningCheckInput,
         ProvisioningNotice,
         ProvisioningRequestRef,
-        ProvisioningUpdate,
         WatchedProvisioningRequest,
         WatchProvisioningRequest,
     )
+    from admitflow.admission.protocol import ProvisioningUpdate
 
     from admitflow.workflows import arguments
     from admitflow.wire import after

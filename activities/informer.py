@@ -1,6 +1,6 @@
 """One watch of a whole resource, shared by everyone who waits for one of its objects: what
 client-go calls an informer (a reflector and its store), reduced to what the `kubernetes`
-ProvisioningRequest backend needs.
+ProvisioningRequest backend and the Kubernetes runner need.
 
 - It lists the resource (in pages, from one consistent snapshot), keeps the objects by namespace
   and name, and watches from the list's resourceVersion; every event moves the store and the
@@ -11,13 +11,18 @@ ProvisioningRequest backend needs.
   any other failure lists again after the backoff.
 - `wait_for(key, resource_version)` answers with the first state of the object newer than that
   version, or None once the store is past that version and the object is not in it (deleted).
+- `on_change(key, obj)`, when given, is called for every object the store holds in a new state,
+  and with None for every object it no longer holds: by a watch event, or by a list that found it
+  changed or gone (an event missed while the watch was down). A list that finds an object as it
+  was calls nothing.
 
 Resource versions are compared as integers: the Kubernetes API defines them as comparable for
 every resource kube-apiserver serves, custom resources included (KEP-5504, stable in 1.35; before
 that every kube-apiserver already used etcd's revision). Where one is not an integer (an extension
 API server), any other version counts as newer, and absence is never taken for deletion.
 
-This module knows nothing of HTTP: the backend gives it a `Source`.
+This module knows nothing of HTTP: its owner gives it a `Source` (activities/kubernetes_api.py
+lists and watches a collection).
 """
 
 from __future__ import annotations
@@ -108,7 +113,8 @@ class Backoff:
 class Informer:
     """See the module doc. `start()` inside the event loop that will use it; `close()` at the end.
     `on_stop` runs when the informer stops, by `close()` or because its event loop is ending (a
-    worker that exits without closing its backend): its owner's connections can go with it."""
+    worker that exits without closing its backend): its owner's connections can go with it.
+    `on_change` must not block: it runs inside the informer's loop."""
 
     def __init__(
         self,
@@ -117,10 +123,12 @@ class Informer:
         what: str = "objects",
         backoff: Backoff | None = None,
         on_stop: Callable[[], Awaitable[None]] | None = None,
+        on_change: Callable[[Key, dict[str, Any] | None], None] | None = None,
     ) -> None:
         self._source = source
         self._what = what
         self._on_stop = on_stop
+        self._on_change = on_change
         self._backoff = backoff or Backoff()
         self._store: dict[Key, dict[str, Any]] = {}
         self._position: str | None = None
@@ -182,6 +190,9 @@ class Informer:
 
     def get(self, key: Key) -> dict[str, Any] | None:
         return self._store.get(key)
+
+    def keys(self) -> list[Key]:
+        return list(self._store)
 
     def wait_for(self, key: Key, resource_version: str) -> asyncio.Future[dict[str, Any] | None]:
         """A future of the object's first state newer than `resource_version`, or of None when it
@@ -289,11 +300,17 @@ class Informer:
                 # The snapshot behind the continue token is gone: start over.
                 continue
             break
-        self._store = {_key(obj): obj for obj in items}
+        before, self._store = self._store, {_key(obj): obj for obj in items}
         self._position = first
         self._synced = True
         log.debug("informer_listed", what=self._what, objects=len(items), resource_version=first)
         self._notify_all()
+        if self._on_change is not None:
+            for key, obj in self._store.items():
+                if key not in before or _rv(before[key]) != _rv(obj):
+                    self._on_change(key, obj)
+            for key in before.keys() - self._store.keys():
+                self._on_change(key, None)
 
     async def _watch(self) -> float:
         """Watch from the position until the watch must list again; returns how long to wait first.
@@ -342,14 +359,18 @@ class Informer:
             return
         key = _key(obj)
         current = self._store.get(key)
+        changed: dict[str, Any] | None | bool = False  # the object's new state, or False: none
         if kind in ("ADDED", "MODIFIED"):
             if current is None or not newer(_rv(current), rv):
-                self._store[key] = obj
+                self._store[key] = changed = obj
         elif kind == "DELETED":
             if current is not None and not newer(_rv(current), rv):
                 del self._store[key]
+                changed = None
         else:
             return
         if rv:
             self._position = rv
         self._notify(key)
+        if changed is not False and self._on_change is not None:
+            self._on_change(key, changed)

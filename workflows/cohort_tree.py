@@ -21,33 +21,15 @@ with workflow.unsafe.imports_passed_through():
     from admitflow.admission.cluster_queue import ForceReleaseOutcome
     from admitflow.admission.cohort_tree import CohortTreeState, Forwarded, Handover
     from admitflow.api.cohort import CohortStatus, FairSharingStatus
-    from admitflow.messages import (
-        ClusterQueueReport,
-        ClusterQueueRef,
-        CohortInput,
-        CohortRef,
-        Delivery,
-        ForceRelease,
-        Messages,
-        Receipt,
-        StatusQuery,
-    )
+    from admitflow.messages import ClusterQueueRef, CohortInput, CohortRef
+    from admitflow.admission.protocol import ClusterQueueReport, Delivery, ForceRelease, Messages, Receipt, StatusQuery
 
     from admitflow.workflows import arguments
     from admitflow.workflows.memo import Memo
-    from admitflow.workflows.outbox import Outbox, continue_as_new_suggested, in_task_signals
-    from admitflow.workflows.queue_owner import (
-        MEMO_EVERY,
-        MESSAGE_TYPES,
-        Asked,
-        ForceReleaseCall,
-        Owner,
-        Retelling,
-        Taking,
-        receipt_for,
-        force_release_answered,
-        report,
-    )
+    from admitflow.workflows.outbox import Outbox, in_task_signals
+    from admitflow.workflows.versions import Movable, continue_as_new, continue_as_new_due
+    from admitflow.admission.queue_owner import MESSAGE_TYPES, Asked, ForceReleaseCall, Owner, Taking, receipt_for, report
+    from admitflow.workflows.queue_owner import MEMO_EVERY, Retelling, force_release_answered, memo_of, run_pass
 
 
 @dataclass
@@ -56,7 +38,7 @@ class _Recall:
 
 
 @workflow.defn(name=contract.COHORT_WORKFLOW)
-class CohortWorkflow:
+class CohortWorkflow(Movable):
     @workflow.init
     def __init__(self, input: CohortInput) -> None:
         self.state = input.state or CohortTreeState(root=input.root)
@@ -164,20 +146,20 @@ class CohortWorkflow:
                     if forget.cluster_queue:
                         self._bounce(Forwarded(cluster_queue=forget.cluster_queue, signal=contract.FORGET, payload=forget.to_wire()))
             if self.owner.pass_due(self.outbox):
-                self.owner.run_pass()
+                run_pass(self.owner)
                 self.outbox.step(holding=self._ending(), in_task=in_task_signals)
             self.owner.answer_all()
             # After the pass, which may have answered reservations; what it tells again goes out with
             # the next round of the loop (the outbox then needs attention).
             self.retelling.step(self.owner)
-            self.memo.publish(self.owner.memo)
+            self.memo.publish(lambda: memo_of(self.owner))
             workflow.set_current_details(tree.current_details(self.state))
             if self._ending() and self._quiet():
                 # An update that waits for its answer (take_messages, force_release) finishes only once
                 # the loop has taken what it brought: go round again then.
                 await workflow.wait_condition(lambda: workflow.all_handlers_finished() or bool(self.inbox))
                 if self._quiet():
-                    workflow.continue_as_new(
+                    continue_as_new(
                         CohortInput(root=self.state.root, state=self.state, undelivered=self.outbox.undelivered())
                     )
 
@@ -185,7 +167,7 @@ class CohortWorkflow:
         """Time to continue as new: when the server suggests it. Not sooner: under a dense stream of
         forwarded messages the server refuses a continue-as-new while signals keep arriving, and
         the outbox is held meanwhile (measured: a bound on this run's passes made the tree stall)."""
-        return continue_as_new_suggested()
+        return continue_as_new_due()
 
     def _quiet(self) -> bool:
         return not self.inbox and not self.outbox.in_flight and not self.owner.pass_due(self.outbox)
