@@ -20,7 +20,8 @@ every workflow replays (tests/histories.py) with no workflow task failed that a 
 more between the queue's decision and its workload's hearing of it (read from both histories), and
 nothing but this run's observers sent a query: the server's own count of QueryWorkflow requests
 (its frontend's `service_requests`, summed over its restart) is at most what the observers' client
-sent and the server answered (a query in flight when the server is killed counts on the client only).
+sent, give or take those that failed as unavailable: one in flight when the server is killed may
+have been counted by it before it died, or not (the count is read just before the kill).
 The observers (the queue's invariants, which workloads ended, the final reports) are a person's
 looks, on a client of their own; the controller, the runner and the engine worker read memos.
 """
@@ -109,6 +110,7 @@ class Report:
     # QueryWorkflow requests: by the server's own count, and those this run's observers sent.
     queries: int = 0
     observers_queries: int = 0
+    observers_unavailable: int = 0  # failed as unavailable: the server may have counted them before it died
 
     @property
     def lagged(self) -> list[str]:
@@ -119,7 +121,7 @@ class Report:
 
     @property
     def queried_by_machines(self) -> int:
-        return self.queries - self.observers_queries
+        return max(0, self.queries - self.observers_queries - self.observers_unavailable)
 
     @property
     def ok(self) -> bool:
@@ -138,7 +140,8 @@ class Report:
             f"stuck: {len(self.stuck)}, leaked: {len(self.leaked)}, double-admitted: {len(self.double_admitted)}",
             f"histories: {h.summary() if h else 'not audited'}",
             f"queries: {self.queries} QueryWorkflow requests by the server's count, {self.observers_queries} of them "
-            f"by this run's observers, {self.queried_by_machines} by the engine, its controller and its runner",
+            f"by this run's observers (and {self.observers_unavailable} failed as unavailable), "
+            f"{self.queried_by_machines} by the engine, its controller and its runner",
         ]
 
     def problems(self) -> str:
@@ -379,7 +382,9 @@ class Chaos:
             try:
                 answer = await original(rpc, req, resp_type, **kwargs)
             except RPCError as err:
-                if err.status != RPCStatusCode.UNAVAILABLE:  # else it never reached a server (one being restarted)
+                if err.status == RPCStatusCode.UNAVAILABLE:  # no server, or one killed after counting it
+                    self.report.observers_unavailable += 1
+                else:
                     self.report.observers_queries += 1
                 raise
             except asyncio.CancelledError:  # given up on (a 5 s wait): the server may have it all the same
